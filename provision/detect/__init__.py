@@ -1,0 +1,1 @@
+"""Detection: probes (one command each), pure parsers, and the Facts model."""

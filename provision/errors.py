@@ -1,0 +1,48 @@
+"""One exception tree for every error the user should see as a single line.
+
+The CLI catches :class:`ProvisionError` only; anything else keeps its traceback
+because it is a bug. Each class carries the process exit code documented in
+README.md ("Exit codes").
+"""
+
+from __future__ import annotations
+
+
+class ProvisionError(Exception):
+    """Base of every user-facing error. ``str(err)`` is the one line printed."""
+
+    exit_code: int = 1
+
+
+class SpecError(ProvisionError):
+    """The spec file is missing, is not valid YAML, or fails validation.
+
+    Attributes:
+        problems: One ``file:line:column: field.path: message`` line per problem.
+    """
+
+    exit_code = 2
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("\n".join(problems))
+
+
+class CatalogError(ProvisionError):
+    """The shipped compatibility catalog failed to load or validate (a packaging bug)."""
+
+
+class RefusedError(ProvisionError):
+    """The planner refused the spec on these facts; the message names rule and source."""
+
+
+class FactsError(ProvisionError):
+    """Saved facts (``detect --json``) or a raw probe directory could not be read."""
+
+
+class DriftError(ProvisionError):
+    """A saved plan no longer matches the machine: its facts changed since planning."""
+
+
+class ApplyError(ProvisionError):
+    """Ansible ran but the run failed; the message names the failed task and host."""

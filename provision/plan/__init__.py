@@ -1,0 +1,1 @@
+"""Planner: a pure function of (spec, facts, catalog) to an ordered Plan."""

@@ -1,0 +1,198 @@
+"""Spec v1: the target state of one GPU machine, validated strictly.
+
+The YAML layout mirrors these models one to one; ``provision schema`` prints
+the JSON Schema generated from them. Everything that later reaches a command
+line is a closed set, a version type or a validated path: never free text.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import PurePosixPath
+from typing import Annotated, Literal
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.version import InvalidVersion, Version
+from pydantic import AfterValidator, Field, HttpUrl, PlainSerializer, PlainValidator, WithJsonSchema, model_validator
+
+from provision.models import Frozen
+from provision.versions import Dotted, Driver
+
+Identifier = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,62}$")]
+"""Lower-case name safe for file names and Ansible variables."""
+
+
+def _absolute_path(value: str) -> str:
+    path = PurePosixPath(value)
+    if not path.is_absolute() or ".." in path.parts:
+        raise ValueError("must be an absolute path without '..'")
+    if not re.fullmatch(r"[A-Za-z0-9._/+-]+", value):
+        raise ValueError("may only contain letters, digits and . _ / + -")
+    return str(path)
+
+
+AbsolutePath = Annotated[str, AfterValidator(_absolute_path)]
+
+
+def _pep440(value: object) -> Version:
+    if isinstance(value, Version):
+        return value
+    if not isinstance(value, str):
+        raise ValueError("write the version in quotes, e.g. \"2.11.0\"")
+    try:
+        return Version(value)
+    except InvalidVersion:
+        raise ValueError(f"{value!r} is not a PEP 440 version") from None
+
+
+Pep440 = Annotated[
+    Version,
+    PlainValidator(_pep440),
+    PlainSerializer(str, return_type=str),
+    WithJsonSchema({"type": "string"}),
+]
+
+
+def _requirement(value: str) -> str:
+    try:
+        req = Requirement(value)
+    except InvalidRequirement as exc:
+        raise ValueError(f"not a pip requirement: {exc}") from None
+    if req.url:
+        raise ValueError("direct URL requirements are not allowed; use python.index_url")
+    return str(req)
+
+
+PipRequirement = Annotated[str, AfterValidator(_requirement)]
+
+
+class OsSpec(Frozen):
+    """Operating system the machine runs (must be one NVIDIA's repository serves)."""
+
+    distro: Literal["ubuntu", "debian"] = Field(description="Distribution ID as in /etc/os-release ID.")
+    version: Annotated[str, Field(pattern=r"^\d+(\.\d+)?$")] = Field(
+        description="VERSION_ID from /etc/os-release, e.g. \"24.04\" or \"12\"."
+    )
+    architecture: Literal["x86_64", "aarch64"] = "x86_64"
+
+    @property
+    def repo_code(self) -> str:
+        """NVIDIA repository distro code, e.g. ``ubuntu2404`` or ``debian12``."""
+        return f"{self.distro}{self.version.replace('.', '')}"
+
+
+class GpuSpec(Frozen):
+    """Which GPUs the machine has: a catalog model id and how many."""
+
+    model: Identifier = Field(description="Catalog GPU id, e.g. a100x or h200-sxm (provision catalog gpus).")
+    count: int = Field(ge=1, le=16, description="Number of GPUs expected by nvidia-smi.")
+
+
+class DriverSpec(Frozen):
+    """NVIDIA driver: branch, kernel module flavour, where it comes from, and the lock."""
+
+    branch: int = Field(ge=450, le=999, description="Driver branch, e.g. 580 (R580).")
+    flavor: Literal["open", "proprietary", "auto"] = Field(
+        "auto", description="Kernel module flavour; auto picks open for Turing and newer."
+    )
+    version: Driver | None = Field(None, description="Exact driver version, e.g. \"580.95.05\"; default newest.")
+    source: Literal["nvidia-repo", "distro", "preinstalled"] = Field(
+        "nvidia-repo",
+        description="nvidia-repo: NVIDIA's CUDA repository; distro: the distribution's archive; "
+        "preinstalled: provided by the host image, checked but never installed.",
+    )
+    hold: bool = Field(True, description="Hold the installed NVIDIA packages against upgrades.")
+
+    @model_validator(mode="after")
+    def _version_in_branch(self) -> DriverSpec:
+        if self.version is not None and self.version.branch != self.branch:
+            raise ValueError(f"driver.version {self.version} is not in branch {self.branch}")
+        return self
+
+
+class CudaSpec(Frozen):
+    """CUDA toolkit release and, optionally, cuDNN and NCCL versions (prefixes allowed)."""
+
+    toolkit: Dotted = Field(description="CUDA toolkit release X.Y, e.g. \"13.0\".")
+    cudnn: Dotted | None = Field(None, description="cuDNN version or prefix, e.g. \"9.14\" or \"9.14.0.64\".")
+    nccl: Dotted | None = Field(None, description="NCCL version or prefix, e.g. \"2.28.3\".")
+
+    @model_validator(mode="after")
+    def _toolkit_is_release(self) -> CudaSpec:
+        if len(self.toolkit.parts) != 2:
+            raise ValueError(f"cuda.toolkit must be a release X.Y such as 13.0, not {self.toolkit}")
+        return self
+
+
+class PythonSpec(Frozen):
+    """Python virtual environment with a PyTorch wheel from a pinned index."""
+
+    interpreter: Dotted = Field(description="Python X.Y used to create the venv, e.g. \"3.12\".")
+    venv: AbsolutePath = Field(description="Absolute path of the virtual environment.")
+    torch: Pep440 | None = Field(None, description="PyTorch release, e.g. \"2.11.0\" (local tag not included).")
+    cuda_variant: Annotated[str, Field(pattern=r"^cu\d{3}$")] | None = Field(
+        None, description="PyTorch CUDA wheel variant, e.g. cu130."
+    )
+    index_url: HttpUrl | None = Field(
+        None, description="Wheel index; default https://download.pytorch.org/whl/<cuda_variant>."
+    )
+    packages: tuple[PipRequirement, ...] = Field((), description="Extra pip requirements.")
+
+    @model_validator(mode="after")
+    def _torch_needs_variant(self) -> PythonSpec:
+        if (self.torch is None) != (self.cuda_variant is None):
+            raise ValueError("python.torch and python.cuda_variant go together")
+        if self.torch is not None and self.torch.local:
+            raise ValueError("write python.torch without a local tag; the variant goes in cuda_variant")
+        return self
+
+
+class BiosItem(Frozen):
+    """One manual BIOS or hardware step of the printable checklist."""
+
+    id: Identifier
+    title: str = Field(min_length=1)
+    why: str = Field(min_length=1)
+    how: str = Field(min_length=1)
+
+
+class BiosSpec(Frozen):
+    """Checklist items: catalog defaults, plus ``items`` (added or replacing by id), minus ``skip``."""
+
+    items: tuple[BiosItem, ...] = ()
+    skip: tuple[Identifier, ...] = ()
+
+
+class VerifySpec(Frozen):
+    """What "working" means. Thresholds left unset come from the catalog's GPU entry."""
+
+    min_h2d_gbps: float | None = Field(None, gt=0, description="Pinned host-to-device GB/s per GPU.")
+    max_gpu_temp_c: float | None = Field(None, gt=0, le=120)
+    max_memory_temp_c: float | None = Field(None, gt=0, le=120)
+
+
+class RepositorySpec(Frozen):
+    """Override of NVIDIA's apt repository (a mirror); still signed, fingerprint pinned."""
+
+    url: HttpUrl = Field(description="Base URL holding InRelease for the distro, e.g. .../repos/ubuntu2404/x86_64/.")
+    key_url: HttpUrl = Field(description="URL of the OpenPGP signing key (binary or armored).")
+    fingerprint: Annotated[str, Field(pattern=r"^[0-9A-F]{40}$")] = Field(
+        description="Full 40-hex-digit fingerprint the key must have."
+    )
+
+
+class Spec(Frozen):
+    """A provision spec, format version 1."""
+
+    schema_version: Literal[1] = 1
+    name: Identifier
+    description: str = ""
+    os: OsSpec
+    gpus: GpuSpec
+    driver: DriverSpec
+    cuda: CudaSpec | None = None
+    fabric_manager: Literal["auto", "required", "disabled"] = "auto"
+    python: PythonSpec | None = None
+    repository: RepositorySpec | None = None
+    bios: BiosSpec = BiosSpec()
+    verify: VerifySpec = VerifySpec()

@@ -1,0 +1,136 @@
+"""Version types used across spec, catalog, facts and plan.
+
+Three orderings exist in this domain and each has its own type:
+
+* NVIDIA driver versions (``580.95.05``): dotted integers; the text is kept as
+  written because package versions and ``/proc/driver/nvidia/version`` use the
+  zero-padded form. :class:`DriverVersion`.
+* Release prefixes (CUDA ``13.0``, cuDNN ``9.14`` or ``9.14.0.64``, NCCL
+  ``2.28.3``): dotted integers that match every longer version starting with
+  them. :class:`DottedVersion`.
+* Debian package versions (``2.28.3-1+cuda13.0``): dpkg ordering, delegated to
+  python-debian. :func:`deb_compare`.
+
+PEP 440 versions (torch wheels) use :class:`packaging.version.Version` directly.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Annotated, Any
+
+from debian.debian_support import Version as _DebVersion
+from pydantic import PlainSerializer, PlainValidator, WithJsonSchema
+
+_DOTTED = re.compile(r"^\d+(\.\d+)*$")
+
+
+@functools.total_ordering
+class DottedVersion:
+    """A dotted-integer version compared numerically, text kept as written.
+
+    Args:
+        text: For example ``"13.0"``, ``"580.95.05"`` or ``"9.14.0.64"``.
+
+    Raises:
+        ValueError: If ``text`` is not dot-separated decimal integers.
+    """
+
+    __slots__ = ("parts", "text")
+
+    def __init__(self, text: str) -> None:
+        text = str(text).strip()
+        if not _DOTTED.match(text):
+            raise ValueError(f"{text!r} is not a dotted version such as 13.0 or 580.95.05")
+        self.text = text
+        self.parts: tuple[int, ...] = tuple(int(p) for p in text.split("."))
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.text!r})"
+
+    def __hash__(self) -> int:
+        return hash(self.parts)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, DottedVersion):
+            return NotImplemented
+        return self.parts == other.parts
+
+    def __lt__(self, other: DottedVersion) -> bool:
+        return self.parts < other.parts
+
+    @property
+    def major(self) -> int:
+        return self.parts[0]
+
+    @property
+    def minor(self) -> int:
+        return self.parts[1] if len(self.parts) > 1 else 0
+
+    def matches(self, full: DottedVersion | str) -> bool:
+        """Whether ``full`` starts with this version (``9.14`` matches ``9.14.0.64``)."""
+        other = full if isinstance(full, DottedVersion) else DottedVersion(str(full))
+        return other.parts[: len(self.parts)] == self.parts
+
+
+class DriverVersion(DottedVersion):
+    """An exact NVIDIA driver version such as ``580.95.05``; ``branch`` is its first field."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        if len(self.parts) < 2:
+            raise ValueError(f"{text!r} is not a full driver version such as 580.95.05")
+
+    @property
+    def branch(self) -> int:
+        return self.parts[0]
+
+
+def _to_dotted(cls: type[DottedVersion]) -> Any:
+    def convert(value: Any) -> DottedVersion:
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise ValueError(f"expected a version string such as 13.0, got {type(value).__name__}")
+        if isinstance(value, float):
+            raise ValueError(f"write the version in quotes (YAML read {value!r} as a number)")
+        return cls(str(value))
+
+    return convert
+
+
+Dotted = Annotated[
+    DottedVersion,
+    PlainValidator(_to_dotted(DottedVersion)),
+    PlainSerializer(str, return_type=str),
+    WithJsonSchema({"type": "string", "pattern": r"^\d+(\.\d+)*$"}),
+]
+"""Pydantic field type for :class:`DottedVersion` (serialises to its text)."""
+
+Driver = Annotated[
+    DriverVersion,
+    PlainValidator(_to_dotted(DriverVersion)),
+    PlainSerializer(str, return_type=str),
+    WithJsonSchema({"type": "string", "pattern": r"^\d+\.\d+(\.\d+)*$"}),
+]
+"""Pydantic field type for :class:`DriverVersion` (serialises to its text)."""
+
+
+def deb_compare(a: str, b: str) -> int:
+    """Compare two Debian package versions with dpkg's rules.
+
+    Returns:
+        A negative number, zero or a positive number as ``a`` sorts before, equal
+        to or after ``b`` (epochs, tildes and revisions handled by python-debian).
+    """
+    va, vb = _DebVersion(a), _DebVersion(b)
+    return (va > vb) - (va < vb)
+
+
+def deb_upstream(version: str) -> str:
+    """The upstream part of a Debian version: ``2.28.3-1+cuda13.0`` -> ``2.28.3``."""
+    return _DebVersion(version).upstream_version or version
