@@ -132,6 +132,20 @@ class Torch(Frozen):
     device_count: int | None = None
 
 
+class Venv(Frozen):
+    """A Python virtual environment: its interpreter and installed distributions.
+
+    Read from ``pyvenv.cfg`` and the ``*.dist-info`` directory names in
+    site-packages, without starting the interpreter.
+    """
+
+    path: str
+    python: Dotted | None = Field(None, description="pyvenv.cfg 'version', e.g. 3.12.3.")
+    distributions: dict[str, str] = Field(
+        {}, description="Normalised distribution name (PEP 503) -> version, e.g. torch -> 2.11.0+cu130."
+    )
+
+
 class Facts(Frozen):
     """Everything detection learned about one host."""
 
@@ -145,6 +159,7 @@ class Facts(Frozen):
     packages: tuple[Package, ...] | Unknown
     cuda: CudaToolkits | Unknown
     torch: Torch | Unknown
+    venv: Venv | Unknown = Unknown(unknown="virtual environment not probed")
 
     def package(self, name: str) -> Package | None:
         """The installed package ``name``, or None (also when packages are unknown)."""

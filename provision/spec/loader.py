@@ -1,0 +1,104 @@
+"""Load a spec file with line-aware errors.
+
+ruamel.yaml's round-trip loader keeps the line and column of every mapping key
+and sequence item, so a pydantic error location (``driver.branch``) can be
+printed as ``specs/x.yaml:7:11: driver.branch: ...``, the way compilers do.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
+
+from provision.errors import SpecError
+from provision.spec.models import Spec
+
+Location = tuple[int, int]  # 1-based line, 1-based column
+
+
+def load_spec(path: Path) -> Spec:
+    """Read and validate the spec at ``path``.
+
+    Raises:
+        SpecError: File missing or unreadable, YAML malformed (including duplicate
+            keys), or validation failed; one ``file:line:column: field: message``
+            line per problem.
+    """
+    data = _read_yaml(path)
+    try:
+        return Spec.model_validate(_plain(data))
+    except ValidationError as exc:
+        raise SpecError([_format_error(path, data, err) for err in exc.errors()]) from None
+
+
+def _read_yaml(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError([f"{path}: no such spec file"]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError([f"{path}: cannot read spec: {exc}"]) from None
+    try:
+        data = YAML(typ="rt").load(text)
+    except MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        raise SpecError([f"{where}: invalid YAML: {exc.problem or exc.context}"]) from None
+    except YAMLError as exc:
+        raise SpecError([f"{path}: invalid YAML: {exc}"]) from None
+    if not isinstance(data, CommentedMap):
+        raise SpecError([f"{path}:1:1: the spec must be a YAML mapping (key: value), not {type(data).__name__}"])
+    return data
+
+
+def _plain(node: Any) -> Any:
+    """Convert ruamel's round-trip containers to dicts and lists for pydantic."""
+    if isinstance(node, CommentedMap):
+        return {str(k): _plain(v) for k, v in node.items()}
+    if isinstance(node, CommentedSeq):
+        return [_plain(v) for v in node]
+    if hasattr(node, "value") and type(node).__module__.startswith("ruamel"):
+        return node.value if not isinstance(node, str) else str(node)
+    return node
+
+
+def _format_error(path: Path, data: Any, err: Any) -> str:
+    loc = tuple(part for part in err["loc"] if not _is_union_tag(part))
+    line, col = _locate(data, loc)
+    field = ".".join(str(p) for p in loc) or "(top level)"
+    message = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        message = "unknown key (not part of spec v1; see `provision schema`)"
+    return f"{path}:{line}:{col}: {field}: {message}"
+
+
+def _is_union_tag(part: Any) -> bool:
+    # pydantic inserts the union member's type name into locations (e.g. 'function-plain[...]').
+    return isinstance(part, str) and ("[" in part or part in {"str", "int", "float", "bool"})
+
+
+def _locate(data: Any, loc: tuple[Any, ...]) -> Location:
+    """Line and column of the deepest node of ``loc`` that exists in the YAML."""
+    node, best = data, (1, 1)
+    for part in loc:
+        if isinstance(node, CommentedMap) and part in node:
+            best = _key_position(node, part)
+            node = node[part]
+        elif isinstance(node, CommentedSeq) and isinstance(part, int) and part < len(node):
+            line, col = node.lc.item(part)
+            best, node = (line + 1, col + 1), node[part]
+        else:
+            if isinstance(node, (CommentedMap, CommentedSeq)) and best == (1, 1):
+                best = (node.lc.line + 1, node.lc.col + 1)
+            break
+    return best
+
+
+def _key_position(node: CommentedMap, key: Any) -> Location:
+    line, col = node.lc.key(key)
+    return line + 1, col + 1
