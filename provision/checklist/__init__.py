@@ -1,0 +1,64 @@
+"""Printable BIOS / hardware checklist: the manual steps software cannot do, and how Linux checks them.
+
+Entry point for the CLI: :func:`render`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from provision.checklist.items import (
+    Checklist,
+    ChecklistItem,
+    checklist_for,
+    load_default_items,
+    merge_items,
+    psu_watts,
+)
+from provision.checklist.render import Paper, render_html, render_markdown
+from provision.spec.models import Spec
+
+__all__ = [
+    "Checklist",
+    "ChecklistItem",
+    "Paper",
+    "checklist_for",
+    "load_default_items",
+    "merge_items",
+    "psu_watts",
+    "render",
+    "render_html",
+    "render_markdown",
+]
+
+
+def render(
+    spec: Spec,
+    fmt: Literal["md", "html"],
+    paper: Paper = "a4",
+    *,
+    gpu_tdp_w: int | None = None,
+    gpu_memory_gib: float | None = None,
+    host: str | None = None,
+) -> str:
+    """Build the checklist for ``spec`` and render it.
+
+    Args:
+        spec: The validated spec.
+        fmt: ``"md"`` for the terminal (print with ``rich.markdown.Markdown``) or ``"html"`` to print.
+        paper: Paper size for HTML (``"a4"`` or ``"letter"``); ignored for Markdown.
+        gpu_tdp_w: Catalog board power of one GPU in watts; None prints "TDP unknown in catalog".
+        gpu_memory_gib: Catalog memory of one GPU in GiB; None prints "memory unknown in catalog".
+        host: Host name for the header; None leaves a blank to fill in by hand.
+
+    Returns:
+        The rendered document.
+
+    Raises:
+        SpecError: If ``spec.bios`` repeats an item id or skips an unknown id.
+        CatalogError: If the shipped default items fail to load.
+    """
+    checklist = checklist_for(spec, gpu_tdp_w, gpu_memory_gib, host=host)
+    if fmt == "html":
+        return render_html(checklist, paper)
+    return render_markdown(checklist)

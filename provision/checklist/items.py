@@ -1,0 +1,230 @@
+"""Checklist items: shipped defaults merged with a spec's ``bios`` section, sizing numbers filled in.
+
+The defaults live in ``provision/catalog/data/bios.yaml``. A spec's ``bios.items`` replace a
+default with the same id (keeping its position) or are appended; ``bios.skip`` then removes ids.
+GPU TDP and memory are passed in by the caller so that this module does not depend on the
+catalog API.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from datetime import date
+from functools import cache
+from pathlib import Path
+
+from pydantic import Field, ValidationError
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
+
+from provision.errors import CatalogError, SpecError
+from provision.models import Frozen
+from provision.spec.models import BiosItem, Spec
+
+DEFAULTS_PATH = Path(__file__).resolve().parents[1] / "catalog" / "data" / "bios.yaml"
+
+PLATFORM_ALLOWANCE_W = 400
+"""CPU, memory, disks and fans, in watts. This project's conservative default, not a vendor figure."""
+
+PSU_MARGIN = 1.25
+"""Headroom factor on the summed load. This project's conservative rule, not a vendor specification."""
+
+HOST_MEMORY_RECOMMENDED_FACTOR = 2
+"""Recommended host RAM as a multiple of total GPU memory (this project's rule; the minimum is 1x)."""
+
+SPEC_ITEM_CHECK = "No Linux-side check is defined for this spec item; confirm by inspection."
+
+
+class ChecklistItem(BiosItem):
+    """A spec ``BiosItem`` plus how it is checked from Linux and where its claim comes from.
+
+    Attributes:
+        check: Commands or observations that confirm the step once Linux boots.
+        source: Document or field-failure ids (FF-nn) backing ``why``.
+        detail: Numbers computed for this spec (sizing items), or None.
+    """
+
+    check: str = Field(min_length=1)
+    source: str = Field(min_length=1)
+    detail: str | None = None
+
+
+class Checklist(Frozen):
+    """The checklist for one spec: header facts and the ordered items."""
+
+    spec_name: str
+    description: str = ""
+    host: str | None = None
+    gpu_model: str
+    gpu_count: int
+    generated: date
+    items: tuple[ChecklistItem, ...]
+
+
+class _DefaultsFile(Frozen):
+    items: tuple[ChecklistItem, ...] = Field(min_length=1)
+
+
+def load_default_items(path: Path = DEFAULTS_PATH) -> tuple[ChecklistItem, ...]:
+    """Load and validate the shipped default checklist items.
+
+    Args:
+        path: YAML file with a top-level ``items`` list; the shipped file by default.
+
+    Returns:
+        The items in file order.
+
+    Raises:
+        CatalogError: If the file is missing, is not YAML, fails validation or repeats an id.
+    """
+    return _load_cached(path.resolve())
+
+
+@cache
+def _load_cached(path: Path) -> tuple[ChecklistItem, ...]:
+    try:
+        raw = YAML(typ="safe").load(path.read_text(encoding="utf-8"))
+        items = _DefaultsFile.model_validate(raw).items
+    except (OSError, YAMLError, ValidationError) as exc:
+        raise CatalogError(f"{path}: cannot load the default checklist: {exc}") from None
+    duplicates = _duplicates(item.id for item in items)
+    if duplicates:
+        raise CatalogError(f"{path}: duplicate checklist ids: {', '.join(duplicates)}")
+    return items
+
+
+def checklist_for(
+    spec: Spec,
+    gpu_tdp_w: int | None,
+    gpu_memory_gib: float | None,
+    *,
+    host: str | None = None,
+    today: date | None = None,
+) -> Checklist:
+    """Build the checklist for ``spec``: defaults, then ``bios.items``, minus ``bios.skip``.
+
+    Args:
+        spec: The validated spec.
+        gpu_tdp_w: Board power of one GPU in watts from the catalog, or None if unknown.
+        gpu_memory_gib: Memory of one GPU in GiB from the catalog, or None if unknown.
+        host: Host name printed in the header, or None to leave a blank to fill in.
+        today: Generation date; today's date by default.
+
+    Returns:
+        The merged checklist with sizing details for ``spec.gpus.count`` GPUs.
+
+    Raises:
+        SpecError: If ``bios.items`` repeats an id or ``bios.skip`` names an unknown id.
+    """
+    merged = merge_items(load_default_items(), spec)
+    details = sizing_details(spec, gpu_tdp_w, gpu_memory_gib)
+    return Checklist(
+        spec_name=spec.name,
+        description=spec.description,
+        host=host,
+        gpu_model=spec.gpus.model,
+        gpu_count=spec.gpus.count,
+        generated=today or date.today(),
+        items=tuple(_with_detail(item, details) for item in merged),
+    )
+
+
+def merge_items(defaults: tuple[ChecklistItem, ...], spec: Spec) -> tuple[ChecklistItem, ...]:
+    """Replace defaults by id with the spec's items, append new ids, drop skipped ids.
+
+    A replacing item keeps the default's ``check`` (the observable state of that id does not
+    change with the wording); a new item gets :data:`SPEC_ITEM_CHECK`.
+
+    Raises:
+        SpecError: If ``bios.items`` repeats an id or ``bios.skip`` names an unknown id.
+    """
+    duplicates = _duplicates(item.id for item in spec.bios.items)
+    if duplicates:
+        raise SpecError([f"bios.items: duplicate checklist item ids: {', '.join(duplicates)}"])
+    by_id = {item.id: item for item in defaults}
+    for item in spec.bios.items:
+        by_id[item.id] = _from_spec(item, by_id.get(item.id), spec.name)
+    _check_skips(spec.bios.skip, by_id)
+    return tuple(item for item_id, item in by_id.items() if item_id not in spec.bios.skip)
+
+
+def _from_spec(item: BiosItem, replaced: ChecklistItem | None, spec_name: str) -> ChecklistItem:
+    check = replaced.check if replaced else SPEC_ITEM_CHECK
+    return ChecklistItem(**item.model_dump(), check=check, source=f"spec {spec_name}")
+
+
+def _check_skips(skip: Iterable[str], known: Mapping[str, ChecklistItem]) -> None:
+    unknown = [item_id for item_id in skip if item_id not in known]
+    if unknown:
+        valid = ", ".join(known)
+        names = ", ".join(repr(item_id) for item_id in unknown)
+        raise SpecError([f"bios.skip: unknown checklist item id {names}; valid ids: {valid}"])
+
+
+def _duplicates(ids: Iterable[str]) -> list[str]:
+    return sorted(item_id for item_id, n in Counter(ids).items() if n > 1)
+
+
+def _with_detail(item: ChecklistItem, details: Mapping[str, str]) -> ChecklistItem:
+    detail = details.get(item.id)
+    return item if detail is None else item.model_copy(update={"detail": detail})
+
+
+def psu_watts(gpu_count: int, gpu_tdp_w: int) -> int:
+    """Minimum PSU rating in watts: ``ceil((count x TDP + 400 W) x 1.25)``.
+
+    The 400 W platform allowance and the 1.25 margin are this project's conservative rule,
+    not a vendor specification. Example: 2 x 300 W gives (600 + 400) x 1.25 = 1250 W.
+    """
+    return math.ceil((gpu_count * gpu_tdp_w + PLATFORM_ALLOWANCE_W) * PSU_MARGIN)
+
+
+def sizing_details(spec: Spec, gpu_tdp_w: int | None, gpu_memory_gib: float | None) -> dict[str, str]:
+    """Computed text for the sizing items, keyed by item id (``psu-sizing``, ``host-memory``, ``cooling``)."""
+    details = {
+        "psu-sizing": _psu_detail(spec.gpus.count, gpu_tdp_w),
+        "host-memory": _memory_detail(spec.gpus.count, gpu_memory_gib),
+    }
+    cooling = _cooling_detail(spec)
+    if cooling:
+        details["cooling"] = cooling
+    return details
+
+
+def _psu_detail(count: int, tdp_w: int | None) -> str:
+    if tdp_w is None:
+        return (
+            f"{count} x {_gpu_word(count)}: TDP unknown in catalog; take the board power from the "
+            f"GPU's product brief and apply (count x TDP + {PLATFORM_ALLOWANCE_W} W) x {PSU_MARGIN}."
+        )
+    gpus_w = count * tdp_w
+    return (
+        f"{count} x {tdp_w} W = {gpus_w} W GPUs + {PLATFORM_ALLOWANCE_W} W platform = "
+        f"{gpus_w + PLATFORM_ALLOWANCE_W} W; x {PSU_MARGIN} = {psu_watts(count, tdp_w)} W minimum PSU rating."
+    )
+
+
+def _memory_detail(count: int, memory_gib: float | None) -> str:
+    if memory_gib is None:
+        return f"{count} x {_gpu_word(count)}: memory unknown in catalog; use the product brief's figure."
+    total = count * memory_gib
+    recommended = total * HOST_MEMORY_RECOMMENDED_FACTOR
+    return (
+        f"{count} x {memory_gib:g} GiB = {total:g} GiB GPU memory: install at least {total:g} GiB "
+        f"host RAM, {recommended:g} GiB recommended."
+    )
+
+
+def _cooling_detail(spec: Spec) -> str | None:
+    limits = [
+        f"{label} ≤ {value:g} °C"
+        for label, value in (("GPU", spec.verify.max_gpu_temp_c), ("memory", spec.verify.max_memory_temp_c))
+        if value is not None
+    ]
+    return f"Spec verify thresholds: {', '.join(limits)}." if limits else None
+
+
+def _gpu_word(count: int) -> str:
+    return "GPU" if count == 1 else "GPUs"
