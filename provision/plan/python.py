@@ -1,0 +1,99 @@
+"""Python virtual environment and wheel steps.
+
+The torch requirement is pinned with its local variant tag (``torch==2.11.0+cu130``)
+and installed from the variant's own index only, so PyPI's default CUDA variant
+is never taken by accident (FF-09; PyTorch wheel index pattern, compat.md §2).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from provision.catalog import Catalog
+from provision.detect.facts import Facts, Torch, Unknown, Venv
+from provision.plan.models import Action, Component, Finding, Step
+from provision.plan.steps import noop
+from provision.spec.models import PythonSpec
+from provision.versions import DottedVersion
+
+_TAGS = ("python",)
+
+
+def venv_step(py: PythonSpec, facts: Facts) -> Step | Finding:
+    """Create the venv unless one with the spec's interpreter exists (never deletes one)."""
+    found = _venv_python(py, facts)
+    if found is None:
+        return Step(component=Component.PYTHON_VENV, action=Action.INSTALL, current="absent",
+                    target=f"{py.venv} (Python {py.interpreter})", tags=_TAGS,
+                    reason=f"create the virtual environment {py.venv} with python{py.interpreter}")
+    if DottedVersion(".".join(map(str, found.parts[:2]))) != py.interpreter:
+        return Finding(rule="venv-python-mismatch", severity="blocker", source="provision planner",
+                       message=f"{py.venv} uses Python {found}, the spec wants {py.interpreter}; remove it "
+                               "or choose another python.venv (provision never deletes an environment)")
+    return noop(Component.PYTHON_VENV, current=f"Python {found}", target=f"Python {py.interpreter}",
+                reason=f"{py.venv} exists with Python {found}")
+
+
+def _venv_python(py: PythonSpec, facts: Facts) -> DottedVersion | None:
+    if isinstance(facts.venv, Venv) and facts.venv.python is not None:
+        return facts.venv.python
+    if isinstance(facts.torch, Torch) and facts.torch.venv == py.venv and facts.torch.python:
+        return DottedVersion(facts.torch.python.split()[0])
+    return None
+
+
+def requirements(py: PythonSpec) -> tuple[str, ...]:
+    """pip requirements: torch pinned with its variant tag, then the extra packages."""
+    torch = (f"torch=={py.torch}+{py.cuda_variant}",) if py.torch is not None else ()
+    return torch + py.packages
+
+
+def wheels_step(py: PythonSpec, facts: Facts) -> Step:
+    """Install the requirements that the venv does not satisfy yet."""
+    have = _distributions(py, facts)
+    missing = tuple(r for r in requirements(py) if not _satisfied(Requirement(r), have))
+    if not missing:
+        return noop(Component.PYTHON_WHEELS, current=_describe(have), target=", ".join(requirements(py)),
+                    reason="every requirement is already satisfied in the venv")
+    return Step(component=Component.PYTHON_WHEELS, action=Action.INSTALL, current=_describe(have) or "absent",
+                target=", ".join(requirements(py)), packages=missing, tags=_TAGS,
+                reason="install the wheels (torch from its pinned variant index only)")
+
+
+def _distributions(py: PythonSpec, facts: Facts) -> dict[str, str]:
+    if isinstance(facts.venv, Venv):
+        return dict(facts.venv.distributions)
+    if isinstance(facts.torch, Torch) and facts.torch.venv == py.venv:
+        return {"torch": facts.torch.version}
+    return {}
+
+
+def _satisfied(req: Requirement, have: dict[str, str]) -> bool:
+    version = have.get(canonicalize_name(req.name))
+    if version is None:
+        return False
+    try:
+        return req.specifier.contains(Version(version), prereleases=True)
+    except InvalidVersion:
+        return False
+
+
+def _describe(have: dict[str, str]) -> str:
+    return f"torch {have['torch']}" if "torch" in have else ""
+
+
+def python_extravars(py: PythonSpec, catalog: Catalog) -> dict[str, Any]:
+    """Variables for the python role: interpreter, venv, torch index and requirements."""
+    index = str(py.index_url) if py.index_url else (catalog.index_url(py.cuda_variant) if py.cuda_variant else None)
+    torch = requirements(py)[:1] if py.torch is not None else ()
+    return {
+        "interpreter": f"python{py.interpreter}",
+        "venv": py.venv,
+        "torch_requirements": list(torch),
+        "torch_index_url": index,
+        "packages": list(py.packages),
+    }
