@@ -154,6 +154,10 @@ class Facts(Frozen):
     os: OsRelease | Unknown
     kernel: Kernel | Unknown
     driver: LoadedDriver | Unknown
+    # Unknown first: pydantic picks the first union member whose serializer fits, and
+    # Driver's plain str serializer would otherwise also claim an Unknown.
+    driver_on_disk: Unknown | Driver | None = Field(
+        None, description="modinfo -F version nvidia: module the next boot loads (FF-01); None: not probed.")
     gpus: tuple[Gpu, ...] | Unknown
     topology: Topology | Unknown
     packages: tuple[Package, ...] | Unknown

@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""Run detection probes concurrently and print their outputs as JSON.
+
+This file is a standalone, stdlib-only script for Python 3.8+: Ansible copies it
+to each remote host and runs it there, and :mod:`provision.detect.runner` imports
+it to run the same probes in-process. Keep it free of project imports.
+
+Input (stdin, or a file named as the first argument): a JSON list of probes,
+``[{"id": "uname", "argv": ["uname", "-a"], "timeout": 10}, ...]`` (timeout in
+seconds). Output (stdout): ``{"uname": {"command": "uname -a", "output": "...",
+"rc": 0}, ...}``. Output is stdout and stderr interleaved, as a terminal shows it.
+Annotations use ``list[...]``; ``from __future__ import annotations`` keeps that 3.8-safe.
+A missing executable gives rc 127 and ``X: not found``; a timeout gives rc 124.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+NOT_FOUND_RC = 127
+"""Exit status of a command that does not exist (POSIX shells use the same)."""
+TIMEOUT_RC = 124
+"""Exit status for a probe that ran past its timeout (as coreutils ``timeout``)."""
+NOT_EXECUTABLE_RC = 126
+
+# C locale so that tools print the untranslated text the parsers expect.
+_ENV_OVERRIDES = {"LC_ALL": "C", "LANG": "C"}
+
+
+def _result(argv: list[str], output: str, rc: int) -> dict[str, Any]:
+    return {"command": shlex.join(argv), "output": output, "rc": rc}
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    # Kill the whole session: `sh -c` pipelines leave children holding the pipe open.
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def run_probe(argv: list[str], timeout: float) -> dict[str, Any]:
+    """Run one command and capture its output.
+
+    Args:
+        argv: The command as a list; never passed through a shell by this function.
+        timeout: Seconds before the command (and its children) is killed.
+
+    Returns:
+        ``{"command": str, "output": str, "rc": int}``.
+    """
+    env = dict(os.environ, **_ENV_OVERRIDES)
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    except FileNotFoundError:
+        return _result(argv, f"{argv[0]}: not found\n", NOT_FOUND_RC)
+    except PermissionError:
+        return _result(argv, f"{argv[0]}: permission denied\n", NOT_EXECUTABLE_RC)
+    return _wait(proc, argv, timeout)
+
+
+def _wait(proc: subprocess.Popen[bytes], argv: list[str], timeout: float) -> dict[str, Any]:
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        out, _ = proc.communicate()
+        text = out.decode("utf-8", "replace") + f"{argv[0]}: timed out after {timeout:g} s\n"
+        return _result(argv, text, TIMEOUT_RC)
+    return _result(argv, out.decode("utf-8", "replace"), proc.returncode)
+
+
+def collect(probes: list[dict[str, Any]], workers: int = 0) -> dict[str, dict[str, Any]]:
+    """Run every probe concurrently.
+
+    Args:
+        probes: ``[{"id": str, "argv": [str, ...], "timeout": float}, ...]``.
+        workers: Thread count; 0 means one per probe (probes mostly wait on I/O).
+
+    Returns:
+        ``{id: {"command": str, "output": str, "rc": int}}`` in the input order.
+    """
+    if not probes:
+        return {}
+    with ThreadPoolExecutor(max_workers=workers or len(probes)) as pool:
+        futures = [pool.submit(run_probe, list(p["argv"]), float(p["timeout"])) for p in probes]
+        # zip(strict=) needs 3.10 and this script runs on 3.8 hosts; the lengths match by construction.
+        return {p["id"]: f.result() for p, f in zip(probes, futures)}  # noqa: B905
+
+
+def main(args: list[str]) -> int:
+    """Read probes from ``args[0]`` (a file) or stdin and print the JSON results."""
+    if args:
+        with open(args[0], encoding="utf-8") as handle:
+            probes = json.load(handle)
+    else:
+        probes = json.load(sys.stdin)
+    json.dump(collect(probes), sys.stdout)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

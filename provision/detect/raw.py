@@ -1,0 +1,87 @@
+"""Raw probe outputs and the raw directory format.
+
+A raw directory holds one ``<probe id>.txt`` per probe, in the format of the
+captured fixtures (``shared/fixtures/*/``)::
+
+    $ nvidia-smi topo -m
+    <output, stdout and stderr interleaved>
+    [exit 0]
+
+``provision detect --save-raw DIR`` writes it; :func:`read_raw` reads it back, so
+captured machines and bug reports can be replayed through the parsers.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+from provision.errors import FactsError
+from provision.models import Frozen
+
+MISSING_RC = -1
+"""``rc`` of a synthetic output standing in for a probe that never ran."""
+
+_EXIT = re.compile(r"^\[exit (-?\d+)\]$")
+
+
+class ProbeOutput(Frozen):
+    """What one probe printed.
+
+    Attributes:
+        command: The command line as shown to a human (``shlex.join`` of the argv).
+        output: Stdout and stderr interleaved; empty when the command printed nothing.
+        rc: Exit status; 127 not found, 124 timed out, :data:`MISSING_RC` never ran.
+    """
+
+    command: str
+    output: str
+    rc: int
+
+    @classmethod
+    def missing(cls, probe_id: str) -> ProbeOutput:
+        """A stand-in for a probe with no output, whose parse gives an Unknown."""
+        return cls(command="", output=f"no output from the {probe_id} probe\n", rc=MISSING_RC)
+
+
+def format_raw(out: ProbeOutput) -> str:
+    """The text of one raw file: ``$ command``, the output, ``[exit N]``."""
+    body = out.output if not out.output or out.output.endswith("\n") else out.output + "\n"
+    command = out.command.replace("\n", " ")
+    return f"$ {command}\n{body}[exit {out.rc}]\n"
+
+
+def parse_raw(text: str, name: str = "<raw>") -> ProbeOutput:
+    """Parse the text of one raw file.
+
+    Raises:
+        FactsError: If the first line is not ``$ ...`` or the last is not ``[exit N]``.
+    """
+    lines = text.rstrip("\n").split("\n")
+    match = _EXIT.match(lines[-1].strip()) if len(lines) >= 2 else None
+    if not lines[0].startswith("$") or match is None:
+        raise FactsError(f"{name}: not a raw probe file (want '$ command' ... '[exit N]')")
+    output = "".join(line + "\n" for line in lines[1:-1])
+    return ProbeOutput(command=lines[0][1:].strip(), output=output, rc=int(match.group(1)))
+
+
+def write_raw(directory: Path, outputs: Mapping[str, ProbeOutput]) -> None:
+    """Write one ``<id>.txt`` per probe into ``directory`` (created if needed)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for probe_id, out in outputs.items():
+        (directory / f"{probe_id}.txt").write_text(format_raw(out), encoding="utf-8")
+
+
+def read_raw(directory: Path) -> dict[str, ProbeOutput]:
+    """Read every ``*.txt`` of a raw directory, keyed by file stem (the probe id).
+
+    Raises:
+        FactsError: If the directory is missing or a file is not in the raw format.
+    """
+    if not directory.is_dir():
+        raise FactsError(f"{directory}: no such raw probe directory")
+    return {
+        path.stem: parse_raw(path.read_text(encoding="utf-8", errors="replace"), str(path))
+        for path in sorted(directory.glob("*.txt"))
+    }

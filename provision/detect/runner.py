@@ -1,0 +1,247 @@
+"""Run the probes (locally, from a raw directory, or on remote hosts) and build Facts.
+
+All three paths end in :func:`facts_from_outputs`, so a captured directory, the
+local machine and a fleet host are parsed by exactly the same code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from provision.detect import collector
+from provision.detect.facts import Facts, Unknown
+from provision.detect.parsers import (
+    NO_VENV,
+    merge_cuda,
+    merge_kernel,
+    parse_cuda_dirs,
+    parse_dpkg,
+    parse_driver_version,
+    parse_modinfo,
+    parse_nvcc,
+    parse_os_release,
+    parse_proc_version,
+    parse_torch,
+    parse_uname,
+    parse_venv,
+)
+from provision.detect.parsers_gpu import parse_query_gpu, parse_topology
+from provision.detect.probes import Probe, all_probes
+from provision.detect.raw import ProbeOutput, read_raw, write_raw
+from provision.errors import FactsError
+
+COLLECTOR_TASK = "Run the detection collector."
+
+
+def facts_from_outputs(outputs: Mapping[str, ProbeOutput], host: str = "localhost",
+                       collected_at: datetime | None = None) -> Facts:
+    """Parse probe outputs (keyed by probe id) into Facts; a missing probe gives an Unknown.
+
+    ``driver_on_disk`` stays None when no ``modinfo`` output exists; ``torch`` and
+    ``venv`` are Unknown when their outputs are absent (no venv was given).
+    """
+    def text(probe_id: str) -> tuple[str, int]:
+        out = outputs.get(probe_id) or ProbeOutput.missing(probe_id)
+        return out.output, out.rc
+
+    return Facts(
+        host=host, collected_at=collected_at,
+        os=parse_os_release(*text("os-release")),
+        kernel=merge_kernel(parse_uname(*text("uname")), parse_proc_version(*text("proc-version"))),
+        driver=parse_driver_version(*text("driver-version")),
+        driver_on_disk=parse_modinfo(*text("modinfo")) if "modinfo" in outputs else None,
+        gpus=parse_query_gpu(*text("query-gpu")),
+        topology=parse_topology(*text("topo-m")),
+        packages=parse_dpkg(*text("dpkg-nvidia")),
+        cuda=merge_cuda(parse_cuda_dirs(*text("cuda-dirs")), parse_nvcc(*text("nvcc"))),
+        torch=parse_torch(*text("torch")) if "torch" in outputs else Unknown(unknown=NO_VENV),
+        venv=parse_venv(*text("venv")) if "venv" in outputs else Unknown(unknown=NO_VENV),
+    )
+
+
+def unknown_facts(host: str, reason: str) -> Facts:
+    """Facts for a host nothing could be read from: every fact Unknown with ``reason``."""
+    unknown = Unknown(unknown=reason)
+    return Facts(host=host, os=unknown, kernel=unknown, driver=unknown, driver_on_disk=unknown,
+                 gpus=unknown, topology=unknown, packages=unknown, cuda=unknown, torch=unknown,
+                 venv=unknown)
+
+
+def outputs_from_json(results: Mapping[str, Mapping[str, Any]]) -> dict[str, ProbeOutput]:
+    """The collector's JSON (``{id: {"command", "output", "rc"}}``) as ProbeOutputs."""
+    return {probe_id: ProbeOutput.model_validate(dict(out)) for probe_id, out in results.items()}
+
+
+def run_probes(probes: Iterable[Probe]) -> dict[str, ProbeOutput]:
+    """Run probes concurrently in this process through the collector."""
+    return outputs_from_json(collector.collect([p.to_json() for p in probes]))
+
+
+def detect_local(venv: str | None = None, save_raw: Path | None = None) -> Facts:
+    """Detect this machine.
+
+    Args:
+        venv: The spec's Python venv, where torch is read from; None skips torch.
+        save_raw: If given, also write every probe's output there (raw format).
+
+    Returns:
+        Facts for ``localhost``, stamped with the collection time (UTC).
+    """
+    started = datetime.now(UTC)
+    outputs = run_probes(all_probes(venv))
+    if save_raw is not None:
+        write_raw(save_raw, outputs)
+    return facts_from_outputs(outputs, collected_at=started)
+
+
+def facts_from_raw(directory: Path, host: str = "localhost") -> Facts:
+    """Facts from a raw directory (``detect --save-raw`` output or a captured fixture).
+
+    Raises:
+        FactsError: If the directory is missing or holds a malformed file.
+    """
+    return facts_from_outputs(read_raw(directory), host=host)
+
+
+def detect_remote(inventory: str, limit: str | None = None, venv: str | None = None) -> dict[str, Facts]:
+    """Detect every inventory host in one ansible-runner playbook run.
+
+    The collector and the probe list are copied to a temporary directory on each
+    host and run there with the host's python3; results come from the runner's
+    ``runner_on_ok`` events. An unreachable or failing host gets every fact
+    Unknown with Ansible's message.
+
+    Args:
+        inventory: An inventory file path, or INI inventory text.
+        limit: An Ansible host pattern restricting the run, or None for all hosts.
+        venv: The venv torch is read from on each host; None skips torch.
+
+    Returns:
+        ``{inventory hostname: Facts}`` for every host the play reached or tried.
+
+    Raises:
+        FactsError: If ansible-playbook failed before any host reported.
+    """
+    started = datetime.now(UTC)
+    with tempfile.TemporaryDirectory(prefix="provision-detect-") as tmp:
+        events, rc, tail = _run_play(Path(tmp), inventory, limit, all_probes(venv))
+    hosts = collector_results(events)
+    if not hosts and rc != 0:
+        raise FactsError(f"ansible-playbook failed (rc {rc}) before any host reported: {tail}")
+    return {host: _host_facts(host, result, started) for host, result in hosts.items()}
+
+
+def _host_facts(host: str, result: str | dict[str, Any], started: datetime) -> Facts:
+    if isinstance(result, str):
+        return unknown_facts(host, result)
+    return facts_from_outputs(outputs_from_json(result), host=host, collected_at=started)
+
+
+def _run_play(data_dir: Path, inventory: str, limit: str | None,
+              probes: list[Probe]) -> tuple[list[dict[str, Any]], int, str]:
+    """Run the detection play; returns (events, rc, last stdout line)."""
+    import ansible_runner  # type: ignore[import-untyped]  # slow to import; only the fleet path needs it
+
+    _write_project(data_dir / "project", probes)
+    source = str(Path(inventory).resolve()) if Path(inventory).exists() else inventory
+    run = ansible_runner.run(
+        private_data_dir=str(data_dir), playbook="detect.yml", inventory=source, limit=limit,
+        envvars=_envvars(data_dir), suppress_env_files=True, quiet=True,
+    )
+    tail = (run.stdout.read().strip().splitlines() or ["no output"])[-1]
+    return list(run.events), int(run.rc), tail
+
+
+def _envvars(data_dir: Path) -> dict[str, str]:
+    # Host keys are checked: detection must not silently trust a new machine.
+    return {
+        "PATH": interpreter_path(),
+        "ANSIBLE_SSH_CONTROL_PATH_DIR": str(data_dir / "cp"),
+        "ANSIBLE_HOST_KEY_CHECKING": "True",
+        "ANSIBLE_RETRY_FILES_ENABLED": "False",
+    }
+
+
+def _write_project(project: Path, probes: list[Probe]) -> None:
+    # Files, not inline strings: Ansible would template '{{' or '{#' in the script text.
+    project.mkdir(parents=True, exist_ok=True)
+    (project / "collector.py").write_text(collector_source(), encoding="utf-8")
+    (project / "probes.json").write_text(probes_json(probes), encoding="utf-8")
+    (project / "detect.yml").write_text(json.dumps(detect_play(), indent=1), encoding="utf-8")
+
+
+def detect_play() -> list[dict[str, Any]]:
+    """The detection playbook as data (JSON is YAML): copy, run, read, clean up."""
+    workdir = "{{ provision_detect_dir.path }}"
+    python = ("{{ ansible_facts.discovered_interpreter_python"
+              " | default(ansible_python_interpreter | default('python3')) }}")
+    copy = [
+        {"name": f"Copy the {name} to the host.",
+         "ansible.builtin.copy": {"src": f"{{{{ playbook_dir }}}}/{name}", "dest": f"{workdir}/{name}",
+                                  "mode": "0600"}}
+        for name in ("collector.py", "probes.json")
+    ]
+    run = {"name": COLLECTOR_TASK, "changed_when": False,
+           "ansible.builtin.command": {"argv": [python, f"{workdir}/collector.py", f"{workdir}/probes.json"]}}
+    clean = {"name": "Remove the collector's temporary directory.",
+             "ansible.builtin.file": {"path": workdir, "state": "absent"}}
+    mkdir = {"name": "Create a temporary directory for the collector.",
+             "ansible.builtin.tempfile": {"state": "directory", "prefix": "provision-detect-"},
+             "register": "provision_detect_dir"}
+    return [{"name": "Detect GPU machine facts.", "hosts": "all", "gather_facts": False,
+             "tasks": [mkdir, {"block": [*copy, run], "always": [clean]}]}]
+
+
+def collector_results(events: Iterable[Mapping[str, Any]]) -> dict[str, str | dict[str, Any]]:
+    """Per host: the collector's parsed JSON, or the reason it did not run (a string).
+
+    Reads ``runner_on_ok`` of the collector task; the first ``runner_on_failed`` or
+    ``runner_on_unreachable`` of any task gives a host's reason.
+    """
+    hosts: dict[str, str | dict[str, Any]] = {}
+    for event in events:
+        data = event.get("event_data", {})
+        host, res = data.get("host"), data.get("res") or {}
+        if not isinstance(host, str):
+            continue
+        if event.get("event") == "runner_on_ok" and data.get("task") == COLLECTOR_TASK:
+            hosts[host] = _collector_json(res)
+        elif event.get("event") in ("runner_on_failed", "runner_on_unreachable") and host not in hosts:
+            hosts[host] = _failure_reason(event["event"], data.get("task", "?"), res)
+    return hosts
+
+
+def _collector_json(res: Mapping[str, Any]) -> str | dict[str, Any]:
+    try:
+        parsed = json.loads(res.get("stdout", ""))
+    except json.JSONDecodeError:
+        return f"collector printed no JSON: {str(res.get('stdout', ''))[:200]}"
+    return parsed if isinstance(parsed, dict) else "collector printed JSON that is not an object"
+
+
+def _failure_reason(event: str, task: str, res: Mapping[str, Any]) -> str:
+    what = "unreachable" if event == "runner_on_unreachable" else f"failed at '{task}'"
+    message = str(res.get("msg") or res.get("stderr") or "no message").strip().splitlines()
+    return f"host {what}: {message[0] if message else 'no message'}"
+
+
+def interpreter_path() -> str:
+    """PATH with the running interpreter's bin dir first, so its ansible-playbook is used."""
+    return os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
+
+
+def collector_source() -> str:
+    """The collector script's text, as copied to remote hosts."""
+    return Path(collector.__file__).read_text(encoding="utf-8")
+
+
+def probes_json(probes: Iterable[Probe]) -> str:
+    """The collector's input for ``probes``."""
+    return json.dumps([p.to_json() for p in probes])
