@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from provision.models import Frozen
+from provision.spec.models import Spec
 
 
 class Action(StrEnum):
@@ -91,7 +92,7 @@ class Plan(Frozen):
     """
 
     format_version: Literal[1] = 1
-    spec_name: str
+    spec: Spec = Field(description="The spec planned, embedded so that a saved plan is self-contained.")
     spec_path: str | None = None
     host: str
     facts_fingerprint: str
@@ -100,6 +101,10 @@ class Plan(Frozen):
     warnings: tuple[Finding, ...] = ()
     reboot_required: bool = False
     extravars: dict[str, Any] = {}
+
+    @property
+    def spec_name(self) -> str:
+        return self.spec.name
 
     @property
     def changes(self) -> tuple[Step, ...]:

@@ -80,7 +80,7 @@ def _repository(spec: Spec, steps: list[Step]) -> Step:
 def _plan(spec: Spec, facts: Facts, catalog: Catalog, steps: tuple[Step, ...], findings: list[Finding],
           spec_path: str | None) -> Plan:
     return Plan(
-        spec_name=spec.name, spec_path=spec_path, host=facts.host, facts_fingerprint=facts.fingerprint(),
+        spec=spec, spec_path=spec_path, host=facts.host, facts_fingerprint=facts.fingerprint(),
         steps=steps,
         blockers=tuple(f for f in findings if f.severity == "blocker"),
         warnings=tuple(f for f in findings if f.severity == "warning"),

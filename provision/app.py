@@ -1,0 +1,126 @@
+"""The workflows behind the CLI: gather facts, plan, apply, confirm convergence.
+
+The CLI module only parses options and prints; everything it runs is here, so
+tests can drive whole workflows without a terminal.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from provision.apply import runner
+from provision.catalog import Catalog, load_catalog
+from provision.detect.facts import Facts
+from provision.errors import DriftError, FactsError, RefusedError
+from provision.plan.models import Plan
+from provision.plan.planner import make_plan
+from provision.spec.loader import load_spec
+from provision.spec.models import Spec
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where facts come from: this machine, saved facts, a raw probe directory, or an inventory."""
+
+    facts_file: Path | None = None
+    from_raw: Path | None = None
+    inventory: Path | None = None
+    limit: str | None = None
+
+    @property
+    def remote(self) -> bool:
+        return self.inventory is not None
+
+
+def gather(spec: Spec | None, target: Target, save_raw: Path | None = None) -> dict[str, Facts]:
+    """Facts per host name (``localhost`` for this machine)."""
+    from provision.detect import runner as detect
+
+    venv = spec.python.venv if spec and spec.python else None
+    if target.facts_file is not None:
+        return {f.host: f for f in [read_facts(target.facts_file)]}
+    if target.from_raw is not None:
+        facts = detect.facts_from_raw(target.from_raw)
+        return {facts.host: facts}
+    if target.inventory is not None:
+        return detect.detect_remote(str(target.inventory), target.limit, venv)
+    facts = detect.detect_local(venv=venv, save_raw=save_raw)
+    return {facts.host: facts}
+
+
+def read_facts(path: Path) -> Facts:
+    """Facts saved by ``provision detect --json``.
+
+    Raises:
+        FactsError: Missing file, invalid JSON, or not a facts document.
+    """
+    try:
+        return Facts.model_validate_json(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise FactsError(f"{path}: no such facts file") from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise FactsError(f"{path}: not a provision facts file ({where}: {first['msg']})") from None
+
+
+def plan_all(spec: Spec, facts: dict[str, Facts], spec_path: str | None,
+             catalog: Catalog | None = None) -> dict[str, Plan]:
+    """One plan per host."""
+    cat = catalog or load_catalog()
+    return {host: make_plan(spec, f, cat, spec_path=spec_path) for host, f in facts.items()}
+
+
+def load_plan(path: Path) -> Plan:
+    """A plan saved with ``provision plan --out``.
+
+    Raises:
+        FactsError: The file is missing or is not a provision plan.
+    """
+    try:
+        return Plan.model_validate_json(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise FactsError(f"{path}: no such plan file") from None
+    except (ValidationError, json.JSONDecodeError) as exc:
+        raise FactsError(f"{path}: not a provision plan ({str(exc).splitlines()[0]})") from None
+
+
+def is_plan_file(path: Path) -> bool:
+    """Whether ``path`` looks like a saved plan (JSON) rather than a spec (YAML)."""
+    return path.suffix == ".json"
+
+
+def check_drift(saved: Plan, fresh: Plan) -> None:
+    """Refuse a saved plan whose facts changed since it was made.
+
+    Raises:
+        DriftError: The facts fingerprint differs.
+    """
+    if saved.facts_fingerprint != fresh.facts_fingerprint:
+        raise DriftError(f"the machine {fresh.host} changed since the plan was made "
+                         f"(facts {saved.facts_fingerprint[:12]} -> {fresh.facts_fingerprint[:12]}); "
+                         "run `provision plan` again")
+
+
+def refuse_if_blocked(plans: dict[str, Plan]) -> None:
+    """Raise RefusedError naming the first blocker of any host."""
+    for host, plan in plans.items():
+        if plan.blockers:
+            first = plan.blockers[0]
+            raise RefusedError(f"{host}: refused [{first.rule}] {first.message} (source: {first.source})")
+
+
+def spec_from(path: Path) -> tuple[Spec, Plan | None]:
+    """The spec named by ``path``: a spec file, or the spec embedded in a saved plan."""
+    if is_plan_file(path):
+        saved = load_plan(path)
+        return saved.spec, saved
+    return load_spec(path), None
+
+
+__all__ = ["Target", "check_drift", "gather", "load_plan", "plan_all", "read_facts", "refuse_if_blocked",
+           "runner", "spec_from"]

@@ -1,0 +1,1 @@
+"""Apply: run the planned playbooks through ansible-runner and read the results as data."""

@@ -1,0 +1,44 @@
+"""Live progress of an Ansible run from ansible-runner events: one line per finished task and host."""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Any
+
+from rich.console import Console
+from rich.status import Status
+
+_DONE = {
+    "runner_on_ok": ("ok", "green"), "runner_on_failed": ("failed", "red"),
+    "runner_on_unreachable": ("unreachable", "red"), "runner_on_skipped": ("skipped", "dim"),
+}
+
+
+class Progress:
+    """Context manager that shows the running task and prints each task result as it lands."""
+
+    def __init__(self, console: Console) -> None:
+        self._console = console
+        self._status: Status = console.status("Starting Ansible")
+
+    def __enter__(self) -> Progress:
+        self._status.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self._status.stop()
+
+    def on_event(self, event: dict[str, Any]) -> None:
+        """ansible-runner event handler: update the spinner, print finished tasks."""
+        kind, data = event.get("event", ""), event.get("event_data", {})
+        if kind == "playbook_on_task_start":
+            self._status.update(f"{data.get('task', '')}")
+        elif kind in _DONE:
+            word, style = _DONE[kind]
+            if data.get("res", {}).get("changed"):
+                word, style = "changed", "yellow"
+            if kind == "runner_on_skipped":
+                return
+            seconds = f" ({data['duration']:.1f} s)" if isinstance(data.get("duration"), (int, float)) else ""
+            self._console.print(f"  [{style}]{word:<11}[/] {data.get('host', '?')}: {data.get('task', '')}{seconds}")

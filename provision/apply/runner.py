@@ -1,0 +1,151 @@
+"""Run site.yml through ansible-runner for planned hosts and read the outcome from its events.
+
+Every run gets its own directory (``<runs>/<UTC time>-<spec>/``) holding the
+plans, the generated inventory, the verified keyring and ansible-runner's
+``artifacts/`` (job events, stdout, rc, status). Extravars are passed in memory
+(``suppress_env_files=True``) so no stale ``env/extravars`` is ever reloaded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import ansible_runner
+
+from provision.apply.keyring import fetch_verified_keyring
+from provision.errors import ApplyError
+from provision.plan.models import Plan
+from provision.resources import data_dir
+
+EventHandler = Callable[[dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class HostResult:
+    """What Ansible did on one host: task counts from ``playbook_on_stats`` and any failure."""
+
+    host: str
+    ok: int = 0
+    changed: int = 0
+    failed: int = 0
+    unreachable: int = 0
+    failures: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ApplyResult:
+    """Outcome of one ansible-runner run."""
+
+    run_dir: Path
+    status: str
+    rc: int
+    hosts: dict[str, HostResult] = field(default_factory=dict)
+
+    @property
+    def succeeded(self) -> bool:
+        return self.status == "successful" and all(not h.failed and not h.unreachable for h in self.hosts.values())
+
+
+def default_runs_dir() -> Path:
+    """``$PROVISION_RUNS_DIR``, else ``/var/log/provision/runs`` for root, else the XDG state dir."""
+    if env := os.environ.get("PROVISION_RUNS_DIR"):
+        return Path(env)
+    if os.geteuid() == 0:
+        return Path("/var/log/provision/runs")
+    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state) / "provision" / "runs"
+
+
+def new_run_dir(runs_dir: Path, label: str) -> Path:
+    """Create and return a fresh run directory named by UTC time and ``label``."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+    run_dir = runs_dir / f"{stamp}-{label}"
+    run_dir.mkdir(parents=True, exist_ok=False)
+    return run_dir
+
+
+def local_inventory(run_dir: Path) -> Path:
+    """An inventory for this machine (connection local, the running interpreter's python3)."""
+    path = run_dir / "inventory.ini"
+    path.write_text("localhost ansible_connection=local ansible_python_interpreter=/usr/bin/python3\n")
+    return path
+
+
+def run_playbook(plans: dict[str, Plan], inventory: Path, run_dir: Path,
+                 on_event: EventHandler | None = None, limit: str | None = None) -> ApplyResult:
+    """Apply ``plans`` (inventory host name -> Plan) in one ansible-runner run.
+
+    Raises:
+        ApplyError: The repository key could not be verified (nothing ran).
+    """
+    _save_plans(plans, run_dir)
+    extravars = {"provision_plans": {h: p.extravars for h, p in plans.items()},
+                 "provision_keyring_file": str(_keyring(plans, run_dir))}
+    tags = sorted({t for p in plans.values() for t in p.tags})
+    runner = ansible_runner.run(
+        private_data_dir=str(run_dir), project_dir=str(data_dir("playbooks")), playbook="site.yml",
+        inventory=str(inventory), extravars=extravars, tags=",".join(tags), limit=limit,
+        envvars=_envvars(run_dir), suppress_env_files=True, quiet=True, event_handler=_handler(on_event),
+    )
+    return ApplyResult(run_dir=run_dir, status=runner.status, rc=runner.rc, hosts=_host_results(runner))
+
+
+def _save_plans(plans: dict[str, Plan], run_dir: Path) -> None:
+    for host, plan in plans.items():
+        (run_dir / f"plan-{host}.json").write_text(plan.model_dump_json(indent=2))
+
+
+def _keyring(plans: dict[str, Plan], run_dir: Path) -> Path:
+    """Fetch and verify each distinct repository key once; all hosts share the file per key."""
+    dest = run_dir / "nvidia-repository.gpg"
+    repos = {json.dumps(r, sort_keys=True): r for p in plans.values()
+             if (r := p.extravars.get("provision_repository"))}
+    if len(repos) > 1:
+        raise ApplyError("hosts in one run use different repository keys; apply them in separate runs")
+    for repo in repos.values():
+        fetch_verified_keyring(repo["key_url"], repo["fingerprint"], dest)
+    return dest
+
+
+def _envvars(run_dir: Path) -> dict[str, str]:
+    bin_dir = str(Path(sys.executable).parent)
+    return {
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+        "ANSIBLE_SSH_CONTROL_PATH_DIR": str(run_dir / "cp"),
+        "ANSIBLE_LOCAL_TEMP": str(run_dir / "tmp"),
+        "ANSIBLE_RETRY_FILES_ENABLED": "false",
+        "ANSIBLE_NOCOLOR": "1",
+    }
+
+
+def _handler(on_event: EventHandler | None) -> Callable[[dict[str, Any]], bool]:
+    def handle(event: dict[str, Any]) -> bool:
+        if on_event is not None:
+            on_event(event)
+        return True  # keep the event on disk too
+
+    return handle
+
+
+def _host_results(runner: Any) -> dict[str, HostResult]:
+    failures: dict[str, list[str]] = {}
+    for event in runner.events:
+        if event.get("event") in ("runner_on_failed", "runner_on_unreachable"):
+            data = event.get("event_data", {})
+            if data.get("ignore_errors"):
+                continue
+            msg = str(data.get("res", {}).get("msg", "")).strip().splitlines()
+            failures.setdefault(data.get("host", "?"), []).append(
+                f"{data.get('task', '?')}: {msg[0] if msg else event['event']}")
+    stats = runner.stats or {}
+    hosts = set().union(*(stats.get(k, {}).keys() for k in ("ok", "changed", "failures", "dark"))) | set(failures)
+    return {h: HostResult(host=h, ok=stats.get("ok", {}).get(h, 0), changed=stats.get("changed", {}).get(h, 0),
+                          failed=stats.get("failures", {}).get(h, 0), unreachable=stats.get("dark", {}).get(h, 0),
+                          failures=tuple(failures.get(h, ()))) for h in sorted(hosts)}

@@ -1,0 +1,187 @@
+"""Command line: thin typer commands over provision.app. See README.md for usage and exit codes."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Literal, cast
+
+import typer
+from rich.console import Console
+from rich.markdown import Markdown
+
+from provision import app as workflow
+from provision.apply import runner
+from provision.errors import ProvisionError, SpecError
+from provision.plan.models import Plan
+from provision.plan.render import render_plan, summary
+
+cli = typer.Typer(
+    name="provision",
+    help="Declarative provisioning for NVIDIA GPU machines: spec -> detect -> plan -> apply -> checklist.",
+    no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+)
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+SpecArg = Annotated[Path, typer.Argument(help="Spec file (YAML), e.g. specs/dual-a100x.yaml.", show_default=False)]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of text.")]
+FactsOpt = Annotated[Path | None, typer.Option("--facts", help="Plan against facts saved by `detect --json`.")]
+RawOpt = Annotated[Path | None, typer.Option("--from-raw", help="Parse a raw probe directory instead of probing.")]
+InvOpt = Annotated[Path | None, typer.Option("--inventory", "-i", help="Ansible inventory: remote hosts over ssh.")]
+LimitOpt = Annotated[str | None, typer.Option("--limit", "-l", help="Ansible host pattern within the inventory.")]
+
+
+def main() -> None:
+    """Console-script entry point: one red line and the documented exit code for every ProvisionError."""
+    try:
+        cli()
+    except ProvisionError as exc:
+        err.print(f"[bold red]error:[/] {exc}", soft_wrap=True)
+        sys.exit(exc.exit_code if isinstance(exc, SpecError) and _command() == "validate" else 1)
+
+
+def _command() -> str:
+    return next((a for a in sys.argv[1:] if not a.startswith("-")), "")
+
+
+def _emit_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+@cli.command()
+def validate(spec: SpecArg, *, as_json: JsonOpt = False) -> None:
+    """Check a spec: YAML syntax, fields and types, and the compatibility rules.
+
+    Exit 0 when valid, 2 when the file is not a valid spec, 1 when a rule refuses it.
+    """
+    from provision.catalog import load_catalog
+    from provision.spec.loader import load_spec
+    from provision.spec.rules import check_spec
+
+    findings = check_spec(load_spec(spec), load_catalog())
+    if as_json:
+        _emit_json({"spec": str(spec), "findings": [f.model_dump() for f in findings]})
+    for f in findings:
+        (err if f.severity == "blocker" else out).print(f"{spec}: {f.severity} [{f.rule}]: {f.message} "
+                                                        f"(source: {f.source})", soft_wrap=True)
+    if any(f.severity == "blocker" for f in findings):
+        raise typer.Exit(1)
+    if not as_json:
+        out.print(f"{spec}: valid")
+
+
+@cli.command()
+def schema() -> None:
+    """Print the spec's JSON Schema (point your editor's YAML language server at it)."""
+    from provision.spec.models import Spec
+
+    _emit_json(Spec.model_json_schema())
+
+
+@cli.command()
+def detect(
+    spec: Annotated[Path | None, typer.Argument(help="Optional spec: its venv is probed for PyTorch.")] = None,
+    *, as_json: JsonOpt = False, from_raw: RawOpt = None, inventory: InvOpt = None, limit: LimitOpt = None,
+    save_raw: Annotated[Path | None, typer.Option("--save-raw", help="Also write every probe's raw output "
+                                                  "to this directory (a support bundle).")] = None,
+) -> None:
+    """Read the machine as it is: OS, kernel, driver, GPUs, topology, packages, CUDA, PyTorch."""
+    from provision.detect.summary import render_facts
+
+    loaded = workflow.spec_from(spec)[0] if spec else None
+    facts = workflow.gather(loaded, workflow.Target(from_raw=from_raw, inventory=inventory, limit=limit), save_raw)
+    if as_json:
+        docs = [f.model_dump(mode="json") for f in facts.values()]
+        _emit_json(docs[0] if len(docs) == 1 and not inventory else docs)
+        return
+    for f in facts.values():
+        render_facts(f, out)
+
+
+@cli.command()
+def plan(
+    spec: SpecArg, *, as_json: JsonOpt = False, facts: FactsOpt = None, from_raw: RawOpt = None,
+    inventory: InvOpt = None, limit: LimitOpt = None,
+    out_file: Annotated[Path | None, typer.Option("--out", "-o", help="Save the plan as JSON for `apply`.")] = None,
+    detailed_exitcode: Annotated[bool, typer.Option("--detailed-exitcode", help="Exit 2 when changes are "
+                                                    "pending, 0 when none, 1 on error or refusal.")] = False,
+) -> None:
+    """Show what apply would change, step by step, and what it refuses and why."""
+    loaded, _ = workflow.spec_from(spec)
+    target = workflow.Target(facts_file=facts, from_raw=from_raw, inventory=inventory, limit=limit)
+    plans = workflow.plan_all(loaded, workflow.gather(loaded, target), str(spec))
+    _show_plans(plans, as_json)
+    if out_file is not None:
+        _save_plan(plans, out_file)
+    raise typer.Exit(_plan_exit(plans, detailed_exitcode))
+
+
+def _show_plans(plans: dict[str, Plan], as_json: bool) -> None:
+    if as_json:
+        docs = [json.loads(p.model_dump_json()) | {"summary": summary(p)} for p in plans.values()]
+        _emit_json(docs[0] if len(docs) == 1 else docs)
+        return
+    for p in plans.values():
+        render_plan(p, out)
+
+
+def _save_plan(plans: dict[str, Plan], path: Path) -> None:
+    if len(plans) != 1:
+        raise ProvisionError("--out saves one host's plan; use --limit to choose one host")
+    path.write_text(next(iter(plans.values())).model_dump_json(indent=2))
+    err.print(f"Saved the plan to {path}; run `provision apply {path}` to apply exactly this plan.")
+
+
+def _plan_exit(plans: dict[str, Plan], detailed: bool) -> int:
+    if any(p.refused for p in plans.values()):
+        return 1
+    return 2 if detailed and any(p.changes for p in plans.values()) else 0
+
+
+@cli.command()
+def apply(
+    spec: Annotated[Path, typer.Argument(help="Spec file (YAML) or a plan saved with `plan --out` (JSON).")],
+    *, dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and change nothing.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Apply without asking for confirmation.")] = False,
+    inventory: InvOpt = None, limit: LimitOpt = None, as_json: JsonOpt = False,
+    runs_dir: Annotated[Path | None, typer.Option("--runs-dir", help="Where run directories (logs, "
+                                                  "artifacts) go.")] = None,
+) -> None:
+    """Install and pin the stack as planned, through Ansible; a second apply changes nothing."""
+    from provision.apply.workflow import apply_workflow
+
+    raise typer.Exit(apply_workflow(spec, dry_run=dry_run, yes=yes, target=workflow.Target(
+        inventory=inventory, limit=limit), as_json=as_json, runs_dir=runs_dir or runner.default_runs_dir(),
+        console=out))
+
+
+@cli.command()
+def checklist(
+    spec: SpecArg,
+    *, fmt: Annotated[str, typer.Option("--format", "-f", help="md (terminal) or html (printable).")] = "md",
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file.")] = None,
+    paper: Annotated[str, typer.Option("--paper", help="a4 or letter (HTML).")] = "a4",
+) -> None:
+    """Render the BIOS and hardware checklist for the manual steps, as Markdown or printable HTML."""
+    from provision.catalog import load_catalog
+    from provision.checklist import render
+
+    if fmt not in ("md", "html") or paper not in ("a4", "letter"):
+        raise ProvisionError("--format must be md or html, --paper a4 or letter")
+    loaded, _ = workflow.spec_from(spec)
+    gpu = load_catalog().gpus.get(loaded.gpus.model)
+    text = render(loaded, cast(Literal["md", "html"], fmt), cast(Literal["a4", "letter"], paper), gpu_tdp_w=gpu.tdp_w if gpu else None,
+                  gpu_memory_gib=gpu.memory_gib if gpu else None)
+    if output is not None:
+        output.write_text(text, encoding="utf-8")
+        err.print(f"Wrote {output}")
+    elif fmt == "md":
+        out.print(Markdown(text))
+    else:
+        sys.stdout.write(text)
+
+
+if __name__ == "__main__":
+    main()
