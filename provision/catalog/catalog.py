@@ -1,0 +1,139 @@
+"""The Catalog value: every table of the compatibility catalog, with lookups."""
+
+from __future__ import annotations
+
+import re
+
+from packaging.version import Version
+
+from provision.catalog.models import (
+    Architecture,
+    ArchMinBranch,
+    ArchMinCuda,
+    CudaFamily,
+    CudaRelease,
+    DistroArchive,
+    DriverBranch,
+    GpuModel,
+    KernelModuleRules,
+    NvidiaRepo,
+    RepoDistro,
+    SigningKey,
+    Source,
+    TorchRelease,
+)
+from provision.catalog.packages import PackageNaming
+from provision.models import Frozen
+from provision.versions import DottedVersion
+
+_VARIANT = re.compile(r"^cu(\d+)(\d)$")
+
+
+class Catalog(Frozen):
+    """The loaded catalog. Build it with :func:`provision.catalog.load_catalog`.
+
+    Attributes:
+        sources: Source key -> citation, for every key rows use.
+        gpus: GPU id -> model, in catalog order.
+        cuda_families: CUDA major -> minor-version-compatibility floor.
+        cuda_releases: ``"13.0"`` -> release (GA toolkit driver, family floor).
+        torch_releases: ``"2.11"`` -> release, ascending.
+        driver_branches: Branch -> lifecycle row.
+        kernel_modules: Open/proprietary flavour rules.
+        arch_min_cuda: First CUDA release per compute capability.
+        arch_min_branch: Oldest branch per architecture where sourced.
+        repo_distros: Distro code -> NVIDIA repository entry.
+        distro_archives: Distro code -> NVIDIA branches in the distribution's own archive.
+        packages: Package naming rules (deb).
+    """
+
+    sources: dict[str, Source]
+    gpus: dict[str, GpuModel]
+    cuda_families: dict[int, CudaFamily]
+    cuda_releases: dict[str, CudaRelease]
+    torch_releases: dict[str, TorchRelease]
+    index_url_pattern: str
+    index_url_source: tuple[str, ...]
+    driver_branches: dict[int, DriverBranch]
+    kernel_modules: KernelModuleRules
+    arch_min_cuda: tuple[ArchMinCuda, ...]
+    arch_min_branch: tuple[ArchMinBranch, ...]
+    repo_url_pattern: str
+    repo_url_arch: dict[str, str]
+    signing_key: SigningKey
+    repo_distros: dict[str, RepoDistro]
+    distro_archives: dict[str, DistroArchive]
+    packages: PackageNaming
+
+    def gpu(self, model_id: str) -> GpuModel | None:
+        """The GPU model with this id, or None."""
+        return self.gpus.get(model_id)
+
+    def gpus_by_smi_name(self, name: str) -> tuple[GpuModel, ...]:
+        """Every model whose nvidia-smi name is ``name`` (exact, whitespace-trimmed)."""
+        return tuple(g for g in self.gpus.values() if name.strip() in g.smi_names)
+
+    def gpu_by_smi_name(self, name: str) -> GpuModel | None:
+        """The one model nvidia-smi prints as ``name``; None if none or several match (ambiguous)."""
+        found = self.gpus_by_smi_name(name)
+        return found[0] if len(found) == 1 else None
+
+    def gpu_by_pci_device(self, device_id: str) -> GpuModel | None:
+        """The model with PCI device id ``device_id`` (``0x2335``), where a capture recorded it."""
+        wanted = device_id.lower()
+        return next((g for g in self.gpus.values() if wanted in g.pci_device_ids), None)
+
+    def cuda_release(self, release: DottedVersion) -> CudaRelease | None:
+        """Release X.Y (``13.0``; a longer version is cut to X.Y), or None if not in the catalog."""
+        return self.cuda_releases.get(f"{release.major}.{release.minor}")
+
+    def cuda_family(self, major: int) -> CudaFamily | None:
+        return self.cuda_families.get(major)
+
+    def torch_release(self, version: Version) -> TorchRelease | None:
+        """PyTorch release matched on major.minor (``2.11.0`` -> the ``2.11`` row), or None."""
+        return self.torch_releases.get(f"{version.major}.{version.minor}")
+
+    def variant_cuda(self, variant: str) -> DottedVersion:
+        """CUDA release a wheel variant is built for: ``cu130`` -> ``13.0``, ``cu118`` -> ``11.8``.
+
+        Raises:
+            ValueError: If ``variant`` is not of the form ``cu<major><minor>``.
+        """
+        match = _VARIANT.match(variant)
+        if not match:
+            raise ValueError(f"{variant!r} is not a CUDA wheel variant such as cu130")
+        return DottedVersion(f"{int(match[1])}.{match[2]}")
+
+    def index_url(self, variant: str) -> str:
+        """PyTorch wheel index of a variant: ``https://download.pytorch.org/whl/cu130`` (PT-REL)."""
+        return self.index_url_pattern.format(variant=variant)
+
+    def driver_branch(self, branch: int) -> DriverBranch | None:
+        return self.driver_branches.get(branch)
+
+    def repository(self, code: str, arch: str = "x86_64") -> NvidiaRepo | None:
+        """NVIDIA's repository for distro ``code`` on machine ``arch`` (x86_64/aarch64), or None."""
+        distro = self.repo_distros.get(code)
+        if distro is None or arch not in self.repo_url_arch:
+            return None
+        url = self.repo_url_pattern.format(code=code, arch=self.repo_url_arch[arch])
+        return NvidiaRepo(
+            code=code, package_format=distro.package_format, url=url,
+            key_url=url + self.signing_key.file, fingerprint=self.signing_key.fingerprint,
+            cuda_releases=distro.cuda_releases,
+            source=tuple(dict.fromkeys(distro.source + self.signing_key.source)),
+            conf=distro.conf, note=distro.note,
+        )
+
+    def min_cuda_for(self, gpu: GpuModel) -> DottedVersion | None:
+        """First CUDA release supporting the GPU's compute capability, if the catalog has it."""
+        row = next((r for r in self.arch_min_cuda if r.cc == gpu.compute_capability), None)
+        return row.cuda if row else None
+
+    def min_branch_for(self, arch: Architecture) -> ArchMinBranch | None:
+        return next((r for r in self.arch_min_branch if r.arch == arch), None)
+
+    def cite(self, keys: tuple[str, ...]) -> str:
+        """Human citation for source keys: ``CUDA 13.2 U2 release notes, Tables 2 and 3 (RN132)``."""
+        return "; ".join(f"{self.sources[k].cite} ({k})" for k in keys)

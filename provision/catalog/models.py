@@ -1,0 +1,359 @@
+"""Typed rows of the compatibility catalog.
+
+Every row carries ``source`` (keys of ``data/sources.yaml``, themselves the keys of
+shared/reference/compat.md) and ``conf``: ``P`` primary, ``S`` secondary, ``U``
+unverified. Rules read ``conf`` to decide how far to trust a value.
+"""
+
+from __future__ import annotations
+
+import functools
+from enum import Enum
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from provision.models import Frozen
+from provision.spec.models import Pep440
+from provision.versions import Dotted, DottedVersion, Driver
+
+Conf = Literal["P", "S", "U"]
+"""Confidence: primary source, secondary source, unverified."""
+
+SourceKeys = Annotated[tuple[str, ...], Field(min_length=1)]
+
+
+class Sourced(Frozen):
+    """Base of every catalog row: where the value comes from and how sure it is."""
+
+    source: SourceKeys
+    conf: Conf
+    note: str | None = None
+
+
+class Source(Frozen):
+    """One entry of ``sources.yaml``: a short citation and, where public, its URL."""
+
+    cite: str
+    url: str | None = None
+
+
+@functools.total_ordering
+class Architecture(Enum):
+    """NVIDIA GPU architecture, ordered by generation (``Architecture.VOLTA < Architecture.TURING``)."""
+
+    MAXWELL = "maxwell"
+    PASCAL = "pascal"
+    VOLTA = "volta"
+    TURING = "turing"
+    AMPERE = "ampere"
+    ADA = "ada"
+    HOPPER = "hopper"
+    BLACKWELL = "blackwell"
+
+    @property
+    def rank(self) -> int:
+        """Generation index, 0 for Maxwell."""
+        return list(Architecture).index(self)
+
+    def __lt__(self, other: object) -> bool:
+        if not isinstance(other, Architecture):
+            return NotImplemented
+        return self.rank < other.rank
+
+    @property
+    def title(self) -> str:
+        return self.value.capitalize()
+
+
+# ---- CUDA ---------------------------------------------------------------------------------------
+
+
+class CudaFamily(Sourced):
+    """Minor-version-compatibility floor of one CUDA major (RN132 Table 2).
+
+    Attributes:
+        major: CUDA major, e.g. 13.
+        min_branch: Oldest driver branch running any toolkit of this major, e.g. 580.
+        min_driver: Exact floor where the table gives one (11.x: 450.80.02).
+    """
+
+    major: int
+    min_branch: int
+    min_driver: Driver | None = None
+
+
+class CudaRow(Sourced):
+    """One toolkit release row of RN132 Table 3, e.g. 13.0.2 -> 580.95.05.
+
+    Attributes:
+        version: Full toolkit version X.Y.Z.
+        toolkit_driver: Linux driver packaged with the toolkit; None where Table 3 has no row.
+        runfile_driver: Driver bundled in NVIDIA's runfile name, when seen.
+    """
+
+    version: Dotted
+    toolkit_driver: Driver | None = None
+    runfile_driver: Driver | None = None
+
+
+class CudaRelease(Sourced):
+    """A CUDA release X.Y as rules use it (built from its GA row and family).
+
+    Attributes:
+        release: ``DottedVersion("13.0")``.
+        toolkit_driver: Full-support floor, the GA (X.Y.0) row's toolkit driver; None when unsourced (conf U).
+        family_floor: Minor-version-compatibility floor branch of the major, e.g. 580.
+        updates: Every row of this release, GA first.
+    """
+
+    release: Dotted
+    toolkit_driver: Driver | None
+    family_floor: int
+    updates: tuple[CudaRow, ...]
+
+    @property
+    def major(self) -> int:
+        return self.release.major
+
+    @property
+    def verified(self) -> bool:
+        """Whether a toolkit driver is sourced for this release (conf P or S)."""
+        return self.toolkit_driver is not None and self.conf != "U"
+
+
+# ---- PyTorch ------------------------------------------------------------------------------------
+
+
+class TorchBuild(Frozen):
+    """One CUDA variant published for a PyTorch release.
+
+    Attributes:
+        cudnn: cuDNN version pinned by the wheel, when RELEASE.md gives it.
+        since: First patch release carrying the variant when it came after X.Y.0 (2.12.1 for cu129).
+    """
+
+    cudnn: Dotted | None = None
+    since: Pep440 | None = None
+    note: str | None = None
+
+
+class ArchList(Sourced):
+    """Compute capabilities compiled (SASS) into a variant over a range of releases (compat 2b).
+
+    Attributes:
+        variant: ``cu130``.
+        first: First PyTorch release X.Y with this list.
+        last: Last PyTorch release X.Y with this list (inclusive).
+        sm: Compute capabilities with SASS, ascending, e.g. ``7.5`` ... ``12.0``.
+        ptx: Whether PTX of the last entry is also shipped (``12.0+PTX``).
+    """
+
+    variant: str
+    first: Dotted
+    last: Dotted
+    sm: tuple[Dotted, ...]
+    ptx: bool
+
+    def covers(self, release: DottedVersion) -> bool:
+        return self.first <= release <= self.last
+
+
+class TorchRelease(Sourced):
+    """A PyTorch release X.Y: Python range, CUDA variants, PyPI default, arch lists.
+
+    Attributes:
+        release: ``DottedVersion("2.11")``; matches every 2.11.z.
+        status: ``planned`` for a release not confirmed shipped (2.14).
+        python_min / python_max: Supported interpreters, inclusive (experimental ones excluded).
+        builds: CUDA variant -> build facts (cuDNN pin).
+        pypi_default: Variant of the plain PyPI wheel on Linux x86_64.
+        arches: Arch lists per variant for this release (filled by the loader).
+    """
+
+    release: Dotted
+    status: Literal["released", "planned"]
+    python: tuple[Dotted, Dotted]
+    builds: dict[str, TorchBuild] = Field(alias="variants")
+    pypi_default: str
+    pypi_default_conf: Conf
+    arches: dict[str, ArchList] = Field(default_factory=dict)
+
+    @property
+    def python_min(self) -> DottedVersion:
+        return self.python[0]
+
+    @property
+    def python_max(self) -> DottedVersion:
+        return self.python[1]
+
+    @property
+    def variants(self) -> tuple[str, ...]:
+        """CUDA variants published for this release, e.g. ``("cu126", "cu128", "cu129", "cu130")``."""
+        return tuple(self.builds)
+
+    def arch_list(self, variant: str) -> tuple[str, ...]:
+        """Compiled architectures of ``variant`` as ``("sm_75", ..., "sm_120")``; ``()`` if unknown."""
+        arches = self.arches.get(variant)
+        return tuple(f"sm_{cc.major}{cc.minor}" for cc in arches.sm) if arches else ()
+
+    def ptx(self, variant: str) -> bool:
+        """Whether ``variant`` also ships PTX of its newest architecture (JIT for newer GPUs)."""
+        arches = self.arches.get(variant)
+        return bool(arches and arches.ptx)
+
+
+# ---- GPUs and drivers ---------------------------------------------------------------------------
+
+
+class GpuModel(Sourced):
+    """One GPU model. Units in field names; ``None`` where no source gives the value.
+
+    Attributes:
+        id: Stable lower-case id used by spec ``gpus.model``, e.g. ``h200-sxm``.
+        smi_names: Names ``nvidia-smi --query-gpu=name`` prints; ``smi_conf`` rates them.
+        pci_device_ids: PCI device ids (vendor 0x10de) seen in captures, e.g. ``0x2335``.
+        compute_capability: ``9.0``.
+        memory_gb: Memory as NVIDIA names the SKU (nvidia-smi MiB is slightly less).
+        nvswitch: Baseboard connects GPUs through NVSwitch, so Fabric Manager is required.
+        nvlink5: NVLink 5 fabric: FM also needs nvlsm and the InfiniBand stack.
+        tdp_w: Board power in W (upper end of a configurable range).
+        pcie_gen_max / pcie_width_max: Host link capability.
+    """
+
+    id: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]*$")]
+    display_name: str
+    smi_names: tuple[str, ...]
+    smi_conf: Conf
+    pci_device_ids: tuple[Annotated[str, Field(pattern=r"^0x[0-9a-f]{4}$")], ...] = ()
+    architecture: Architecture
+    chip: str
+    compute_capability: Dotted
+    memory_gb: int
+    memory_type: str
+    form_factor: Literal["pcie", "sxm", "superchip"]
+    interconnect: str
+    nvswitch: bool
+    nvlink5: bool = False
+    tdp_w: int | None
+    pcie_gen_max: int | None
+    pcie_width_max: int | None
+
+
+class ArchMinCuda(Sourced):
+    """First CUDA release supporting a compute capability (CC 12.0 -> 12.8)."""
+
+    cc: Dotted
+    cuda: Dotted
+
+
+class ArchMinBranch(Sourced):
+    """Oldest driver branch for an architecture where sourced (Blackwell -> 570)."""
+
+    arch: Architecture
+    branch: int
+
+
+class DriverBranch(Sourced):
+    """A driver branch's lifecycle (DC-DRV).
+
+    Attributes:
+        branch: 580.
+        type: LTSB, PB or NFB; None where unverified (R615).
+        eol: End of life as the source words it ("June 2028", "EOL"); None if not stated.
+        max_cuda_major: Newest CUDA major without the forward-compatibility package.
+    """
+
+    branch: int
+    type: Literal["LTSB", "PB", "NFB"] | None
+    eol: str | None
+    max_cuda_major: int | None
+
+
+class ArchRule(Sourced):
+    """A set of architectures a kernel-module rule applies to."""
+
+    archs: tuple[Architecture, ...]
+
+
+class FromArch(Sourced):
+    from_arch: Architecture
+
+
+class GpuIds(Sourced):
+    gpus: tuple[str, ...]
+
+
+class FromBranch(Sourced):
+    from_branch: int
+
+
+class BranchRow(Sourced):
+    branch: int
+
+
+class KernelModuleRules(Frozen):
+    """Open vs proprietary kernel module rules (DIG "Kernel Modules", compat 4b).
+
+    Attributes:
+        open_supported: Open modules exist for this architecture and newer (Turing).
+        proprietary_required: Architectures that only run the proprietary flavour.
+        open_required: Architectures that only run the open flavour (Blackwell).
+        open_required_gpus: GPU ids that only run the open flavour (GH200, conf U).
+        open_default: Branch from which open is NVIDIA's default (560).
+        pre_turing_last_branch: Last branch supporting Maxwell-Volta (580).
+    """
+
+    open_supported: FromArch
+    proprietary_required: ArchRule
+    open_required: ArchRule
+    open_required_gpus: GpuIds
+    open_default: FromBranch
+    pre_turing_last_branch: BranchRow
+
+
+# ---- Repository -----------------------------------------------------------------------------------
+
+
+class SigningKey(Sourced):
+    """NVIDIA's deb repository signing key: file name under the repo URL and pinned fingerprint."""
+
+    file: str
+    fingerprint: Annotated[str, Field(pattern=r"^[0-9A-F]{40}$")]
+    keyring_package: str
+
+
+class RepoDistro(Sourced):
+    """A distro code NVIDIA's CUDA repository serves (DIG), with the releases confirmed in it."""
+
+    code: str
+    family: str
+    package_format: Literal["deb", "rpm"]
+    cuda_releases: tuple[Dotted, ...]
+
+
+class NvidiaRepo(Sourced):
+    """NVIDIA's CUDA network repository for one distro code and machine architecture.
+
+    Attributes:
+        code: ``ubuntu2404``.
+        url: ``https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64/``.
+        key_url: ``<url>3bf863cc.pub``.
+        fingerprint: 40 hex digits, upper case.
+        cuda_releases: Releases confirmed in this repo; empty means unknown, not absent.
+    """
+
+    code: str
+    package_format: Literal["deb", "rpm"]
+    url: str
+    key_url: str
+    fingerprint: str
+    cuda_releases: tuple[Dotted, ...]
+
+
+class DistroArchive(Sourced):
+    """The NVIDIA driver branches a distribution's own archive carries (driver.source: distro)."""
+
+    code: str
+    driver_branches: tuple[int, ...]
+    fabric_manager: bool
