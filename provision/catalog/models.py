@@ -61,8 +61,12 @@ class Architecture(Enum):
             return NotImplemented
         return self.rank < other.rank
 
+    def __str__(self) -> str:
+        return self.value
+
     @property
     def title(self) -> str:
+        """``Blackwell``."""
         return self.value.capitalize()
 
 
@@ -214,7 +218,9 @@ class GpuModel(Sourced):
         smi_names: Names ``nvidia-smi --query-gpu=name`` prints; ``smi_conf`` rates them.
         pci_device_ids: PCI device ids (vendor 0x10de) seen in captures, e.g. ``0x2335``.
         compute_capability: ``9.0``.
-        memory_gb: Memory as NVIDIA names the SKU (nvidia-smi MiB is slightly less).
+        name: Display name, e.g. ``NVIDIA H200 SXM 141GB``.
+        memory_gib: Nominal memory of the SKU name used as GiB; nvidia-smi's memory.total is within
+            about 1% below (H200 141 -> 143771 MiB).
         nvswitch: Baseboard connects GPUs through NVSwitch, so Fabric Manager is required.
         nvlink5: NVLink 5 fabric: FM also needs nvlsm and the InfiniBand stack.
         tdp_w: Board power in W (upper end of a configurable range).
@@ -222,14 +228,14 @@ class GpuModel(Sourced):
     """
 
     id: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]*$")]
-    display_name: str
+    name: str
     smi_names: tuple[str, ...]
     smi_conf: Conf
     pci_device_ids: tuple[Annotated[str, Field(pattern=r"^0x[0-9a-f]{4}$")], ...] = ()
     architecture: Architecture
     chip: str
     compute_capability: Dotted
-    memory_gb: int
+    memory_gib: int
     memory_type: str
     form_factor: Literal["pcie", "sxm", "superchip"]
     interconnect: str
