@@ -56,7 +56,7 @@ def make_signing_key(directory: Path, uid: str) -> SigningKey:
     """Generate an ed25519 signing key under ``directory`` and export its public half."""
     home = directory / "gnupg"
     home.mkdir(parents=True, mode=0o700)
-    gpg = ["gpg", "--homedir", home, "--batch", "--quiet"]
+    gpg: list[str | Path] = ["gpg", "--homedir", home, "--batch", "--quiet"]
     run([*gpg, "--passphrase", "", "--quick-gen-key", uid, "ed25519", "sign", "never"])
     listing = run([*gpg, "--with-colons", "--list-keys", uid]).stdout
     fingerprint = next(line.split(":")[9] for line in listing.splitlines() if line.startswith("fpr:"))
@@ -90,7 +90,8 @@ def index_repo(repo: Path) -> None:
 
 def sign_repo(repo: Path, key: SigningKey) -> None:
     """Write ``InRelease`` (clearsigned) and ``Release.gpg`` (detached) for ``Release``."""
-    gpg = ["gpg", "--homedir", key.gnupghome, "--batch", "--yes", "--quiet", "--local-user", key.fingerprint]
+    gpg: list[str | Path] = ["gpg", "--homedir", key.gnupghome, "--batch", "--yes", "--quiet"]
+    gpg += ["--local-user", key.fingerprint]
     run([*gpg, "--clearsign", "--output", repo / "InRelease", repo / "Release"])
     run([*gpg, "--armor", "--detach-sign", "--output", repo / "Release.gpg", repo / "Release"])
 
@@ -117,11 +118,12 @@ def make_bad_repo(kind: BadKind, good: Path, dest: Path, other_key: SigningKey) 
         return
     shutil.copy2(good / "InRelease", dest / "InRelease")
     shutil.copy2(good / "Release.gpg", dest / "Release.gpg")
+    # Same length, different bytes: apt must catch it by hash, not by size. Packages.gz is
+    # left out so apt falls back to the uncompressed index listed in the signed Release.
     for name in ("Packages", "Packages.gz"):
         (dest / name).unlink()  # break the hard links before editing
     text = (good / "Packages").read_text()
-    (dest / "Packages").write_text(text.replace("Priority: optional", "Priority: required", 1))
-    run(["gzip", "-9nkf", "Packages"], cwd=dest)
+    (dest / "Packages").write_text(text.replace("Version: 580.95.05-1", "Version: 580.95.06-1", 1))
 
 
 def _link(src: Path, dst: Path) -> None:

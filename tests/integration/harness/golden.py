@@ -155,3 +155,15 @@ def _check_modules_importable(root: Path) -> None:
     proc = run(["chroot", root, "/usr/bin/python3", "-c", probe], check=False)
     if proc.returncode != 0:
         raise HarnessError(f"golden root lacks Python modules Ansible needs: {proc.stderr}")
+
+
+def _main() -> None:
+    """``python3 -m tests.integration.harness.golden``: build (or reuse) the root, print figures."""
+    root = ensure_golden_root()
+    size = run(["du", "-sm", root.path]).stdout.split()[0]
+    state = f"built in {root.build_seconds:.1f} s" if root.build_seconds else "reused from cache"
+    print(f"golden root {root.path} ({RECIPE_VERSION}): {state}, {size} MB")
+
+
+if __name__ == "__main__":
+    _main()

@@ -129,7 +129,7 @@ def _nvidia_smi(version: str) -> str:
 case "$*" in
   "--query-gpu=driver_version --format=csv,noheader") echo "{version}"; exit 0 ;;
   "--version")
-    printf 'NVIDIA-SMI version  : {version}\\nNVML version        : {version.rsplit('.', 1)[0]}\\n'
+    printf 'NVIDIA-SMI version  : {version}\\nNVML version        : {version.rsplit(".", 1)[0]}\\n'
     printf 'DRIVER version      : {version}\\nCUDA Version        : {cuda}\\n'
     exit 0 ;;
 esac
@@ -143,72 +143,140 @@ def driver_release(version: str) -> list[Package]:
     v = f"{version}-1"
     lib = "/usr/lib/x86_64-linux-gnu"
     return [
-        Package("nvidia-open", v, depends=(_eq("nvidia-driver-open", v),),
-                conflicts=("cuda-drivers", "nvidia-driver")),
-        Package("nvidia-driver-open", v, depends=(
-            _eq("libnvidia-compute", v), _eq("nvidia-utils", v), _eq("nvidia-kernel-open-dkms", v))),
+        Package(
+            "nvidia-open",
+            v,
+            depends=(_eq("nvidia-driver-open", v),),
+            conflicts=("cuda-drivers", "nvidia-driver"),
+        ),
+        Package(
+            "nvidia-driver-open",
+            v,
+            depends=(_eq("libnvidia-compute", v), _eq("nvidia-utils", v), _eq("nvidia-kernel-open-dkms", v)),
+        ),
         Package("cuda-drivers", v, depends=(_eq("nvidia-driver", v),), conflicts=("nvidia-open",)),
-        Package("nvidia-driver", v, depends=(
-            _eq("libnvidia-compute", v), _eq("nvidia-utils", v), _eq("nvidia-kernel-dkms", v)),
-            conflicts=("nvidia-driver-open",)),
-        Package("libnvidia-compute", v, files={
-            f"{lib}/libcuda.so.{version}": (0o644, f"stand-in libcuda {version}\n"),
-            f"{lib}/libnvidia-ml.so.{version}": (0o644, f"stand-in libnvidia-ml {version}\n")}),
-        Package("nvidia-utils", v, depends=(_eq("libnvidia-compute", v),),
-                files={"/usr/bin/nvidia-smi": (0o755, _nvidia_smi(version))}),
-        Package("nvidia-kernel-open-dkms", v, conflicts=("nvidia-kernel-dkms",),
-                replaces=("nvidia-kernel-dkms",),
-                files={f"/usr/src/nvidia-{version}/dkms.conf":
-                       (0o644, f'PACKAGE_NAME="nvidia"\nPACKAGE_VERSION="{version}"\n')}),
-        Package("nvidia-kernel-dkms", v, conflicts=("nvidia-kernel-open-dkms",),
-                replaces=("nvidia-kernel-open-dkms",),
-                files={f"/usr/src/nvidia-{version}/dkms.conf":
-                       (0o644, f'PACKAGE_NAME="nvidia"\nPACKAGE_VERSION="{version}"\n')}),
-        Package("nvidia-fabricmanager", v, files={
-            "/usr/bin/nv-fabricmanager": (0o755, f"#!/bin/sh\necho 'Fabric Manager version is : {version}'\n"),
-            "/usr/share/nvidia/nvswitch/fabricmanager.cfg": (0o644, "FABRIC_MODE=0\n"),
-            "/lib/systemd/system/nvidia-fabricmanager.service": (0o644, _fm_unit())}),
+        Package(
+            "nvidia-driver",
+            v,
+            depends=(_eq("libnvidia-compute", v), _eq("nvidia-utils", v), _eq("nvidia-kernel-dkms", v)),
+            conflicts=("nvidia-driver-open",),
+        ),
+        Package(
+            "libnvidia-compute",
+            v,
+            files={
+                f"{lib}/libcuda.so.{version}": (0o644, f"stand-in libcuda {version}\n"),
+                f"{lib}/libnvidia-ml.so.{version}": (0o644, f"stand-in libnvidia-ml {version}\n"),
+            },
+        ),
+        Package(
+            "nvidia-utils",
+            v,
+            depends=(_eq("libnvidia-compute", v),),
+            files={"/usr/bin/nvidia-smi": (0o755, _nvidia_smi(version))},
+        ),
+        Package(
+            "nvidia-kernel-open-dkms",
+            v,
+            conflicts=("nvidia-kernel-dkms",),
+            replaces=("nvidia-kernel-dkms",),
+            files={
+                f"/usr/src/nvidia-{version}/dkms.conf": (
+                    0o644,
+                    f'PACKAGE_NAME="nvidia"\nPACKAGE_VERSION="{version}"\n',
+                )
+            },
+        ),
+        Package(
+            "nvidia-kernel-dkms",
+            v,
+            conflicts=("nvidia-kernel-open-dkms",),
+            replaces=("nvidia-kernel-open-dkms",),
+            files={
+                f"/usr/src/nvidia-{version}/dkms.conf": (
+                    0o644,
+                    f'PACKAGE_NAME="nvidia"\nPACKAGE_VERSION="{version}"\n',
+                )
+            },
+        ),
+        Package(
+            "nvidia-fabricmanager",
+            v,
+            files={
+                "/usr/bin/nv-fabricmanager": (
+                    0o755,
+                    f"#!/bin/sh\necho 'Fabric Manager version is : {version}'\n",
+                ),
+                "/usr/share/nvidia/nvswitch/fabricmanager.cfg": (0o644, "FABRIC_MODE=0\n"),
+                "/lib/systemd/system/nvidia-fabricmanager.service": (0o644, _fm_unit()),
+            },
+        ),
     ]
 
 
 def _fm_unit() -> str:
-    return ("[Unit]\nDescription=NVIDIA fabric manager service\n\n[Service]\nType=forking\n"
-            "ExecStart=/usr/bin/nv-fabricmanager -c /usr/share/nvidia/nvswitch/fabricmanager.cfg\n\n"
-            "[Install]\nWantedBy=multi-user.target\n")
+    return (
+        "[Unit]\nDescription=NVIDIA fabric manager service\n\n[Service]\nType=forking\n"
+        "ExecStart=/usr/bin/nv-fabricmanager -c /usr/share/nvidia/nvswitch/fabricmanager.cfg\n\n"
+        "[Install]\nWantedBy=multi-user.target\n"
+    )
 
 
 def pinning(name_suffix: str, version_glob: str, version: str) -> Package:
     """``nvidia-driver-pinning-<suffix>``: a priority-1000 pin of driver packages to ``version_glob``."""
     name = f"nvidia-driver-pinning-{name_suffix}"
-    prefs = ("Package: nvidia-* libnvidia-* cuda-drivers*\n"
-             f"Pin: version {version_glob}\nPin-Priority: 1000\n")
-    return Package(name, version, arch="all", provides=("nvidia-driver-pinning",),
-                   conflicts=("nvidia-driver-pinning",), replaces=("nvidia-driver-pinning",),
-                   files={f"/etc/apt/preferences.d/{name}": (0o644, prefs)})
+    prefs = f"Package: nvidia-* libnvidia-* cuda-drivers*\nPin: version {version_glob}\nPin-Priority: 1000\n"
+    return Package(
+        name,
+        version,
+        arch="all",
+        provides=("nvidia-driver-pinning",),
+        conflicts=("nvidia-driver-pinning",),
+        replaces=("nvidia-driver-pinning",),
+        files={f"/etc/apt/preferences.d/{name}": (0o644, prefs)},
+    )
 
 
 def cuda_packages() -> list[Package]:
     """The CUDA 13.0 and 12.8 toolkits and the driver-pulling ``cuda``/``cuda-13-0`` metas."""
     common = "13.0.96-1"
-    alternatives = ("#!/bin/sh\nset -e\nif [ \"$1\" = configure ]; then\n"
-                    "  update-alternatives --install /usr/local/cuda cuda /usr/local/cuda-13.0 130\n"
-                    "  update-alternatives --install /usr/local/cuda-13 cuda-13 /usr/local/cuda-13.0 130\n"
-                    "fi\n")
+    alternatives = (
+        '#!/bin/sh\nset -e\nif [ "$1" = configure ]; then\n'
+        "  update-alternatives --install /usr/local/cuda cuda /usr/local/cuda-13.0 130\n"
+        "  update-alternatives --install /usr/local/cuda-13 cuda-13 /usr/local/cuda-13.0 130\n"
+        "fi\n"
+    )
     return [
-        Package("cuda-toolkit-13-0", "13.0.2-1", depends=(
-            "cuda-compiler-13-0 (>= 13.0.2)", f"cuda-toolkit-13-0-config-common (>= {common})",
-            f"cuda-toolkit-13-config-common (>= {common})", f"cuda-toolkit-config-common (>= {common})")),
+        Package(
+            "cuda-toolkit-13-0",
+            "13.0.2-1",
+            depends=(
+                "cuda-compiler-13-0 (>= 13.0.2)",
+                f"cuda-toolkit-13-0-config-common (>= {common})",
+                f"cuda-toolkit-13-config-common (>= {common})",
+                f"cuda-toolkit-config-common (>= {common})",
+            ),
+        ),
         Package("cuda-compiler-13-0", "13.0.2-1", depends=("cuda-nvcc-13-0 (>= 13.0.88)",)),
-        Package("cuda-nvcc-13-0", "13.0.88-1", files={
-            "/usr/local/cuda-13.0/bin/nvcc": (0o755, f"#!/bin/sh\ncat <<'EOF'\n{NVCC_13_0}EOF\n")}),
+        Package(
+            "cuda-nvcc-13-0",
+            "13.0.88-1",
+            files={"/usr/local/cuda-13.0/bin/nvcc": (0o755, f"#!/bin/sh\ncat <<'EOF'\n{NVCC_13_0}EOF\n")},
+        ),
         Package("cuda-toolkit-13-0-config-common", common, arch="all", scripts={"postinst": alternatives}),
         Package("cuda-toolkit-13-config-common", common, arch="all"),
         Package("cuda-toolkit-config-common", common, arch="all"),
         Package("cuda-toolkit-12-8", "12.8.1-1", depends=("cuda-nvcc-12-8 (>= 12.8.93)",)),
-        Package("cuda-nvcc-12-8", "12.8.93-1", files={
-            "/usr/local/cuda-12.8/bin/nvcc": (0o755, f"#!/bin/sh\ncat <<'EOF'\n{NVCC_12_8}EOF\n")}),
-        Package("cuda-13-0", "13.0.2-1", depends=(_eq("cuda-toolkit-13-0", "13.0.2-1"),
-                                                  "cuda-drivers (>= 580.95.05)")),
+        Package(
+            "cuda-nvcc-12-8",
+            "12.8.93-1",
+            files={"/usr/local/cuda-12.8/bin/nvcc": (0o755, f"#!/bin/sh\ncat <<'EOF'\n{NVCC_12_8}EOF\n")},
+        ),
+        Package(
+            "cuda-13-0",
+            "13.0.2-1",
+            depends=(_eq("cuda-toolkit-13-0", "13.0.2-1"), "cuda-drivers (>= 580.95.05)"),
+        ),
         Package("cuda", "13.0.2-1", depends=(_eq("cuda-13-0", "13.0.2-1"),)),
     ]
 
@@ -217,14 +285,24 @@ def cudnn_packages(version: str) -> list[Package]:
     """cuDNN 9 for CUDA 13 at one version: library, headers, and dev (= both)."""
     inc = "/usr/include/x86_64-linux-gnu"
     major, minor, patch = version.split(".")[:3]
-    header = (f"#define CUDNN_MAJOR {major}\n#define CUDNN_MINOR {minor}\n"
-              f"#define CUDNN_PATCHLEVEL {patch}\n")
+    header = f"#define CUDNN_MAJOR {major}\n#define CUDNN_MINOR {minor}\n#define CUDNN_PATCHLEVEL {patch}\n"
     return [
-        Package("libcudnn9-cuda-13", version, files={
-            f"/usr/lib/x86_64-linux-gnu/libcudnn.so.{major}.{minor}.{patch}": (0o644, f"stand-in {version}\n")}),
+        Package(
+            "libcudnn9-cuda-13",
+            version,
+            files={
+                f"/usr/lib/x86_64-linux-gnu/libcudnn.so.{major}.{minor}.{patch}": (
+                    0o644,
+                    f"stand-in {version}\n",
+                )
+            },
+        ),
         Package("libcudnn9-headers-cuda-13", version, files={f"{inc}/cudnn_version_v9.h": (0o644, header)}),
-        Package("libcudnn9-dev-cuda-13", version, depends=(
-            _eq("libcudnn9-cuda-13", version), _eq("libcudnn9-headers-cuda-13", version))),
+        Package(
+            "libcudnn9-dev-cuda-13",
+            version,
+            depends=(_eq("libcudnn9-cuda-13", version), _eq("libcudnn9-headers-cuda-13", version)),
+        ),
     ]
 
 
@@ -232,10 +310,17 @@ def nccl_packages(version: str) -> list[Package]:
     """NCCL at one version: ``libnccl2`` and ``libnccl-dev (= same)``."""
     upstream = version.split("-")[0]
     return [
-        Package("libnccl2", version, files={
-            f"/usr/lib/x86_64-linux-gnu/libnccl.so.{upstream}": (0o644, f"stand-in {version}\n")}),
-        Package("libnccl-dev", version, depends=(_eq("libnccl2", version),), files={
-            "/usr/include/nccl.h": (0o644, f"/* stand-in NCCL {upstream} */\n")}),
+        Package(
+            "libnccl2",
+            version,
+            files={f"/usr/lib/x86_64-linux-gnu/libnccl.so.{upstream}": (0o644, f"stand-in {version}\n")},
+        ),
+        Package(
+            "libnccl-dev",
+            version,
+            depends=(_eq("libnccl2", version),),
+            files={"/usr/include/nccl.h": (0o644, f"/* stand-in NCCL {upstream} */\n")},
+        ),
     ]
 
 

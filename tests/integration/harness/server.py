@@ -70,7 +70,9 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def wait_for_port(host: str, port: int, timeout: float, process: subprocess.Popen[bytes] | None = None) -> bool:
+def wait_for_port(
+    host: str, port: int, timeout: float, process: subprocess.Popen[bytes] | None = None
+) -> bool:
     """Poll until ``host:port`` accepts a TCP connection; False on timeout or if ``process`` died."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -15,6 +15,7 @@ sessions do not collide.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import signal
@@ -60,18 +61,32 @@ class Target:
     _mounts: list[Path] = field(default_factory=list)
     _address_lock: IO[str] | None = None
 
-    def run(self, argv: Argv, *, check: bool = False, input_text: str | None = None) -> subprocess.CompletedProcess[str]:
-        """Run ``argv`` inside the target's chroot with a clean environment (never raises unless ``check``)."""
+    def run(
+        self, argv: Argv, *, check: bool = False, input_text: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """Run ``argv`` inside the target's chroot with a clean environment.
+
+        Never raises for a non-zero exit unless ``check`` is true.
+        """
         return run(["chroot", self.root, *argv], check=check, env=CHROOT_ENV, input_text=input_text)
 
     def dpkg_status(self) -> dict[str, tuple[str, str]]:
         """Every package dpkg knows in the target: name -> (version, status), e.g.
         ``("580.95.05-1", "hold ok installed")``. Read with the host's dpkg-query on the
         target's database, so it works even when the target's tools are broken."""
-        out = run(["dpkg-query", f"--admindir={self.root}/var/lib/dpkg", "-W",
-                   "-f", "${Package}\t${Version}\t${Status}\n"]).stdout
-        return {name: (version, status) for name, version, status in
-                (line.split("\t") for line in out.splitlines() if line)}
+        out = run(
+            [
+                "dpkg-query",
+                f"--admindir={self.root}/var/lib/dpkg",
+                "-W",
+                "-f",
+                "${Package}\t${Version}\t${Status}\n",
+            ]
+        ).stdout
+        return {
+            name: (version, status)
+            for name, version, status in (line.split("\t") for line in out.splitlines() if line)
+        }
 
     def installed(self) -> dict[str, str]:
         """Installed (or held) packages only: name -> version."""
@@ -97,8 +112,20 @@ class Target:
 
 def ssh_options(key: Path, port: int) -> list[str]:
     """ssh client options for a target: key auth only, no host-key bookkeeping."""
-    return ["-i", str(key), "-p", str(port), "-o", "StrictHostKeyChecking=no",
-            "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR"]
+    return [
+        "-i",
+        str(key),
+        "-p",
+        str(port),
+        "-o",
+        "StrictHostKeyChecking=no",
+        "-o",
+        "UserKnownHostsFile=/dev/null",
+        "-o",
+        "BatchMode=yes",
+        "-o",
+        "LogLevel=ERROR",
+    ]
 
 
 def start_target(golden: Path, ssh_key: Path, workdir: Path) -> Target:
@@ -149,14 +176,29 @@ def _write_inventory(target: Target) -> None:
 def _start_sshd(target: Target) -> subprocess.Popen[bytes]:
     (target.root / "run/sshd").mkdir(parents=True, exist_ok=True)
     log = (target.workdir / "sshd.log").open("ab")
-    argv = ["chroot", str(target.root), "/usr/sbin/sshd", "-D", "-e", "-p", str(target.port),
-            "-o", f"ListenAddress={target.host}", "-o", "PasswordAuthentication=no", "-o", "UseDNS=no"]
+    argv = [
+        "chroot",
+        str(target.root),
+        "/usr/sbin/sshd",
+        "-D",
+        "-e",
+        "-p",
+        str(target.port),
+        "-o",
+        f"ListenAddress={target.host}",
+        "-o",
+        "PasswordAuthentication=no",
+        "-o",
+        "UseDNS=no",
+    ]
     with log:
         sshd = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=CHROOT_ENV)
     if not wait_for_port(target.host, target.port, 10.0, sshd):
         _stop(sshd)
-        raise HarnessError(f"sshd of {target.root} did not listen on {target.host}:{target.port}: "
-                           f"{(target.workdir / 'sshd.log').read_text()[-2000:]}")
+        raise HarnessError(
+            f"sshd of {target.root} did not listen on {target.host}:{target.port}: "
+            f"{(target.workdir / 'sshd.log').read_text()[-2000:]}"
+        )
     return sshd
 
 
@@ -190,10 +232,8 @@ def _kill_chrooted(root: Path) -> None:
         if not pids:
             return
         for pid in pids:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         time.sleep(0.05)
 
 

@@ -41,8 +41,7 @@ def torch_files(version: str) -> dict[str, str]:
             "xpu: Optional[str] = None\n"
         ),
         "torch/cuda/__init__.py": (
-            "def is_available() -> bool:\n    return False\n\n\n"
-            "def device_count() -> int:\n    return 0\n"
+            "def is_available() -> bool:\n    return False\n\n\ndef device_count() -> int:\n    return 0\n"
         ),
     }
 
@@ -79,7 +78,7 @@ def build_index(root: Path) -> dict[str, str]:
             f'#sha256={hashlib.sha256(w.read_bytes()).hexdigest()}">{html.escape(w.name)}</a><br/>\n'
             for w in wheels
         )
-        (variant_dir / "torch" / "index.html").write_text(_page(f"Links for torch", links))
+        (variant_dir / "torch" / "index.html").write_text(_page("Links for torch", links))
         (variant_dir / "index.html").write_text(_page("Simple index", '<a href="torch/">torch</a><br/>\n'))
         paths[variant] = f"/whl/{variant}/"
     return paths
