@@ -50,10 +50,11 @@ def failure(tool: str, output: str, rc: int) -> Unknown | None:
         output: The probe's output.
         rc: Its exit status (127 not found, 124 timed out, -1 never ran).
     """
+    # A pipeline (`sh -c 'modinfo nvidia | head'`) exits 0 even when its first command is missing.
+    if rc == NOT_FOUND_RC or re.search(rf"^(sh: \d+: )?{re.escape(tool)}: not found$", output, re.MULTILINE):
+        return Unknown(unknown=f"{tool}: not found")
     if rc == 0:
         return None
-    if rc == NOT_FOUND_RC:
-        return Unknown(unknown=f"{tool}: not found")
     if rc == TIMEOUT_RC:
         return Unknown(unknown=f"{tool} timed out")
     if rc == MISSING_RC:

@@ -53,12 +53,14 @@ def format_raw(out: ProbeOutput) -> str:
 
 
 def parse_raw(text: str, name: str = "<raw>") -> ProbeOutput:
-    """Parse the text of one raw file.
+    """Parse the text of one raw file; leading ``#`` lines (test-case notes) are skipped.
 
     Raises:
         FactsError: If the first line is not ``$ ...`` or the last is not ``[exit N]``.
     """
     lines = text.rstrip("\n").split("\n")
+    while len(lines) > 1 and lines[0].startswith("#"):
+        lines = lines[1:]
     match = _EXIT.match(lines[-1].strip()) if len(lines) >= 2 else None
     if not lines[0].startswith("$") or match is None:
         raise FactsError(f"{name}: not a raw probe file (want '$ command' ... '[exit N]')")
