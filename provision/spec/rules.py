@@ -218,8 +218,8 @@ def torch_cuda_major(ctx: _Ctx) -> Iterator[Finding]:
     wheel = ctx.cat.variant_cuda(py.cuda_variant)
     if wheel.major != cuda.toolkit.major:
         message = (f"python.cuda_variant {py.cuda_variant} (CUDA {wheel}) and cuda.toolkit {cuda.toolkit} "
-                   f"differ in major; extensions built with nvcc {cuda.toolkit} will not match the wheel; use a "
-                   f"cu{cuda.toolkit.major}x variant or cuda.toolkit {wheel}")
+                   f"differ in major; extensions built with nvcc {cuda.toolkit} will not match the wheel; "
+                   f"use a cu{cuda.toolkit.major}x variant or cuda.toolkit {wheel}")
         yield ctx.finding("torch-cuda-major-mismatch", "warning", message, ("PT-REL", "RN132"))
 
 
