@@ -251,3 +251,14 @@ def test_detect_remote_local_and_unreachable_hosts() -> None:
     assert isinstance(facts["refused"].gpus, Unknown)
     assert facts["refused"].gpus.unknown.startswith("host unreachable")
     assert facts["refused"].os == facts["refused"].torch
+
+
+def test_facts_from_our_own_probes_on_the_h200() -> None:
+    facts = facts_from_raw(Path(__file__).parents[1] / "fixtures" / "raw" / "h200-ubuntu2404-probes")
+    assert not isinstance(facts.driver, Unknown) and facts.driver.flavor == "open"
+    assert isinstance(facts.gpus, tuple) and facts.gpus[0].memory_total_mib == 143771
+    assert not isinstance(facts.cuda, Unknown) and facts.cuda.default_target == "/usr/local/cuda-13.0"
+    assert str(facts.cuda.nvcc_version) == "13.0.88"
+    assert facts.driver_on_disk == Unknown(unknown="modinfo: not found")
+    assert isinstance(facts.packages, tuple) and facts.package("libcudnn9-cuda-13") is not None
+    assert not isinstance(facts.topology, Unknown) and facts.topology.links == {"GPU0": {"GPU0": "X"}}
