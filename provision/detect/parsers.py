@@ -33,6 +33,7 @@ _CUDA_DIR = re.compile(r"^cuda-(\d+\.\d+)$")
 _NVCC = re.compile(r"release (\d+\.\d+), V(\d+(?:\.\d+)+)")
 _LEADING_VERSION = re.compile(r"^\d+(\.\d+)*")
 _DIST_INFO = re.compile(r"([^/]+?)-([^-/]+)\.dist-info$")
+NOT_RECORDED = "(not recorded)"
 NO_VENV = "no venv given (torch is read from the spec's python.venv)"
 
 
@@ -199,11 +200,12 @@ def merge_cuda(dirs: CudaToolkits | Unknown, nvcc: tuple[DottedVersion, DottedVe
     return dirs.model_copy(update={"nvcc_release": nvcc[0], "nvcc_version": nvcc[1]})
 
 
-def parse_torch(output: str, rc: int) -> Torch | Unknown:
+def parse_torch(output: str, rc: int, venv: str | None = None) -> Torch | Unknown:
     """Torch probe (or the fixture's real import) ``key value`` lines -> :class:`Torch`.
 
     Reads ``venv``, ``python``, ``torch``, ``cuda`` and, when torch was imported,
-    ``arch_list`` and ``count``. A missing ``venv`` line gives ``venv="(not recorded)"``.
+    ``arch_list`` and ``count``. Without a ``venv`` line (a capture made by importing
+    torch) the venv is the ``venv`` argument, else ``"(not recorded)"``.
     """
     if rc == NOT_FOUND_RC:
         return Unknown(unknown=f"no python in the venv ({first_line(output)})")
@@ -216,7 +218,7 @@ def parse_torch(output: str, rc: int) -> Torch | Unknown:
     if "torch" not in values:
         return Unknown(unknown=f"no torch version in probe output: {first_line(output)}")
     return Torch(
-        venv=values.get("venv", "(not recorded)"), version=values["torch"],
+        venv=values.get("venv", venv or NOT_RECORDED), version=values["torch"],
         cuda=None if values.get("cuda", "None") == "None" else values["cuda"],
         python=values["python"].split()[0] if values.get("python") else None,
         arch_list=_literal_tuple(values.get("arch_list")),

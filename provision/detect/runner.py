@@ -41,8 +41,11 @@ COLLECTOR_TASK = "Run the detection collector."
 
 
 def facts_from_outputs(outputs: Mapping[str, ProbeOutput], host: str = "localhost",
-                       collected_at: datetime | None = None) -> Facts:
+                       collected_at: datetime | None = None, venv: str | None = None) -> Facts:
     """Parse probe outputs (keyed by probe id) into Facts; a missing probe gives an Unknown.
+
+    ``venv`` names the venv a capture's torch output came from when the output
+    itself does not say (captures that imported torch); our torch probe prints it.
 
     ``driver_on_disk`` stays None when no ``modinfo`` output exists; ``torch`` and
     ``venv`` are Unknown when their outputs are absent (no venv was given).
@@ -61,7 +64,7 @@ def facts_from_outputs(outputs: Mapping[str, ProbeOutput], host: str = "localhos
         topology=parse_topology(*text("topo-m")),
         packages=parse_dpkg(*text("dpkg-nvidia")),
         cuda=merge_cuda(parse_cuda_dirs(*text("cuda-dirs")), parse_nvcc(*text("nvcc"))),
-        torch=parse_torch(*text("torch")) if "torch" in outputs else Unknown(unknown=NO_VENV),
+        torch=parse_torch(*text("torch"), venv=venv) if "torch" in outputs else Unknown(unknown=NO_VENV),
         venv=parse_venv(*text("venv")) if "venv" in outputs else Unknown(unknown=NO_VENV),
     )
 
@@ -101,13 +104,15 @@ def detect_local(venv: str | None = None, save_raw: Path | None = None) -> Facts
     return facts_from_outputs(outputs, collected_at=started)
 
 
-def facts_from_raw(directory: Path, host: str = "localhost") -> Facts:
+def facts_from_raw(directory: Path, host: str = "localhost", venv: str | None = None) -> Facts:
     """Facts from a raw directory (``detect --save-raw`` output or a captured fixture).
+
+    ``venv``: see :func:`facts_from_outputs` (the H200 capture does not record its venv).
 
     Raises:
         FactsError: If the directory is missing or holds a malformed file.
     """
-    return facts_from_outputs(read_raw(directory), host=host)
+    return facts_from_outputs(read_raw(directory), host=host, venv=venv)
 
 
 def detect_remote(inventory: str, limit: str | None = None, venv: str | None = None) -> dict[str, Facts]:

@@ -87,6 +87,11 @@ def test_facts_from_copied_fixture_dir_round_trips_json() -> None:
     assert facts.venv == Unknown(unknown=NO_VENV)
 
 
+def test_facts_from_raw_takes_the_venv_a_capture_did_not_record() -> None:
+    facts = facts_from_raw(H200, venv="/opt/torch/.venv")
+    assert isinstance(facts.torch, Torch) and facts.torch.venv == "/opt/torch/.venv"
+
+
 def test_facts_from_the_real_shared_fixture_dir() -> None:
     if not SHARED_H200.is_dir():
         pytest.skip("../shared/fixtures is not checked out next to the repository")
