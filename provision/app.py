@@ -12,7 +12,6 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from provision.apply import runner
 from provision.catalog import Catalog, load_catalog
 from provision.detect.facts import Facts
 from provision.errors import DriftError, FactsError, RefusedError
@@ -123,4 +122,4 @@ def spec_from(path: Path) -> tuple[Spec, Plan | None]:
 
 
 __all__ = ["Target", "check_drift", "gather", "load_plan", "plan_all", "read_facts", "refuse_if_blocked",
-           "runner", "spec_from"]
+           "spec_from"]

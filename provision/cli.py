@@ -12,7 +12,6 @@ from rich.console import Console
 from rich.markdown import Markdown
 
 from provision import app as workflow
-from provision.apply import runner
 from provision.errors import ProvisionError, SpecError
 from provision.plan.models import Plan
 from provision.plan.render import render_plan, summary
@@ -150,6 +149,7 @@ def apply(
                                                   "artifacts) go.")] = None,
 ) -> None:
     """Install and pin the stack as planned, through Ansible; a second apply changes nothing."""
+    from provision.apply import runner
     from provision.apply.workflow import apply_workflow
 
     raise typer.Exit(apply_workflow(spec, dry_run=dry_run, yes=yes, target=workflow.Target(

@@ -104,7 +104,7 @@ def extravars(spec: Spec, catalog: Catalog, steps: tuple[Step, ...]) -> dict[str
 
 def _repo_vars(spec: Spec, catalog: Catalog) -> dict[str, Any]:
     override = spec.repository
-    repo = catalog.repository(spec.os.repo_code)
+    repo = catalog.repository(spec.os.repo_code, arch=spec.os.architecture)
     url = str(override.url) if override else (repo.url if repo else "")
     return {
         "url": url,

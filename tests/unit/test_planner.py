@@ -1,0 +1,212 @@
+"""Planner: spec + facts in, steps and findings out (pure; no command runs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from provision.catalog import load_catalog
+from provision.detect.facts import (
+    CudaToolkits,
+    Facts,
+    Kernel,
+    LoadedDriver,
+    OsRelease,
+    Package,
+    Torch,
+    Unknown,
+    Venv,
+)
+from provision.detect.runner import facts_from_raw
+from provision.plan.models import Action, Component, Plan
+from provision.plan.planner import make_plan
+from provision.spec.loader import load_spec
+from provision.spec.models import Spec
+
+ROOT = Path(__file__).resolve().parents[2]
+H200_RAW = ROOT / "tests" / "fixtures" / "detect" / "h200-ubuntu2404"
+CATALOG = load_catalog()
+
+
+def fresh_ubuntu(**changes: object) -> Facts:
+    """A fresh Ubuntu 24.04 box: no NVIDIA driver, no NVIDIA packages, no venv."""
+    base = Facts(
+        host="box",
+        os=OsRelease(id="ubuntu", version_id="24.04", codename="noble"),
+        kernel=Kernel(release="6.8.0-60-generic", machine="x86_64"),
+        driver=Unknown(unknown="NVIDIA kernel module not loaded"),
+        gpus=Unknown(unknown="nvidia-smi: not found"),
+        topology=Unknown(unknown="nvidia-smi: not found"),
+        packages=(),
+        cuda=CudaToolkits(),
+        torch=Unknown(unknown="no venv"),
+        venv=Unknown(unknown="no venv"),
+    )
+    return base.model_copy(update=changes)
+
+
+def pkg(name: str, version: str, status: str = "install ok installed") -> Package:
+    return Package(name=name, version=version, status=status)
+
+
+def spec(**changes: object) -> Spec:
+    base = load_spec(ROOT / "specs" / "dual-a100x.yaml")
+    data = base.model_dump(mode="json")
+    for dotted, value in changes.items():
+        node = data
+        *parents, leaf = dotted.split("__")
+        for part in parents:
+            node = node[part]
+        node[leaf] = value
+    return Spec.model_validate(data)
+
+
+def step(plan: Plan, component: Component):  # type: ignore[no-untyped-def]
+    return next(s for s in plan.steps if s.component is component)
+
+
+def test_h200_fixture_plans_no_changes() -> None:
+    # The captured torch.txt ran the venv's python3 (/opt/torch/.venv/bin/python3 on that machine).
+    facts = facts_from_raw(H200_RAW, venv="/opt/torch/.venv")
+    plan = make_plan(load_spec(ROOT / "specs" / "h200-ubuntu2404.yaml"), facts, CATALOG)
+    assert plan.blockers == ()
+    assert plan.changes == ()
+    assert "580.159.04" in step(plan, Component.DRIVER).reason
+    assert step(plan, Component.NCCL).current == "2.28.3-1+cuda13.0"
+    assert all(s.reason for s in plan.steps)
+
+
+def test_fresh_box_installs_the_whole_stack_in_order() -> None:
+    plan = make_plan(spec(), fresh_ubuntu(), CATALOG)
+    assert plan.blockers == ()
+    assert [s.component for s in plan.changes] == [
+        Component.REPOSITORY, Component.DRIVER, Component.CUDA_TOOLKIT, Component.CUDNN, Component.NCCL,
+        Component.HOLDS, Component.PYTHON_VENV, Component.PYTHON_WHEELS,
+    ]
+    assert step(plan, Component.DRIVER).packages == ("nvidia-driver-pinning-580", "nvidia-open=580.95.05-*")
+    assert step(plan, Component.CUDA_TOOLKIT).packages == ("cuda-toolkit-13-0",)
+    assert step(plan, Component.CUDNN).packages == ("libcudnn9-cuda-13=9.14.*", "libcudnn9-dev-cuda-13=9.14.*")
+    assert step(plan, Component.NCCL).packages == ("libnccl2=2.28.3-*+cuda13.0", "libnccl-dev=2.28.3-*+cuda13.0")
+    assert step(plan, Component.PYTHON_WHEELS).packages == ("torch==2.11.0+cu130",)
+    assert plan.reboot_required
+
+
+def test_fabric_manager_skipped_on_a100x_with_reason() -> None:
+    fm = step(make_plan(spec(), fresh_ubuntu(), CATALOG), Component.FABRIC_MANAGER)
+    assert fm.action is Action.NOOP
+    assert "NVSwitch" in fm.reason
+
+
+def test_extravars_carry_one_transaction_and_pinned_index() -> None:
+    plan = make_plan(spec(), fresh_ubuntu(), CATALOG)
+    ev = plan.extravars
+    assert ev["provision_apt_packages"] == [
+        "nvidia-driver-pinning-580", "nvidia-open=580.95.05-*", "cuda-toolkit-13-0",
+        "libcudnn9-cuda-13=9.14.*", "libcudnn9-dev-cuda-13=9.14.*",
+        "libnccl2=2.28.3-*+cuda13.0", "libnccl-dev=2.28.3-*+cuda13.0",
+    ]
+    assert ev["provision_repository"]["url"] == \
+        "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64/"
+    assert ev["provision_python"]["torch_index_url"] == "https://download.pytorch.org/whl/cu130"
+    assert ev["provision_python"]["torch_requirements"] == ["torch==2.11.0+cu130"]
+
+
+def test_installed_and_held_stack_is_noop_with_reasons() -> None:
+    packages = (
+        pkg("nvidia-open", "580.95.05-1", "hold ok installed"),
+        pkg("libnvidia-compute", "580.95.05-1", "hold ok installed"),
+        pkg("cuda-toolkit-13-0", "13.0.2-1", "hold ok installed"),
+        pkg("libcudnn9-cuda-13", "9.14.0.64-1", "hold ok installed"),
+        pkg("libcudnn9-dev-cuda-13", "9.14.0.64-1", "hold ok installed"),
+        pkg("libnccl2", "2.28.3-1+cuda13.0", "hold ok installed"),
+        pkg("libnccl-dev", "2.28.3-1+cuda13.0", "hold ok installed"),
+    )
+    venv = Venv(path="/opt/provision/venv", python="3.12.3", distributions={"torch": "2.11.0+cu130"})
+    plan = make_plan(spec(), fresh_ubuntu(packages=packages, venv=venv), CATALOG)
+    assert plan.changes == ()
+    assert step(plan, Component.DRIVER).reason.startswith("driver 580.95.05 (nvidia-open")
+    assert step(plan, Component.REPOSITORY).reason == "no package to install from NVIDIA's repository"
+    assert step(plan, Component.HOLDS).action is Action.NOOP
+
+
+@pytest.mark.parametrize(("installed", "action"), [("580.82.07-1", Action.UPGRADE), ("580.126.20-1", Action.DOWNGRADE)])
+def test_driver_version_change_direction(installed: str, action: Action) -> None:
+    plan = make_plan(spec(), fresh_ubuntu(packages=(pkg("nvidia-open", installed),)), CATALOG)
+    assert step(plan, Component.DRIVER).action is action
+    assert step(plan, Component.DRIVER).target == "580.95.05"
+
+
+def test_unheld_stack_package_gets_held() -> None:
+    plan = make_plan(spec(python=None, cuda=None), fresh_ubuntu(packages=(
+        pkg("nvidia-open", "580.95.05-1", "hold ok installed"), pkg("libnvidia-compute", "580.95.05-1"))), CATALOG)
+    holds = step(plan, Component.HOLDS)
+    assert holds.action is Action.HOLD
+    assert holds.packages == ("libnvidia-compute",)
+
+
+def test_fabric_manager_pinned_to_exact_driver_on_hgx() -> None:
+    s = spec(gpus__model="h100-sxm", gpus__count=8)
+    fm = step(make_plan(s, fresh_ubuntu(), CATALOG), Component.FABRIC_MANAGER)
+    assert fm.packages == ("nvidia-fabricmanager=580.95.05-*",)
+
+
+def test_fabric_manager_without_exact_driver_is_refused() -> None:
+    s = spec(gpus__model="h100-sxm", gpus__count=8, driver__version=None)
+    plan = make_plan(s, fresh_ubuntu(), CATALOG)
+    assert [b.rule for b in plan.blockers] == ["fabric-manager-needs-exact-driver"]
+
+
+def test_fabric_manager_drift_is_moved_to_driver_version() -> None:
+    s = spec(gpus__model="h100-sxm", gpus__count=8)
+    facts = fresh_ubuntu(packages=(pkg("nvidia-open", "580.95.05-1"), pkg("nvidia-fabricmanager", "590.48.01-1")))
+    fm = step(make_plan(s, facts, CATALOG), Component.FABRIC_MANAGER)
+    assert (fm.action, fm.current, fm.target) == (Action.DOWNGRADE, "590.48.01", "580.95.05")
+
+
+def test_wrong_os_is_refused() -> None:
+    facts = fresh_ubuntu(os=OsRelease(id="debian", version_id="12"))
+    plan = make_plan(spec(), facts, CATALOG)
+    assert [b.rule for b in plan.blockers] == ["os-mismatch"]
+    assert "the machine runs debian 12" in plan.blockers[0].message
+
+
+def test_broken_package_state_blocks() -> None:
+    facts = fresh_ubuntu(packages=(pkg("libnvidia-compute-550", "550.107.02-0ubuntu0.24.04.1",
+                                       "install ok half-configured"),))
+    plan = make_plan(spec(), facts, CATALOG)
+    assert "broken-package-state" in [b.rule for b in plan.blockers]
+    assert "apt-get --fix-broken install" in plan.blockers[0].message
+
+
+def test_reboot_pending_when_loaded_module_differs() -> None:
+    facts = fresh_ubuntu(driver=LoadedDriver(version="580.82.07", flavor="open"),
+                         packages=(pkg("nvidia-open", "580.95.05-1", "hold ok installed"),))
+    plan = make_plan(spec(python=None, cuda=None), facts, CATALOG)
+    reboot = step(plan, Component.REBOOT)
+    assert reboot.reason == "reboot pending (module 580.82.07 loaded, 580.95.05 installed)"
+    assert plan.changes == ()
+
+
+def test_existing_venv_with_other_python_is_refused_not_deleted() -> None:
+    facts = fresh_ubuntu(venv=Venv(path="/opt/provision/venv", python="3.11.2"))
+    plan = make_plan(spec(), facts, CATALOG)
+    assert "venv-python-mismatch" in [b.rule for b in plan.blockers]
+
+
+def test_torch_from_fixture_style_fact_counts_as_installed() -> None:
+    facts = fresh_ubuntu(torch=Torch(venv="/opt/provision/venv", version="2.11.0+cu130", cuda="13.0",
+                                     python="3.12.3"))
+    plan = make_plan(spec(), facts, CATALOG)
+    assert step(plan, Component.PYTHON_VENV).action is Action.NOOP
+    assert step(plan, Component.PYTHON_WHEELS).action is Action.NOOP
+
+
+def test_plan_round_trips_through_json() -> None:
+    plan = make_plan(spec(), fresh_ubuntu(), CATALOG)
+    assert Plan.model_validate_json(plan.model_dump_json()) == plan
+
+
+def test_planner_is_deterministic() -> None:
+    facts = fresh_ubuntu()
+    assert make_plan(spec(), facts, CATALOG) == make_plan(spec(), facts, CATALOG)
