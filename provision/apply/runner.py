@@ -17,8 +17,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import ansible_runner
-
 from provision.apply.keyring import fetch_verified_keyring
 from provision.errors import ApplyError
 from provision.plan.models import Plan
@@ -85,6 +83,8 @@ def run_playbook(plans: dict[str, Plan], inventory: Path, run_dir: Path,
     Raises:
         ApplyError: The repository key could not be verified (nothing ran).
     """
+    import ansible_runner  # deferred: detect and plan work on machines without Ansible
+
     _save_plans(plans, run_dir)
     extravars = {"provision_plans": {h: p.extravars for h, p in plans.items()},
                  "provision_keyring_file": str(_keyring(plans, run_dir))}

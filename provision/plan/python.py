@@ -65,11 +65,12 @@ def wheels_step(py: PythonSpec, facts: Facts) -> Step:
 
 
 def _distributions(py: PythonSpec, facts: Facts) -> dict[str, str]:
-    if isinstance(facts.venv, Venv):
-        return dict(facts.venv.distributions)
+    """Installed distributions; torch's version from its generated version.py, which carries the
+    variant tag (``2.11.0+cu130``) even where the dist-info name does not (PyPI's default wheel)."""
+    have = dict(facts.venv.distributions) if isinstance(facts.venv, Venv) else {}
     if isinstance(facts.torch, Torch) and facts.torch.venv == py.venv:
-        return {"torch": facts.torch.version}
-    return {}
+        have["torch"] = facts.torch.version
+    return have
 
 
 def _satisfied(req: Requirement, have: dict[str, str]) -> bool:
