@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Literal, cast
+from typing import Annotated, Any, Literal, ParamSpec, cast
 
 import typer
 from rich.console import Console
 from rich.markdown import Markdown
+from rich.markup import escape
 
 from provision import app as workflow
 from provision.errors import ProvisionError, SpecError
 from provision.plan.models import Plan
 from provision.plan.render import render_plan, summary
+
+P = ParamSpec("P")
 
 cli = typer.Typer(
     name="provision",
@@ -33,16 +38,28 @@ LimitOpt = Annotated[str | None, typer.Option("--limit", "-l", help="Ansible hos
 
 
 def main() -> None:
-    """Console-script entry point: one red line and the documented exit code for every ProvisionError."""
-    try:
-        cli()
-    except ProvisionError as exc:
-        err.print(f"[bold red]error:[/] {exc}", soft_wrap=True)
-        sys.exit(exc.exit_code if isinstance(exc, SpecError) and _command() == "validate" else 1)
+    """Console-script entry point."""
+    cli()
 
 
-def _command() -> str:
-    return next((a for a in sys.argv[1:] if not a.startswith("-")), "")
+def user_errors(spec_error_code: int = 1) -> Callable[[Callable[P, None]], Callable[P, None]]:
+    """Turn every ProvisionError into one red line on stderr and the documented exit code.
+
+    Anything else keeps its traceback: it is a bug, not a user error.
+    """
+
+    def decorate(command: Callable[P, None]) -> Callable[P, None]:
+        @functools.wraps(command)
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> None:
+            try:
+                command(*args, **kwargs)
+            except ProvisionError as exc:
+                err.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
+                raise typer.Exit(spec_error_code if isinstance(exc, SpecError) else 1) from None
+
+        return wrapper
+
+    return decorate
 
 
 def _emit_json(data: Any) -> None:
@@ -50,6 +67,7 @@ def _emit_json(data: Any) -> None:
 
 
 @cli.command()
+@user_errors(spec_error_code=2)
 def validate(spec: SpecArg, *, as_json: JsonOpt = False) -> None:
     """Check a spec: YAML syntax, fields and types, and the compatibility rules.
 
@@ -63,8 +81,8 @@ def validate(spec: SpecArg, *, as_json: JsonOpt = False) -> None:
     if as_json:
         _emit_json({"spec": str(spec), "findings": [f.model_dump() for f in findings]})
     for f in findings:
-        (err if f.severity == "blocker" else out).print(f"{spec}: {f.severity} [{f.rule}]: {f.message} "
-                                                        f"(source: {f.source})", soft_wrap=True)
+        line = f"{spec}: {f.severity} [{f.rule}]: {f.message} (source: {f.source})"
+        (err if f.severity == "blocker" else out).print(escape(line), soft_wrap=True)
     if any(f.severity == "blocker" for f in findings):
         raise typer.Exit(1)
     if not as_json:
@@ -72,6 +90,7 @@ def validate(spec: SpecArg, *, as_json: JsonOpt = False) -> None:
 
 
 @cli.command()
+@user_errors()
 def schema() -> None:
     """Print the spec's JSON Schema (point your editor's YAML language server at it)."""
     from provision.spec.models import Spec
@@ -80,6 +99,7 @@ def schema() -> None:
 
 
 @cli.command()
+@user_errors()
 def detect(
     spec: Annotated[Path | None, typer.Argument(help="Optional spec: its venv is probed for PyTorch.")] = None,
     *, as_json: JsonOpt = False, from_raw: RawOpt = None, inventory: InvOpt = None, limit: LimitOpt = None,
@@ -100,6 +120,7 @@ def detect(
 
 
 @cli.command()
+@user_errors()
 def plan(
     spec: SpecArg, *, as_json: JsonOpt = False, facts: FactsOpt = None, from_raw: RawOpt = None,
     inventory: InvOpt = None, limit: LimitOpt = None,
@@ -140,6 +161,7 @@ def _plan_exit(plans: dict[str, Plan], detailed: bool) -> int:
 
 
 @cli.command()
+@user_errors()
 def apply(
     spec: Annotated[Path, typer.Argument(help="Spec file (YAML) or a plan saved with `plan --out` (JSON).")],
     *, dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and change nothing.")] = False,
@@ -158,6 +180,7 @@ def apply(
 
 
 @cli.command()
+@user_errors()
 def checklist(
     spec: SpecArg,
     *, fmt: Annotated[str, typer.Option("--format", "-f", help="md (terminal) or html (printable).")] = "md",

@@ -6,6 +6,7 @@ from types import TracebackType
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.status import Status
 
 _DONE = {
@@ -33,7 +34,7 @@ class Progress:
         """ansible-runner event handler: update the spinner, print finished tasks."""
         kind, data = event.get("event", ""), event.get("event_data", {})
         if kind == "playbook_on_task_start":
-            self._status.update(f"{data.get('task', '')}")
+            self._status.update(escape(str(data.get("task", ""))))
         elif kind in _DONE:
             word, style = _DONE[kind]
             if data.get("res", {}).get("changed"):
@@ -41,4 +42,5 @@ class Progress:
             if kind == "runner_on_skipped":
                 return
             seconds = f" ({data['duration']:.1f} s)" if isinstance(data.get("duration"), (int, float)) else ""
-            self._console.print(f"  [{style}]{word:<11}[/] {data.get('host', '?')}: {data.get('task', '')}{seconds}")
+            where = escape(f"{data.get('host', '?')}: {data.get('task', '')}{seconds}")
+            self._console.print(f"  [{style}]{word:<11}[/] {where}")

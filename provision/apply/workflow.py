@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from provision import app
 from provision.apply import runner
@@ -58,7 +59,7 @@ def _run(label: str, plans: dict[str, Plan], target: app.Target, runs_dir: Path,
         console.print(f"{host.host}: ok={host.ok} changed={host.changed} failed={host.failed} "
                       f"unreachable={host.unreachable}")
         for failure in host.failures:
-            console.print(f"  [red]failed:[/] {failure}", soft_wrap=True)
+            console.print(f"  [red]failed:[/] {escape(failure)}", soft_wrap=True)
     converged = result.succeeded and _converged(plans, target, console)
     console.print(f"Run directory (logs, plans, Ansible artifacts): {run_dir}")
     if any(p.reboot_required for p in plans.values()):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from provision.detect.facts import Facts, Unknown
@@ -44,5 +45,5 @@ def _gpus(gpus: tuple[object, ...]) -> str:
 
 def _or_unknown(value: object, describe: object) -> str:
     if isinstance(value, Unknown):
-        return f"[yellow]unknown:[/] {value.unknown}"
-    return str(describe(value))  # type: ignore[operator]
+        return f"[yellow]unknown:[/] {escape(value.unknown)}"
+    return escape(str(describe(value)))  # type: ignore[operator]
