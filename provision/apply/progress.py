@@ -39,7 +39,7 @@ class Progress:
             word, style = _DONE[kind]
             if data.get("res", {}).get("changed"):
                 word, style = "changed", "yellow"
-            if kind == "runner_on_skipped":
+            if kind == "runner_on_skipped" or data.get("task_action", "").endswith("validate_argument_spec"):
                 return
             seconds = f" ({data['duration']:.1f} s)" if isinstance(data.get("duration"), (int, float)) else ""
             where = escape(f"{data.get('host', '?')}: {data.get('task', '')}{seconds}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -118,7 +119,8 @@ def _envvars(run_dir: Path) -> dict[str, str]:
     bin_dir = str(Path(sys.executable).parent)
     return {
         "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
-        "ANSIBLE_SSH_CONTROL_PATH_DIR": str(run_dir / "cp"),
+        # ssh's ControlPath must stay under 108 bytes; run directories can be deep.
+        "ANSIBLE_SSH_CONTROL_PATH_DIR": tempfile.mkdtemp(prefix="provision-cp-"),
         "ANSIBLE_LOCAL_TEMP": str(run_dir / "tmp"),
         "ANSIBLE_RETRY_FILES_ENABLED": "false",
         "ANSIBLE_NOCOLOR": "1",

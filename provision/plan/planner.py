@@ -7,7 +7,7 @@ NCCL, holds, Python venv, wheels, reboot.
 
 from __future__ import annotations
 
-import fnmatch
+import re
 from typing import Any
 
 from provision.catalog import Catalog
@@ -15,12 +15,13 @@ from provision.detect.facts import Facts
 from provision.plan import driver, packages, python
 from provision.plan.checks import check_facts
 from provision.plan.models import Action, Component, Finding, Plan, Step
-from provision.plan.steps import noop
+from provision.plan.steps import noop, version_glob
 from provision.spec.models import Spec
 from provision.spec.rules import check_spec, resolve_flavor
 
 KEYRING_PATH = "/usr/share/keyrings/provision-nvidia-cuda.gpg"
 SOURCES_PATH = "/etc/apt/sources.list.d/provision-nvidia-cuda.sources"
+PREFERENCES_PATH = "/etc/apt/preferences.d/provision-nvidia"
 _APT = {Component.DRIVER, Component.FABRIC_MANAGER, Component.CUDA_TOOLKIT, Component.CUDNN, Component.NCCL}
 
 
@@ -96,10 +97,15 @@ def extravars(spec: Spec, catalog: Catalog, steps: tuple[Step, ...]) -> dict[str
         "provision_repository": _repo_vars(spec, catalog) if _apt_packages(listed) else None,
         "provision_apt_packages": list(_apt_packages(listed)),
         "provision_hold": spec.driver.hold,
-        "provision_hold_regex": "|".join(fnmatch.translate(p) for p in catalog.packages.stack_patterns),
+        "provision_hold_regex": hold_regex(catalog.packages.stack_patterns),
         "provision_python": python.python_extravars(spec.python, catalog) if spec.python else None,
     }
     return out
+
+
+def hold_regex(patterns: tuple[str, ...]) -> str:
+    """One regular expression, unanchored, matching package names against fnmatch ``patterns``."""
+    return "(?:" + "|".join(re.escape(p).replace(r"\*", "[^\t]*") for p in patterns) + ")"
 
 
 def _repo_vars(spec: Spec, catalog: Catalog) -> dict[str, Any]:
@@ -107,9 +113,31 @@ def _repo_vars(spec: Spec, catalog: Catalog) -> dict[str, Any]:
     repo = catalog.repository(spec.os.repo_code, arch=spec.os.architecture)
     url = str(override.url) if override else (repo.url if repo else "")
     return {
+        "pins": _apt_pins(spec),
         "url": url,
         "key_url": str(override.key_url) if override else (repo.key_url if repo else ""),
         "fingerprint": override.fingerprint if override else (repo.fingerprint if repo else ""),
         "keyring": KEYRING_PATH,
         "sources_file": SOURCES_PATH,
+        "preferences_file": PREFERENCES_PATH,
     }
+
+
+def _apt_pins(spec: Spec) -> list[dict[str, str]]:
+    """apt preferences that hold each package family to the spec's version in one transaction.
+
+    apt resolves dependencies to the newest candidate, not to the version asked for the
+    meta-package: ``nvidia-open=580.95.05-1`` alone still pulls ``nvidia-driver-open`` 590
+    (the FF-02 drift, reproduced by the integration harness). Pinning the whole family at
+    priority 1001 makes the closure consistent and lets apt move back to it.
+    """
+    driver = f"{spec.driver.version}-*" if spec.driver.version else f"{spec.driver.branch}.*"
+    pins = [{"packages": "nvidia-* libnvidia-* xserver-xorg-video-nvidia-*", "version": driver,
+             "why": f"NVIDIA driver, utilities and fabric manager at {spec.driver.version or spec.driver.branch}"}]
+    if spec.cuda is not None and spec.cuda.cudnn is not None:
+        pins.append({"packages": "libcudnn9* cudnn9*", "version": version_glob(spec.cuda.cudnn),
+                     "why": f"cuDNN {spec.cuda.cudnn}"})
+    if spec.cuda is not None and spec.cuda.nccl is not None:
+        pins.append({"packages": "libnccl*", "version": version_glob(spec.cuda.nccl, f"+cuda{spec.cuda.toolkit}"),
+                     "why": f"NCCL {spec.cuda.nccl} for CUDA {spec.cuda.toolkit}"})
+    return pins
