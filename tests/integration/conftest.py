@@ -21,8 +21,11 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from types import FrameType
 
 import pytest
 
@@ -32,7 +35,7 @@ from tests.integration.harness.server import StaticServer, start_server
 
 HERE = Path(__file__).parent
 INSTALL_HINT = "apt-get install debootstrap apt-utils dpkg-dev gnupg openssh-server openssh-client"
-REQUIRED_TOOLS = ("debootstrap", "dpkg-deb", "apt-ftparchive", "gpg", "sshd", "ssh", "mount", "chroot")
+REQUIRED_TOOLS = ("debootstrap", "dpkg-deb", "apt-ftparchive", "gpg", "ssh", "ssh-keygen", "mount", "chroot")
 
 
 def _skip_reason() -> str | None:
@@ -42,6 +45,17 @@ def _skip_reason() -> str | None:
     if missing:
         return f"integration tests need {', '.join(missing)} ({INSTALL_HINT})"
     return None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A SIGTERM (CI timeout, `timeout`) would kill pytest without running fixture teardown and
+    # leave overlay mounts and chrooted sshds behind; as KeyboardInterrupt, teardown still runs.
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _interrupt)
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -52,6 +52,8 @@ def test_apply_installs_exact_driver_closure_from_signed_repo(
         )
 
     assert result.status == "successful", result.stdout.read()
+    for task, seconds in runner.task_durations(result).items():
+        timings.record(f"task: {task}", seconds)
     status = target.dpkg_status()
     assert {name: status[name][0] for name in DRIVER_CLOSURE_580_95} == dict.fromkeys(
         DRIVER_CLOSURE_580_95, "580.95.05-1"

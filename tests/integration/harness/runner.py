@@ -71,3 +71,12 @@ def task_results(runner: ansible_runner.Runner) -> dict[str, dict[str, Any]]:
         for e in runner.events
         if e.get("event") in final
     }
+
+
+def task_durations(runner: ansible_runner.Runner) -> dict[str, float]:
+    """Per task name, seconds spent on its final event (``event_data.duration``)."""
+    return {
+        e["event_data"]["task"]: float(e["event_data"].get("duration", 0.0))
+        for e in runner.events
+        if e.get("event") in {"runner_on_ok", "runner_on_failed"}
+    }

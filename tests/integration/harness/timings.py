@@ -29,6 +29,6 @@ def timed(label: str) -> Iterator[None]:
 def summary_lines() -> list[str]:
     """One line per label: count, mean and max, in seconds."""
     return [
-        f"{label:<34} n={len(values):<3} mean={sum(values) / len(values):7.3f}s max={max(values):7.3f}s"
+        f"{label:<60} n={len(values):<3} mean={sum(values) / len(values):7.3f}s max={max(values):7.3f}s"
         for label, values in sorted(TIMINGS.items())
     ]
