@@ -16,16 +16,27 @@ from typing import Any
 from provision.detect import collector
 
 LATENCY_MS = {
-    "driver-version": 2, "os-release": 2, "uname": 2, "proc-version": 2, "modinfo": 3,
-    "query-gpu": 26, "topo-m": 50, "dpkg-nvidia": 9, "nvcc": 3, "cuda-dirs": 3, "venv": 3, "torch": 81,
+    "driver-version": 2,
+    "os-release": 2,
+    "uname": 2,
+    "proc-version": 2,
+    "modinfo": 3,
+    "query-gpu": 26,
+    "topo-m": 50,
+    "dpkg-nvidia": 9,
+    "nvcc": 3,
+    "cuda-dirs": 3,
+    "venv": 3,
+    "torch": 81,
 }
 """Median ms per probe on the H200 (measurements.md; unlisted cat/ls-like probes taken as 2-3 ms)."""
 
 
 def fake_probes() -> list[dict[str, Any]]:
     """One ``sleep`` per probe, with its measured latency."""
-    return [{"id": pid, "argv": ["sleep", f"{ms / 1000:.3f}"], "timeout": 10}
-            for pid, ms in LATENCY_MS.items()]
+    return [
+        {"id": pid, "argv": ["sleep", f"{ms / 1000:.3f}"], "timeout": 10} for pid, ms in LATENCY_MS.items()
+    ]
 
 
 def run_concurrent() -> dict[str, dict[str, Any]]:
@@ -56,7 +67,9 @@ def _median_ms(func: Any, rounds: int = 5) -> float:
 
 if __name__ == "__main__":
     concurrent, sequential = _median_ms(run_concurrent), _median_ms(run_sequential)
-    print(f"{len(LATENCY_MS)} probes, sum of latencies {sum(LATENCY_MS.values())} ms, "
-          f"slowest {max(LATENCY_MS.values())} ms")
+    print(
+        f"{len(LATENCY_MS)} probes, sum of latencies {sum(LATENCY_MS.values())} ms, "
+        f"slowest {max(LATENCY_MS.values())} ms"
+    )
     print(f"concurrent: {concurrent:.0f} ms (median of 5)")
     print(f"sequential: {sequential:.0f} ms (median of 5)")

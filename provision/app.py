@@ -67,8 +67,9 @@ def read_facts(path: Path) -> Facts:
         raise FactsError(f"{path}: not a provision facts file ({where}: {first['msg']})") from None
 
 
-def plan_all(spec: Spec, facts: dict[str, Facts], spec_path: str | None,
-             catalog: Catalog | None = None) -> dict[str, Plan]:
+def plan_all(
+    spec: Spec, facts: dict[str, Facts], spec_path: str | None, catalog: Catalog | None = None
+) -> dict[str, Plan]:
     """One plan per host."""
     cat = catalog or load_catalog()
     return {host: make_plan(spec, f, cat, spec_path=spec_path) for host, f in facts.items()}
@@ -100,9 +101,11 @@ def check_drift(saved: Plan, fresh: Plan) -> None:
         DriftError: The facts fingerprint differs.
     """
     if saved.facts_fingerprint != fresh.facts_fingerprint:
-        raise DriftError(f"the machine {fresh.host} changed since the plan was made "
-                         f"(facts {saved.facts_fingerprint[:12]} -> {fresh.facts_fingerprint[:12]}); "
-                         "run `provision plan` again")
+        raise DriftError(
+            f"the machine {fresh.host} changed since the plan was made "
+            f"(facts {saved.facts_fingerprint[:12]} -> {fresh.facts_fingerprint[:12]}); "
+            "run `provision plan` again"
+        )
 
 
 def refuse_if_blocked(plans: dict[str, Plan]) -> None:
@@ -121,5 +124,13 @@ def spec_from(path: Path) -> tuple[Spec, Plan | None]:
     return load_spec(path), None
 
 
-__all__ = ["Target", "check_drift", "gather", "load_plan", "plan_all", "read_facts", "refuse_if_blocked",
-           "spec_from"]
+__all__ = [
+    "Target",
+    "check_drift",
+    "gather",
+    "load_plan",
+    "plan_all",
+    "read_facts",
+    "refuse_if_blocked",
+    "spec_from",
+]

@@ -24,17 +24,29 @@ P = ParamSpec("P")
 cli = typer.Typer(
     name="provision",
     help="Declarative provisioning for NVIDIA GPU machines: spec -> detect -> plan -> apply -> checklist.",
-    no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
 )
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
 
-SpecArg = Annotated[Path, typer.Argument(help="Spec file (YAML), e.g. specs/dual-a100x.yaml.", show_default=False)]
+SpecArg = Annotated[
+    Path, typer.Argument(help="Spec file (YAML), e.g. specs/dual-a100x.yaml.", show_default=False)
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of text.")]
-FactsOpt = Annotated[Path | None, typer.Option("--facts", help="Plan against facts saved by `detect --json`.")]
-RawOpt = Annotated[Path | None, typer.Option("--from-raw", help="Parse a raw probe directory instead of probing.")]
-InvOpt = Annotated[Path | None, typer.Option("--inventory", "-i", help="Ansible inventory: remote hosts over ssh.")]
-LimitOpt = Annotated[str | None, typer.Option("--limit", "-l", help="Ansible host pattern within the inventory.")]
+FactsOpt = Annotated[
+    Path | None, typer.Option("--facts", help="Plan against facts saved by `detect --json`.")
+]
+RawOpt = Annotated[
+    Path | None, typer.Option("--from-raw", help="Parse a raw probe directory instead of probing.")
+]
+InvOpt = Annotated[
+    Path | None, typer.Option("--inventory", "-i", help="Ansible inventory: remote hosts over ssh.")
+]
+LimitOpt = Annotated[
+    str | None, typer.Option("--limit", "-l", help="Ansible host pattern within the inventory.")
+]
 
 
 def main() -> None:
@@ -101,16 +113,28 @@ def schema() -> None:
 @cli.command()
 @user_errors()
 def detect(
-    spec: Annotated[Path | None, typer.Argument(help="Optional spec: its venv is probed for PyTorch.")] = None,
-    *, as_json: JsonOpt = False, from_raw: RawOpt = None, inventory: InvOpt = None, limit: LimitOpt = None,
-    save_raw: Annotated[Path | None, typer.Option("--save-raw", help="Also write every probe's raw output "
-                                                  "to this directory (a support bundle).")] = None,
+    spec: Annotated[
+        Path | None, typer.Argument(help="Optional spec: its venv is probed for PyTorch.")
+    ] = None,
+    *,
+    as_json: JsonOpt = False,
+    from_raw: RawOpt = None,
+    inventory: InvOpt = None,
+    limit: LimitOpt = None,
+    save_raw: Annotated[
+        Path | None,
+        typer.Option(
+            "--save-raw", help="Also write every probe's raw output to this directory (a support bundle)."
+        ),
+    ] = None,
 ) -> None:
     """Read the machine as it is: OS, kernel, driver, GPUs, topology, packages, CUDA, PyTorch."""
     from provision.detect.summary import render_facts
 
     loaded = workflow.spec_from(spec)[0] if spec else None
-    facts = workflow.gather(loaded, workflow.Target(from_raw=from_raw, inventory=inventory, limit=limit), save_raw)
+    facts = workflow.gather(
+        loaded, workflow.Target(from_raw=from_raw, inventory=inventory, limit=limit), save_raw
+    )
     if as_json:
         docs = [f.model_dump(mode="json") for f in facts.values()]
         _emit_json(docs[0] if len(docs) == 1 and not inventory else docs)
@@ -122,11 +146,22 @@ def detect(
 @cli.command()
 @user_errors()
 def plan(
-    spec: SpecArg, *, as_json: JsonOpt = False, facts: FactsOpt = None, from_raw: RawOpt = None,
-    inventory: InvOpt = None, limit: LimitOpt = None,
-    out_file: Annotated[Path | None, typer.Option("--out", "-o", help="Save the plan as JSON for `apply`.")] = None,
-    detailed_exitcode: Annotated[bool, typer.Option("--detailed-exitcode", help="Exit 2 when changes are "
-                                                    "pending, 0 when none, 1 on error or refusal.")] = False,
+    spec: SpecArg,
+    *,
+    as_json: JsonOpt = False,
+    facts: FactsOpt = None,
+    from_raw: RawOpt = None,
+    inventory: InvOpt = None,
+    limit: LimitOpt = None,
+    out_file: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Save the plan as JSON for `apply`.")
+    ] = None,
+    detailed_exitcode: Annotated[
+        bool,
+        typer.Option(
+            "--detailed-exitcode", help="Exit 2 when changes are pending, 0 when none, 1 on error or refusal."
+        ),
+    ] = False,
 ) -> None:
     """Show what apply would change, step by step, and what it refuses and why."""
     loaded, _ = workflow.spec_from(spec)
@@ -164,26 +199,39 @@ def _plan_exit(plans: dict[str, Plan], detailed: bool) -> int:
 @user_errors()
 def apply(
     spec: Annotated[Path, typer.Argument(help="Spec file (YAML) or a plan saved with `plan --out` (JSON).")],
-    *, dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and change nothing.")] = False,
+    *,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and change nothing.")] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Apply without asking for confirmation.")] = False,
-    inventory: InvOpt = None, limit: LimitOpt = None, as_json: JsonOpt = False,
-    runs_dir: Annotated[Path | None, typer.Option("--runs-dir", help="Where run directories (logs, "
-                                                  "artifacts) go.")] = None,
+    inventory: InvOpt = None,
+    limit: LimitOpt = None,
+    as_json: JsonOpt = False,
+    runs_dir: Annotated[
+        Path | None, typer.Option("--runs-dir", help="Where run directories (logs, artifacts) go.")
+    ] = None,
 ) -> None:
     """Install and pin the stack as planned, through Ansible; a second apply changes nothing."""
     from provision.apply import runner
     from provision.apply.workflow import apply_workflow
 
-    raise typer.Exit(apply_workflow(spec, dry_run=dry_run, yes=yes, target=workflow.Target(
-        inventory=inventory, limit=limit), as_json=as_json, runs_dir=runs_dir or runner.default_runs_dir(),
-        console=out))
+    raise typer.Exit(
+        apply_workflow(
+            spec,
+            dry_run=dry_run,
+            yes=yes,
+            target=workflow.Target(inventory=inventory, limit=limit),
+            as_json=as_json,
+            runs_dir=runs_dir or runner.default_runs_dir(),
+            console=out,
+        )
+    )
 
 
 @cli.command()
 @user_errors()
 def checklist(
     spec: SpecArg,
-    *, fmt: Annotated[str, typer.Option("--format", "-f", help="md (terminal) or html (printable).")] = "md",
+    *,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="md (terminal) or html (printable).")] = "md",
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file.")] = None,
     paper: Annotated[str, typer.Option("--paper", help="a4 or letter (HTML).")] = "a4",
 ) -> None:
@@ -195,8 +243,13 @@ def checklist(
         raise ProvisionError("--format must be md or html, --paper a4 or letter")
     loaded, _ = workflow.spec_from(spec)
     gpu = load_catalog().gpus.get(loaded.gpus.model)
-    text = render(loaded, cast(Literal["md", "html"], fmt), cast(Literal["a4", "letter"], paper), gpu_tdp_w=gpu.tdp_w if gpu else None,
-                  gpu_memory_gib=gpu.memory_gib if gpu else None)
+    text = render(
+        loaded,
+        cast(Literal["md", "html"], fmt),
+        cast(Literal["a4", "letter"], paper),
+        gpu_tdp_w=gpu.tdp_w if gpu else None,
+        gpu_memory_gib=gpu.memory_gib if gpu else None,
+    )
     if output is not None:
         output.write_text(text, encoding="utf-8")
         err.print(f"Wrote {output}")

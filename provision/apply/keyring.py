@@ -29,7 +29,7 @@ def fetch_verified_keyring(key_url: str, fingerprint: str, dest: Path, timeout_s
             fingerprint differs (the message shows both).
     """
     try:
-        with urllib.request.urlopen(key_url, timeout=timeout_s) as response:  # noqa: S310 (http/https only, spec-validated)
+        with urllib.request.urlopen(key_url, timeout=timeout_s) as response:
             raw = response.read()
     except OSError as exc:
         raise KeyringError(f"cannot fetch the repository key {key_url}: {exc}") from None
@@ -39,8 +39,10 @@ def fetch_verified_keyring(key_url: str, fingerprint: str, dest: Path, timeout_s
         raise KeyringError(f"repository key {key_url} holds {primaries} primary keys; exactly one is trusted")
     found = primary_fingerprint(binary)
     if found != fingerprint.upper():
-        raise KeyringError(f"repository key {key_url} has fingerprint {found}, the catalog pins {fingerprint}; "
-                           "refusing to trust it")
+        raise KeyringError(
+            f"repository key {key_url} has fingerprint {found}, the catalog pins {fingerprint}; "
+            "refusing to trust it"
+        )
     dest.write_bytes(binary)
     return dest
 

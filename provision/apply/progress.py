@@ -10,8 +10,10 @@ from rich.markup import escape
 from rich.status import Status
 
 _DONE = {
-    "runner_on_ok": ("ok", "green"), "runner_on_failed": ("failed", "red"),
-    "runner_on_unreachable": ("unreachable", "red"), "runner_on_skipped": ("skipped", "dim"),
+    "runner_on_ok": ("ok", "green"),
+    "runner_on_failed": ("failed", "red"),
+    "runner_on_unreachable": ("unreachable", "red"),
+    "runner_on_skipped": ("skipped", "dim"),
 }
 
 
@@ -26,8 +28,9 @@ class Progress:
         self._status.start()
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self._status.stop()
 
     def on_event(self, event: dict[str, Any]) -> None:

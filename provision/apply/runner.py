@@ -49,7 +49,9 @@ class ApplyResult:
 
     @property
     def succeeded(self) -> bool:
-        return self.status == "successful" and all(not h.failed and not h.unreachable for h in self.hosts.values())
+        return self.status == "successful" and all(
+            not h.failed and not h.unreachable for h in self.hosts.values()
+        )
 
 
 def default_runs_dir() -> Path:
@@ -77,8 +79,13 @@ def local_inventory(run_dir: Path) -> Path:
     return path
 
 
-def run_playbook(plans: dict[str, Plan], inventory: Path, run_dir: Path,
-                 on_event: EventHandler | None = None, limit: str | None = None) -> ApplyResult:
+def run_playbook(
+    plans: dict[str, Plan],
+    inventory: Path,
+    run_dir: Path,
+    on_event: EventHandler | None = None,
+    limit: str | None = None,
+) -> ApplyResult:
     """Apply ``plans`` (inventory host name -> Plan) in one ansible-runner run.
 
     Raises:
@@ -87,13 +94,23 @@ def run_playbook(plans: dict[str, Plan], inventory: Path, run_dir: Path,
     import ansible_runner  # deferred: detect and plan work on machines without Ansible
 
     _save_plans(plans, run_dir)
-    extravars = {"provision_plans": {h: p.extravars for h, p in plans.items()},
-                 "provision_keyring_file": str(_keyring(plans, run_dir))}
+    extravars = {
+        "provision_plans": {h: p.extravars for h, p in plans.items()},
+        "provision_keyring_file": str(_keyring(plans, run_dir)),
+    }
     tags = sorted({t for p in plans.values() for t in p.tags})
     runner = ansible_runner.run(
-        private_data_dir=str(run_dir), project_dir=str(data_dir("playbooks")), playbook="site.yml",
-        inventory=str(inventory), extravars=extravars, tags=",".join(tags), limit=limit,
-        envvars=_envvars(run_dir), suppress_env_files=True, quiet=True, event_handler=_handler(on_event),
+        private_data_dir=str(run_dir),
+        project_dir=str(data_dir("playbooks")),
+        playbook="site.yml",
+        inventory=str(inventory),
+        extravars=extravars,
+        tags=",".join(tags),
+        limit=limit,
+        envvars=_envvars(run_dir),
+        suppress_env_files=True,
+        quiet=True,
+        event_handler=_handler(on_event),
     )
     return ApplyResult(run_dir=run_dir, status=runner.status, rc=runner.rc, hosts=_host_results(runner))
 
@@ -106,8 +123,11 @@ def _save_plans(plans: dict[str, Plan], run_dir: Path) -> None:
 def _keyring(plans: dict[str, Plan], run_dir: Path) -> Path:
     """Fetch and verify each distinct repository key once; all hosts share the file per key."""
     dest = run_dir / "nvidia-repository.gpg"
-    repos = {json.dumps(r, sort_keys=True): r for p in plans.values()
-             if (r := p.extravars.get("provision_repository"))}
+    repos = {
+        json.dumps(r, sort_keys=True): r
+        for p in plans.values()
+        if (r := p.extravars.get("provision_repository"))
+    }
     if len(repos) > 1:
         raise ApplyError("hosts in one run use different repository keys; apply them in separate runs")
     for repo in repos.values():
@@ -145,9 +165,20 @@ def _host_results(runner: Any) -> dict[str, HostResult]:
                 continue
             msg = str(data.get("res", {}).get("msg", "")).strip().splitlines()
             failures.setdefault(data.get("host", "?"), []).append(
-                f"{data.get('task', '?')}: {msg[0] if msg else event['event']}")
+                f"{data.get('task', '?')}: {msg[0] if msg else event['event']}"
+            )
     stats = runner.stats or {}
-    hosts = set().union(*(stats.get(k, {}).keys() for k in ("ok", "changed", "failures", "dark"))) | set(failures)
-    return {h: HostResult(host=h, ok=stats.get("ok", {}).get(h, 0), changed=stats.get("changed", {}).get(h, 0),
-                          failed=stats.get("failures", {}).get(h, 0), unreachable=stats.get("dark", {}).get(h, 0),
-                          failures=tuple(failures.get(h, ()))) for h in sorted(hosts)}
+    hosts = set().union(*(stats.get(k, {}).keys() for k in ("ok", "changed", "failures", "dark"))) | set(
+        failures
+    )
+    return {
+        h: HostResult(
+            host=h,
+            ok=stats.get("ok", {}).get(h, 0),
+            changed=stats.get("changed", {}).get(h, 0),
+            failed=stats.get("failures", {}).get(h, 0),
+            unreachable=stats.get("dark", {}).get(h, 0),
+            failures=tuple(failures.get(h, ())),
+        )
+        for h in sorted(hosts)
+    }

@@ -20,8 +20,16 @@ from provision.plan.models import Plan
 from provision.plan.render import render_plan
 
 
-def apply_workflow(path: Path, *, dry_run: bool, yes: bool, target: app.Target, as_json: bool,
-                   runs_dir: Path, console: Console) -> int:
+def apply_workflow(
+    path: Path,
+    *,
+    dry_run: bool,
+    yes: bool,
+    target: app.Target,
+    as_json: bool,
+    runs_dir: Path,
+    console: Console,
+) -> int:
     """Run ``provision apply`` for a spec or saved plan at ``path``; returns the exit code."""
     spec, saved = app.spec_from(path)
     plans = app.plan_all(spec, app.gather(spec, target), saved.spec_path if saved else str(path))
@@ -54,10 +62,14 @@ def _run(label: str, plans: dict[str, Plan], target: app.Target, runs_dir: Path,
     run_dir = runner.new_run_dir(runs_dir, label)
     inventory = target.inventory or runner.local_inventory(run_dir)
     with Progress(console) as progress:
-        result = runner.run_playbook(plans, inventory, run_dir, on_event=progress.on_event, limit=target.limit)
+        result = runner.run_playbook(
+            plans, inventory, run_dir, on_event=progress.on_event, limit=target.limit
+        )
     for host in result.hosts.values():
-        console.print(f"{host.host}: ok={host.ok} changed={host.changed} failed={host.failed} "
-                      f"unreachable={host.unreachable}")
+        console.print(
+            f"{host.host}: ok={host.ok} changed={host.changed} failed={host.failed} "
+            f"unreachable={host.unreachable}"
+        )
         for failure in host.failures:
             console.print(f"  [red]failed:[/] {escape(failure)}", soft_wrap=True)
     converged = result.succeeded and _converged(plans, target, console)
@@ -73,8 +85,10 @@ def _converged(plans: dict[str, Plan], target: app.Target, console: Console) -> 
     again = app.plan_all(spec, app.gather(spec, target), None)
     left = {h: p for h, p in again.items() if h in plans and p.changes}
     for host, plan in left.items():
-        console.print(f"[red]{host} did not converge:[/] " + "; ".join(
-            f"{s.component.value} {s.action.value}" for s in plan.changes))
+        console.print(
+            f"[red]{host} did not converge:[/] "
+            + "; ".join(f"{s.component.value} {s.action.value}" for s in plan.changes)
+        )
     if not left:
         console.print("Converged: a fresh plan shows no changes.")
     return not left

@@ -119,11 +119,15 @@ class Catalog(Frozen):
             return None
         url = self.repo_url_pattern.format(code=code, arch=self.repo_url_arch[arch])
         return NvidiaRepo(
-            code=code, package_format=distro.package_format, url=url,
-            key_url=url + self.signing_key.file, fingerprint=self.signing_key.fingerprint,
+            code=code,
+            package_format=distro.package_format,
+            url=url,
+            key_url=url + self.signing_key.file,
+            fingerprint=self.signing_key.fingerprint,
             cuda_releases=distro.cuda_releases,
             source=tuple(dict.fromkeys(distro.source + self.signing_key.source)),
-            conf=distro.conf, note=distro.note,
+            conf=distro.conf,
+            note=distro.note,
         )
 
     def min_cuda_for(self, gpu: GpuModel) -> DottedVersion | None:

@@ -167,8 +167,13 @@ def _cuda_release(key: str, rows: list[CudaRow], families: dict[int, CudaFamily]
     if ga is None or family is None:
         raise CatalogError(f"catalog file cuda.yaml: release {key} lacks a GA (X.Y.0) row or a family floor")
     return CudaRelease(
-        release=DottedVersion(key), toolkit_driver=ga.toolkit_driver,
-        family_floor=family.min_branch, updates=tuple(rows), source=ga.source, conf=ga.conf, note=ga.note,
+        release=DottedVersion(key),
+        toolkit_driver=ga.toolkit_driver,
+        family_floor=family.min_branch,
+        updates=tuple(rows),
+        source=ga.source,
+        conf=ga.conf,
+        note=ga.note,
     )
 
 
@@ -191,7 +196,6 @@ def _attach_arches(release: TorchRelease, arch_lists: tuple[ArchList, ...]) -> T
     return release.model_copy(update={"arches": arches})
 
 
-
 class _Files(Frozen):
     """All catalog files, validated one by one."""
 
@@ -206,8 +210,10 @@ class _Files(Frozen):
 
 def _read_all(directory: Path) -> _Files:
     return _Files(
-        sources=_load(directory, "sources.yaml", SourcesFile), cuda=_load(directory, "cuda.yaml", CudaFile),
-        torch=_load(directory, "torch.yaml", TorchFile), gpus=_load(directory, "gpus.yaml", GpusFile),
+        sources=_load(directory, "sources.yaml", SourcesFile),
+        cuda=_load(directory, "cuda.yaml", CudaFile),
+        torch=_load(directory, "torch.yaml", TorchFile),
+        gpus=_load(directory, "gpus.yaml", GpusFile),
         drivers=_load(directory, "drivers.yaml", DriversFile),
         repos=_load(directory, "repos.yaml", ReposFile),
         packages=_load(directory, "packages.yaml", PackagesFile),

@@ -57,8 +57,14 @@ def run_probe(argv: list[str], timeout: float) -> dict[str, Any]:
     """
     env = dict(os.environ, **_ENV_OVERRIDES)
     try:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
     except FileNotFoundError:
         return _result(argv, f"{argv[0]}: not found\n", NOT_FOUND_RC)
     except PermissionError:

@@ -82,8 +82,8 @@ class Topology(Frozen):
 
     gpus: tuple[str, ...]
     links: dict[str, dict[str, str]]
-    cpu_affinity: dict[str, str] = {}
-    numa_affinity: dict[str, str] = {}
+    cpu_affinity: dict[str, str] = Field(default_factory=dict)
+    numa_affinity: dict[str, str] = Field(default_factory=dict)
 
 
 class Package(Frozen):
@@ -157,7 +157,8 @@ class Facts(Frozen):
     # Unknown first: pydantic picks the first union member whose serializer fits, and
     # Driver's plain str serializer would otherwise also claim an Unknown.
     driver_on_disk: Unknown | Driver | None = Field(
-        None, description="modinfo -F version nvidia: module the next boot loads (FF-01); None: not probed.")
+        None, description="modinfo -F version nvidia: module the next boot loads (FF-01); None: not probed."
+    )
     gpus: tuple[Gpu, ...] | Unknown
     topology: Topology | Unknown
     packages: tuple[Package, ...] | Unknown
@@ -180,8 +181,13 @@ class Facts(Frozen):
         data = self.model_dump(mode="json", exclude=volatile)
         if isinstance(data.get("gpus"), list):
             for gpu in data["gpus"]:
-                for key in ("temperature_gpu_c", "temperature_memory_c", "power_draw_w",
-                            "pcie_gen_current", "pcie_width_current"):
+                for key in (
+                    "temperature_gpu_c",
+                    "temperature_memory_c",
+                    "power_draw_w",
+                    "pcie_gen_current",
+                    "pcie_width_current",
+                ):
                     gpu.pop(key, None)
         blob = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
         return hashlib.sha256(blob).hexdigest()

@@ -71,8 +71,11 @@ def parse_os_release(output: str, rc: int) -> OsRelease | Unknown:
     if "ID" not in fields or "VERSION_ID" not in fields:
         return Unknown(unknown="/etc/os-release has no ID or VERSION_ID")
     return OsRelease(
-        id=fields["ID"], version_id=fields["VERSION_ID"], codename=fields.get("VERSION_CODENAME"),
-        pretty_name=fields.get("PRETTY_NAME"), id_like=tuple(fields.get("ID_LIKE", "").split()),
+        id=fields["ID"],
+        version_id=fields["VERSION_ID"],
+        codename=fields.get("VERSION_CODENAME"),
+        pretty_name=fields.get("PRETTY_NAME"),
+        id_like=tuple(fields.get("ID_LIKE", "").split()),
     )
 
 
@@ -106,7 +109,7 @@ def parse_proc_version(output: str, rc: int) -> Kernel | Unknown:
     match = re.match(r"Linux version (\S+)", output.strip())
     if match is None:
         return Unknown(unknown=f"unexpected /proc/version: {first_line(output)}")
-    compiler = _COMPILER.search(output[match.end():])
+    compiler = _COMPILER.search(output[match.end() :])
     return Kernel(release=match.group(1), compiler=" ".join(compiler.groups()) if compiler else None)
 
 
@@ -192,8 +195,9 @@ def parse_nvcc(output: str, rc: int) -> tuple[DottedVersion, DottedVersion] | Un
     return DottedVersion(match.group(1)), DottedVersion(match.group(2))
 
 
-def merge_cuda(dirs: CudaToolkits | Unknown, nvcc: tuple[DottedVersion, DottedVersion] | Unknown) -> (
-        CudaToolkits | Unknown):
+def merge_cuda(
+    dirs: CudaToolkits | Unknown, nvcc: tuple[DottedVersion, DottedVersion] | Unknown
+) -> CudaToolkits | Unknown:
     """Add nvcc's versions to the toolkit directories; no nvcc is not an unknown."""
     if isinstance(dirs, Unknown) or isinstance(nvcc, Unknown):
         return dirs
@@ -218,7 +222,8 @@ def parse_torch(output: str, rc: int, venv: str | None = None) -> Torch | Unknow
     if "torch" not in values:
         return Unknown(unknown=f"no torch version in probe output: {first_line(output)}")
     return Torch(
-        venv=values.get("venv", venv or NOT_RECORDED), version=values["torch"],
+        venv=values.get("venv", venv or NOT_RECORDED),
+        version=values["torch"],
         cuda=None if values.get("cuda", "None") == "None" else values["cuda"],
         python=values["python"].split()[0] if values.get("python") else None,
         arch_list=_literal_tuple(values.get("arch_list")),
@@ -253,8 +258,11 @@ def parse_venv(output: str, rc: int) -> Venv | Unknown:
     version = config.get("version") or config.get("version_info") or ""
     python = _LEADING_VERSION.match(version)
     found = (_DIST_INFO.search(line) for line in output.splitlines())
-    return Venv(path=path, python=DottedVersion(python.group(0)) if python else None,
-                distributions=dict(_distribution(m) for m in found if m))
+    return Venv(
+        path=path,
+        python=DottedVersion(python.group(0)) if python else None,
+        distributions=dict(_distribution(m) for m in found if m),
+    )
 
 
 def _distribution(match: re.Match[str]) -> tuple[str, str]:

@@ -130,8 +130,9 @@ def _matrix_lines(output: str) -> list[list[str]]:
     return table
 
 
-def _topology(gpus: list[str], devices: list[str], extras: list[str],
-              rows: dict[str, list[str]]) -> Topology | Unknown:
+def _topology(
+    gpus: list[str], devices: list[str], extras: list[str], rows: dict[str, list[str]]
+) -> Topology | Unknown:
     links: dict[str, dict[str, str]] = {}
     cpu: dict[str, str] = {}
     numa: dict[str, str] = {}
@@ -140,7 +141,7 @@ def _topology(gpus: list[str], devices: list[str], extras: list[str],
         if len(cells) < len(devices):
             return Unknown(unknown=f"nvidia-smi topo -m: short row for {gpu}")
         links[gpu] = {d: c for d, c in zip(devices, cells, strict=False) if _GPU.match(d)}
-        named = dict(zip(extras, [c for c in cells[len(devices):] if c], strict=False))
+        named = dict(zip(extras, [c for c in cells[len(devices) :] if c], strict=False))
         if "CPU Affinity" in named:
             cpu[gpu] = named["CPU Affinity"]
         if "NUMA Affinity" in named:

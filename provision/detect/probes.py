@@ -17,10 +17,25 @@ from typing import Any
 from provision.models import Frozen
 
 QUERY_GPU_FIELDS = (
-    "index", "name", "uuid", "pci.bus_id", "driver_version", "vbios_version", "memory.total",
-    "pcie.link.gen.current", "pcie.link.gen.max", "pcie.link.width.current", "pcie.link.width.max",
-    "persistence_mode", "temperature.gpu", "temperature.memory", "power.draw", "power.limit",
-    "compute_cap", "mig.mode.current", "ecc.mode.current",
+    "index",
+    "name",
+    "uuid",
+    "pci.bus_id",
+    "driver_version",
+    "vbios_version",
+    "memory.total",
+    "pcie.link.gen.current",
+    "pcie.link.gen.max",
+    "pcie.link.width.current",
+    "pcie.link.width.max",
+    "persistence_mode",
+    "temperature.gpu",
+    "temperature.memory",
+    "power.draw",
+    "power.limit",
+    "compute_cap",
+    "mig.mode.current",
+    "ecc.mode.current",
 )
 """Fields of ``nvidia-smi --query-gpu``, the same as the captured H200 fixture."""
 
@@ -37,25 +52,25 @@ _VENV_SCRIPT = (
     'ls -d "$1"/lib*/python3*/site-packages/*.dist-info 2>/dev/null; exit 0'
 )
 # nvcc is rarely on a non-login PATH; fall back to the default toolkit's copy.
-_NVCC_SCRIPT = (
-    'p=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc); echo "$p"; exec "$p" --version'
-)
+_NVCC_SCRIPT = 'p=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc); echo "$p"; exec "$p" --version'
 # Reads torch/version.py with ast instead of importing torch (4 s on the H200,
 # measurements.md) and prints the same `key value` lines as the fixture's torch.txt.
-_TORCH_SCRIPT = "; ".join((
-    "import ast, glob, os, sys",
-    "venv = sys.argv[1]",
-    'print("venv", venv)',
-    'print("python", sys.version.replace(chr(10), " "))',
-    'found = glob.glob(os.path.join(venv, "lib*", "python3*", "site-packages", "torch", "version.py"))',
-    'found or sys.exit("torch: not installed in " + venv)',
-    "body = ast.parse(open(found[0]).read()).body",
-    "pairs = [(n.targets[0] if isinstance(n, ast.Assign) else n.target, n.value) for n in body"
-    " if isinstance(n, (ast.Assign, ast.AnnAssign))]",
-    "values = {t.id: v.value for t, v in pairs if isinstance(t, ast.Name) and isinstance(v, ast.Constant)}",
-    'print("torch", values.get("__version__"))',
-    'print("cuda", values.get("cuda"))',
-))
+_TORCH_SCRIPT = "; ".join(
+    (
+        "import ast, glob, os, sys",
+        "venv = sys.argv[1]",
+        'print("venv", venv)',
+        'print("python", sys.version.replace(chr(10), " "))',
+        'found = glob.glob(os.path.join(venv, "lib*", "python3*", "site-packages", "torch", "version.py"))',
+        'found or sys.exit("torch: not installed in " + venv)',
+        "body = ast.parse(open(found[0]).read()).body",
+        "pairs = [(n.targets[0] if isinstance(n, ast.Assign) else n.target, n.value) for n in body"
+        " if isinstance(n, (ast.Assign, ast.AnnAssign))]",
+        "values = {t.id: v.value for t, v in pairs if isinstance(t, ast.Name) and isinstance(v, ast.Constant)}",
+        'print("torch", values.get("__version__"))',
+        'print("cuda", values.get("cuda"))',
+    )
+)
 
 
 class Probe(Frozen):

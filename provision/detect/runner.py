@@ -40,8 +40,12 @@ from provision.errors import FactsError
 COLLECTOR_TASK = "Run the detection collector."
 
 
-def facts_from_outputs(outputs: Mapping[str, ProbeOutput], host: str = "localhost",
-                       collected_at: datetime | None = None, venv: str | None = None) -> Facts:
+def facts_from_outputs(
+    outputs: Mapping[str, ProbeOutput],
+    host: str = "localhost",
+    collected_at: datetime | None = None,
+    venv: str | None = None,
+) -> Facts:
     """Parse probe outputs (keyed by probe id) into Facts; a missing probe gives an Unknown.
 
     ``venv`` names the venv a capture's torch output came from when the output
@@ -50,12 +54,14 @@ def facts_from_outputs(outputs: Mapping[str, ProbeOutput], host: str = "localhos
     ``driver_on_disk`` stays None when no ``modinfo`` output exists; ``torch`` and
     ``venv`` are Unknown when their outputs are absent (no venv was given).
     """
+
     def text(probe_id: str) -> tuple[str, int]:
         out = outputs.get(probe_id) or ProbeOutput.missing(probe_id)
         return out.output, out.rc
 
     return Facts(
-        host=host, collected_at=collected_at,
+        host=host,
+        collected_at=collected_at,
         os=parse_os_release(*text("os-release")),
         kernel=merge_kernel(parse_uname(*text("uname")), parse_proc_version(*text("proc-version"))),
         driver=parse_driver_version(*text("driver-version")),
@@ -72,9 +78,19 @@ def facts_from_outputs(outputs: Mapping[str, ProbeOutput], host: str = "localhos
 def unknown_facts(host: str, reason: str) -> Facts:
     """Facts for a host nothing could be read from: every fact Unknown with ``reason``."""
     unknown = Unknown(unknown=reason)
-    return Facts(host=host, os=unknown, kernel=unknown, driver=unknown, driver_on_disk=unknown,
-                 gpus=unknown, topology=unknown, packages=unknown, cuda=unknown, torch=unknown,
-                 venv=unknown)
+    return Facts(
+        host=host,
+        os=unknown,
+        kernel=unknown,
+        driver=unknown,
+        driver_on_disk=unknown,
+        gpus=unknown,
+        topology=unknown,
+        packages=unknown,
+        cuda=unknown,
+        torch=unknown,
+        venv=unknown,
+    )
 
 
 def outputs_from_json(results: Mapping[str, Mapping[str, Any]]) -> dict[str, ProbeOutput]:
@@ -149,16 +165,22 @@ def _host_facts(host: str, result: str | dict[str, Any], started: datetime) -> F
     return facts_from_outputs(outputs_from_json(result), host=host, collected_at=started)
 
 
-def _run_play(data_dir: Path, inventory: str, limit: str | None,
-              probes: list[Probe]) -> tuple[list[dict[str, Any]], int, str]:
+def _run_play(
+    data_dir: Path, inventory: str, limit: str | None, probes: list[Probe]
+) -> tuple[list[dict[str, Any]], int, str]:
     """Run the detection play; returns (events, rc, last stdout line)."""
-    import ansible_runner  # type: ignore[import-untyped]  # slow to import; only the fleet path needs it
+    import ansible_runner  # slow to import; only the fleet path needs it
 
     _write_project(data_dir / "project", probes)
     source = str(Path(inventory).resolve()) if Path(inventory).exists() else inventory
     run = ansible_runner.run(
-        private_data_dir=str(data_dir), playbook="detect.yml", inventory=source, limit=limit,
-        envvars=_envvars(data_dir), suppress_env_files=True, quiet=True,
+        private_data_dir=str(data_dir),
+        playbook="detect.yml",
+        inventory=source,
+        limit=limit,
+        envvars=_envvars(data_dir),
+        suppress_env_files=True,
+        quiet=True,
     )
     tail = (run.stdout.read().strip().splitlines() or ["no output"])[-1]
     return list(run.events), int(run.rc), tail
@@ -185,23 +207,43 @@ def _write_project(project: Path, probes: list[Probe]) -> None:
 def detect_play() -> list[dict[str, Any]]:
     """The detection playbook as data (JSON is YAML): copy, run, read, clean up."""
     workdir = "{{ provision_detect_dir.path }}"
-    python = ("{{ ansible_facts.discovered_interpreter_python"
-              " | default(ansible_python_interpreter | default('python3')) }}")
+    python = (
+        "{{ ansible_facts.discovered_interpreter_python"
+        " | default(ansible_python_interpreter | default('python3')) }}"
+    )
     copy = [
-        {"name": f"Copy the {name} to the host.",
-         "ansible.builtin.copy": {"src": f"{{{{ playbook_dir }}}}/{name}", "dest": f"{workdir}/{name}",
-                                  "mode": "0600"}}
+        {
+            "name": f"Copy the {name} to the host.",
+            "ansible.builtin.copy": {
+                "src": f"{{{{ playbook_dir }}}}/{name}",
+                "dest": f"{workdir}/{name}",
+                "mode": "0600",
+            },
+        }
         for name in ("collector.py", "probes.json")
     ]
-    run = {"name": COLLECTOR_TASK, "changed_when": False,
-           "ansible.builtin.command": {"argv": [python, f"{workdir}/collector.py", f"{workdir}/probes.json"]}}
-    clean = {"name": "Remove the collector's temporary directory.",
-             "ansible.builtin.file": {"path": workdir, "state": "absent"}}
-    mkdir = {"name": "Create a temporary directory for the collector.",
-             "ansible.builtin.tempfile": {"state": "directory", "prefix": "provision-detect-"},
-             "register": "provision_detect_dir"}
-    return [{"name": "Detect GPU machine facts.", "hosts": "all", "gather_facts": False,
-             "tasks": [mkdir, {"block": [*copy, run], "always": [clean]}]}]
+    run = {
+        "name": COLLECTOR_TASK,
+        "changed_when": False,
+        "ansible.builtin.command": {"argv": [python, f"{workdir}/collector.py", f"{workdir}/probes.json"]},
+    }
+    clean = {
+        "name": "Remove the collector's temporary directory.",
+        "ansible.builtin.file": {"path": workdir, "state": "absent"},
+    }
+    mkdir = {
+        "name": "Create a temporary directory for the collector.",
+        "ansible.builtin.tempfile": {"state": "directory", "prefix": "provision-detect-"},
+        "register": "provision_detect_dir",
+    }
+    return [
+        {
+            "name": "Detect GPU machine facts.",
+            "hosts": "all",
+            "gather_facts": False,
+            "tasks": [mkdir, {"block": [*copy, run], "always": [clean]}],
+        }
+    ]
 
 
 def collector_results(events: Iterable[Mapping[str, Any]]) -> dict[str, str | dict[str, Any]]:

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from provision.detect.facts import Facts, Unknown
+from provision.detect.facts import Facts, Gpu, Unknown
 
 
 def render_facts(facts: Facts, console: Console) -> None:
@@ -25,21 +25,46 @@ def _rows(facts: Facts) -> list[tuple[str, str]]:
         ("kernel", _or_unknown(facts.kernel, lambda k: f"{k.release} (built with {k.compiler or '?'})")),
         ("driver", _or_unknown(facts.driver, lambda d: f"{d.version} ({d.flavor} kernel modules, loaded)")),
         ("gpus", _or_unknown(facts.gpus, _gpus)),
-        ("topology", _or_unknown(facts.topology, lambda t: " ".join(
-            f"{a}-{b}:{t.links[a][b]}" for a in t.gpus for b in t.gpus if a < b) or f"{len(t.gpus)} GPU(s)")),
-        ("packages", _or_unknown(facts.packages, lambda ps: f"{len(ps)} NVIDIA stack packages, "
-                                 f"{sum(p.hold for p in ps)} held, {sum(p.broken for p in ps)} broken")),
-        ("cuda", _or_unknown(facts.cuda, lambda c: ", ".join(str(v) for v in c.installed)
-                             + (f"; nvcc {c.nvcc_version}" if c.nvcc_version else ""))),
+        (
+            "topology",
+            _or_unknown(
+                facts.topology,
+                lambda t: (
+                    " ".join(f"{a}-{b}:{t.links[a][b]}" for a in t.gpus for b in t.gpus if a < b)
+                    or f"{len(t.gpus)} GPU(s)"
+                ),
+            ),
+        ),
+        (
+            "packages",
+            _or_unknown(
+                facts.packages,
+                lambda ps: (
+                    f"{len(ps)} NVIDIA stack packages, "
+                    f"{sum(p.hold for p in ps)} held, {sum(p.broken for p in ps)} broken"
+                ),
+            ),
+        ),
+        (
+            "cuda",
+            _or_unknown(
+                facts.cuda,
+                lambda c: (
+                    ", ".join(str(v) for v in c.installed)
+                    + (f"; nvcc {c.nvcc_version}" if c.nvcc_version else "")
+                ),
+            ),
+        ),
         ("torch", _or_unknown(facts.torch, lambda t: f"{t.version} (CUDA {t.cuda}) in {t.venv}")),
     ]
 
 
-def _gpus(gpus: tuple[object, ...]) -> str:
-    lines = []
-    for g in gpus:
-        lines.append(f"{g.index}: {g.name}, cc {g.compute_capability}, {g.memory_total_mib} MiB, "  # type: ignore[attr-defined]
-                     f"PCIe gen {g.pcie_gen_current}/{g.pcie_gen_max} x{g.pcie_width_current}/{g.pcie_width_max}")  # type: ignore[attr-defined]
+def _gpus(gpus: tuple[Gpu, ...]) -> str:
+    lines = [
+        f"{g.index}: {g.name}, cc {g.compute_capability}, {g.memory_total_mib} MiB, "
+        f"PCIe gen {g.pcie_gen_current}/{g.pcie_gen_max} x{g.pcie_width_current}/{g.pcie_width_max}"
+        for g in gpus
+    ]
     return "\n".join(lines) or "none"
 
 

@@ -7,12 +7,14 @@ state, and warn where detection could not see what the spec describes.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Literal
 
 from provision.catalog import Catalog
 from provision.detect.facts import Facts, Kernel, OsRelease, Unknown
 from provision.plan.models import Finding
 from provision.spec.models import Spec
 
+Severity = Literal["blocker", "warning"]
 _ARCH_ALIASES = {"x86_64": {"x86_64", "amd64"}, "aarch64": {"aarch64", "arm64"}}
 
 
@@ -27,16 +29,19 @@ def _os(spec: Spec, facts: Facts) -> Iterator[Finding]:
         return
     os: OsRelease = facts.os
     if (os.id, os.version_id) != (spec.os.distro, spec.os.version):
-        yield _f("os-mismatch", "blocker",
-                 f"the spec is for {spec.os.distro} {spec.os.version}, the machine runs {os.id} {os.version_id}"
-                 f" ({os.pretty_name or 'from /etc/os-release'})")
+        yield _f(
+            "os-mismatch",
+            "blocker",
+            f"the spec is for {spec.os.distro} {spec.os.version}, the machine runs {os.id} {os.version_id}"
+            f" ({os.pretty_name or 'from /etc/os-release'})",
+        )
 
 
 def _arch(spec: Spec, facts: Facts) -> Iterator[Finding]:
-    if isinstance(facts.kernel, Kernel) and facts.kernel.machine:
-        if facts.kernel.machine not in _ARCH_ALIASES[spec.os.architecture]:
-            yield _f("arch-mismatch", "blocker",
-                     f"the spec is for {spec.os.architecture}, the machine is {facts.kernel.machine}")
+    machine = facts.kernel.machine if isinstance(facts.kernel, Kernel) else None
+    if machine and machine not in _ARCH_ALIASES[spec.os.architecture]:
+        message = f"the spec is for {spec.os.architecture}, the machine is {machine}"
+        yield _f("arch-mismatch", "blocker", message)
 
 
 def _broken(facts: Facts) -> Iterator[Finding]:
@@ -45,27 +50,41 @@ def _broken(facts: Facts) -> Iterator[Finding]:
         return
     broken = [f"{p.name} ({p.status})" for p in facts.packages if p.broken]
     if broken:
-        yield _f("broken-package-state", "blocker",
-                 f"broken package state: {', '.join(broken)}; run `apt-get --fix-broken install` "
-                 "before anything else (FF-01)", source="field-failures FF-01 (illinois-scicomp #70)")
+        yield _f(
+            "broken-package-state",
+            "blocker",
+            f"broken package state: {', '.join(broken)}; run `apt-get --fix-broken install` "
+            "before anything else (FF-01)",
+            source="field-failures FF-01 (illinois-scicomp #70)",
+        )
 
 
 def _gpus(spec: Spec, facts: Facts, catalog: Catalog) -> Iterator[Finding]:
     if isinstance(facts.gpus, Unknown):
-        yield _f("gpus-not-visible", "warning",
-                 f"no GPU visible ({facts.gpus.unknown}); GPU count and model are checked by verify after the driver loads")
+        yield _f(
+            "gpus-not-visible",
+            "warning",
+            f"no GPU visible ({facts.gpus.unknown}); "
+            "GPU count and model are checked by verify after the driver loads",
+        )
         return
     if len(facts.gpus) != spec.gpus.count:
-        yield _f("gpu-count-mismatch", "warning",
-                 f"the spec expects {spec.gpus.count} GPUs, nvidia-smi shows {len(facts.gpus)}")
+        yield _f(
+            "gpu-count-mismatch",
+            "warning",
+            f"the spec expects {spec.gpus.count} GPUs, nvidia-smi shows {len(facts.gpus)}",
+        )
     wanted = catalog.gpus.get(spec.gpus.model)
     for gpu in facts.gpus:
         seen = catalog.gpu_by_smi_name(gpu.name)
         if wanted is not None and seen is not None and seen.architecture != wanted.architecture:
-            yield _f("gpu-model-mismatch", "blocker",
-                     f"GPU {gpu.index} is {gpu.name} ({seen.architecture}), the spec says {wanted.name} "
-                     f"({wanted.architecture})")
+            yield _f(
+                "gpu-model-mismatch",
+                "blocker",
+                f"GPU {gpu.index} is {gpu.name} ({seen.architecture}), the spec says {wanted.name} "
+                f"({wanted.architecture})",
+            )
 
 
-def _f(rule: str, severity: str, message: str, source: str = "provision planner") -> Finding:
-    return Finding(rule=rule, severity=severity, message=message, source=source)  # type: ignore[arg-type]
+def _f(rule: str, severity: Severity, message: str, source: str = "provision planner") -> Finding:
+    return Finding(rule=rule, severity=severity, message=message, source=source)

@@ -100,7 +100,7 @@ class Plan(Frozen):
     blockers: tuple[Finding, ...] = ()
     warnings: tuple[Finding, ...] = ()
     reboot_required: bool = False
-    extravars: dict[str, Any] = {}
+    extravars: dict[str, Any] = Field(default_factory=dict)
 
     @property
     def spec_name(self) -> str:

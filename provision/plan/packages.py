@@ -25,22 +25,36 @@ def cuda_toolkit_step(cuda: CudaSpec, facts: Facts, catalog: Catalog) -> Step:
     name = catalog.packages.cuda_toolkit(cuda.toolkit)
     have = installed(facts, name)
     if have is not None:
-        return noop(Component.CUDA_TOOLKIT, current=have.version, target=str(cuda.toolkit),
-                    reason=f"{name} {have.version} installed")
+        return noop(
+            Component.CUDA_TOOLKIT,
+            current=have.version,
+            target=str(cuda.toolkit),
+            reason=f"{name} {have.version} installed",
+        )
     present = _present_without_meta(facts.cuda, cuda.toolkit)
     if present:
-        return noop(Component.CUDA_TOOLKIT, current=str(cuda.toolkit), target=str(cuda.toolkit), reason=present)
-    return Step(component=Component.CUDA_TOOLKIT, action=Action.INSTALL, current=_toolkits_text(facts.cuda),
-                target=str(cuda.toolkit), packages=(name,), tags=_APT_TAGS,
-                reason=f"install {name} (toolkit only; never the driver-pulling cuda/cuda-X-Y metas, FF-08)")
+        return noop(
+            Component.CUDA_TOOLKIT, current=str(cuda.toolkit), target=str(cuda.toolkit), reason=present
+        )
+    return Step(
+        component=Component.CUDA_TOOLKIT,
+        action=Action.INSTALL,
+        current=_toolkits_text(facts.cuda),
+        target=str(cuda.toolkit),
+        packages=(name,),
+        tags=_APT_TAGS,
+        reason=f"install {name} (toolkit only; never the driver-pulling cuda/cuda-X-Y metas, FF-08)",
+    )
 
 
 def _present_without_meta(cuda: CudaToolkits | Unknown, release: DottedVersion) -> str | None:
     """A reason when the toolkit's components are installed without its meta-package."""
     if isinstance(cuda, Unknown) or release not in cuda.installed or cuda.nvcc_release != release:
         return None
-    return (f"CUDA {release} present (/usr/local/cuda-{release}, nvcc {cuda.nvcc_version}); "
-            "installed as components without the toolkit meta-package")
+    return (
+        f"CUDA {release} present (/usr/local/cuda-{release}, nvcc {cuda.nvcc_version}); "
+        "installed as components without the toolkit meta-package"
+    )
 
 
 def _toolkits_text(cuda: CudaToolkits | Unknown) -> str:
@@ -63,19 +77,34 @@ def nccl_step(cuda: CudaSpec, facts: Facts, catalog: Catalog) -> Step:
     return _versioned_step(Component.NCCL, names, cuda.nccl, facts, suffix=f"+cuda{cuda.toolkit}")
 
 
-def _versioned_step(component: Component, names: tuple[str, ...], target: DottedVersion, facts: Facts,
-                    suffix: str) -> Step:
+def _versioned_step(
+    component: Component, names: tuple[str, ...], target: DottedVersion, facts: Facts, suffix: str
+) -> Step:
     have = installed(facts, names[0])
     current = upstream(have) if have else None
     suffix_ok = have is None or not suffix or have.version.endswith(suffix)
-    if current is not None and target.matches(current) and suffix_ok and all(installed(facts, n) for n in names):
-        return noop(component, current=have.version if have else None, target=str(target),
-                    reason=f"{', '.join(names)} {have.version if have else ''} installed, matches {target}")
+    if (
+        current is not None
+        and target.matches(current)
+        and suffix_ok
+        and all(installed(facts, n) for n in names)
+    ):
+        return noop(
+            component,
+            current=have.version if have else None,
+            target=str(target),
+            reason=f"{', '.join(names)} {have.version if have else ''} installed, matches {target}",
+        )
     glob = version_glob(target, suffix)
-    return Step(component=component, action=change_action(current, target),
-                current=have.version if have else "absent", target=str(target),
-                packages=tuple(f"{n}={glob}" for n in names), tags=_APT_TAGS,
-                reason=f"install {', '.join(names)} {target}" + (f" built for CUDA {suffix[5:]}" if suffix else ""))
+    return Step(
+        component=component,
+        action=change_action(current, target),
+        current=have.version if have else "absent",
+        target=str(target),
+        packages=tuple(f"{n}={glob}" for n in names),
+        tags=_APT_TAGS,
+        reason=f"install {', '.join(names)} {target}" + (f" built for CUDA {suffix[5:]}" if suffix else ""),
+    )
 
 
 def holds_step(facts: Facts, catalog: Catalog, new_packages: tuple[str, ...]) -> Step:
@@ -86,13 +115,21 @@ def holds_step(facts: Facts, catalog: Catalog, new_packages: tuple[str, ...]) ->
     pending = tuple(dict.fromkeys(unheld + incoming))
     if not pending:
         return noop(Component.HOLDS, reason=f"all NVIDIA stack packages ({', '.join(patterns)}) already held")
-    return Step(component=Component.HOLDS, action=Action.HOLD, packages=pending, tags=("holds",),
-                target="held",
-                reason="hold the NVIDIA stack as one unit (with its dependencies) against upgrades (FF-01, FF-02)")
+    return Step(
+        component=Component.HOLDS,
+        action=Action.HOLD,
+        packages=pending,
+        tags=("holds",),
+        target="held",
+        reason="hold the NVIDIA stack as one unit (with its dependencies) against upgrades (FF-01, FF-02)",
+    )
 
 
 def _unheld_stack(facts: Facts, patterns: tuple[str, ...]) -> tuple[str, ...]:
     if isinstance(facts.packages, Unknown):
         return ()
-    return tuple(p.name for p in facts.packages
-                 if p.installed and not p.hold and any(fnmatch.fnmatchcase(p.name, pat) for pat in patterns))
+    return tuple(
+        p.name
+        for p in facts.packages
+        if p.installed and not p.hold and any(fnmatch.fnmatchcase(p.name, pat) for pat in patterns)
+    )

@@ -72,16 +72,29 @@ def _apt_packages(steps: list[Step]) -> tuple[str, ...]:
 def _repository(spec: Spec, steps: list[Step]) -> Step:
     if not _apt_packages(steps):
         return noop(Component.REPOSITORY, reason="no package to install from NVIDIA's repository")
-    return Step(component=Component.REPOSITORY, action=Action.CONFIGURE, target=SOURCES_PATH,
-                tags=("repository",),
-                reason=f"NVIDIA CUDA repository for {spec.os.repo_code}, Signed-By a keyring with a pinned "
-                       "fingerprint (deb822)")
+    return Step(
+        component=Component.REPOSITORY,
+        action=Action.CONFIGURE,
+        target=SOURCES_PATH,
+        tags=("repository",),
+        reason=f"NVIDIA CUDA repository for {spec.os.repo_code}, Signed-By a keyring with a pinned "
+        "fingerprint (deb822)",
+    )
 
 
-def _plan(spec: Spec, facts: Facts, catalog: Catalog, steps: tuple[Step, ...], findings: list[Finding],
-          spec_path: str | None) -> Plan:
+def _plan(
+    spec: Spec,
+    facts: Facts,
+    catalog: Catalog,
+    steps: tuple[Step, ...],
+    findings: list[Finding],
+    spec_path: str | None,
+) -> Plan:
     return Plan(
-        spec=spec, spec_path=spec_path, host=facts.host, facts_fingerprint=facts.fingerprint(),
+        spec=spec,
+        spec_path=spec_path,
+        host=facts.host,
+        facts_fingerprint=facts.fingerprint(),
         steps=steps,
         blockers=tuple(f for f in findings if f.severity == "blocker"),
         warnings=tuple(f for f in findings if f.severity == "warning"),
@@ -132,12 +145,27 @@ def _apt_pins(spec: Spec) -> list[dict[str, str]]:
     priority 1001 makes the closure consistent and lets apt move back to it.
     """
     driver = f"{spec.driver.version}-*" if spec.driver.version else f"{spec.driver.branch}.*"
-    pins = [{"packages": "nvidia-* libnvidia-* xserver-xorg-video-nvidia-*", "version": driver,
-             "why": f"NVIDIA driver, utilities and fabric manager at {spec.driver.version or spec.driver.branch}"}]
+    pins = [
+        {
+            "packages": "nvidia-* libnvidia-* xserver-xorg-video-nvidia-*",
+            "version": driver,
+            "why": f"NVIDIA driver, utilities and fabric manager at {driver}",
+        }
+    ]
     if spec.cuda is not None and spec.cuda.cudnn is not None:
-        pins.append({"packages": "libcudnn9* cudnn9*", "version": version_glob(spec.cuda.cudnn),
-                     "why": f"cuDNN {spec.cuda.cudnn}"})
+        pins.append(
+            {
+                "packages": "libcudnn9* cudnn9*",
+                "version": version_glob(spec.cuda.cudnn),
+                "why": f"cuDNN {spec.cuda.cudnn}",
+            }
+        )
     if spec.cuda is not None and spec.cuda.nccl is not None:
-        pins.append({"packages": "libnccl*", "version": version_glob(spec.cuda.nccl, f"+cuda{spec.cuda.toolkit}"),
-                     "why": f"NCCL {spec.cuda.nccl} for CUDA {spec.cuda.toolkit}"})
+        pins.append(
+            {
+                "packages": "libnccl*",
+                "version": version_glob(spec.cuda.nccl, f"+cuda{spec.cuda.toolkit}"),
+                "why": f"NCCL {spec.cuda.nccl} for CUDA {spec.cuda.toolkit}",
+            }
+        )
     return pins

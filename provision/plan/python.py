@@ -14,7 +14,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from provision.catalog import Catalog
-from provision.detect.facts import Facts, Torch, Unknown, Venv
+from provision.detect.facts import Facts, Torch, Venv
 from provision.plan.models import Action, Component, Finding, Step
 from provision.plan.steps import noop
 from provision.spec.models import PythonSpec
@@ -27,15 +27,28 @@ def venv_step(py: PythonSpec, facts: Facts) -> Step | Finding:
     """Create the venv unless one with the spec's interpreter exists (never deletes one)."""
     found = _venv_python(py, facts)
     if found is None:
-        return Step(component=Component.PYTHON_VENV, action=Action.INSTALL, current="absent",
-                    target=f"{py.venv} (Python {py.interpreter})", tags=_TAGS,
-                    reason=f"create the virtual environment {py.venv} with python{py.interpreter}")
+        return Step(
+            component=Component.PYTHON_VENV,
+            action=Action.INSTALL,
+            current="absent",
+            target=f"{py.venv} (Python {py.interpreter})",
+            tags=_TAGS,
+            reason=f"create the virtual environment {py.venv} with python{py.interpreter}",
+        )
     if DottedVersion(".".join(map(str, found.parts[:2]))) != py.interpreter:
-        return Finding(rule="venv-python-mismatch", severity="blocker", source="provision planner",
-                       message=f"{py.venv} uses Python {found}, the spec wants {py.interpreter}; remove it "
-                               "or choose another python.venv (provision never deletes an environment)")
-    return noop(Component.PYTHON_VENV, current=f"Python {found}", target=f"Python {py.interpreter}",
-                reason=f"{py.venv} exists with Python {found}")
+        return Finding(
+            rule="venv-python-mismatch",
+            severity="blocker",
+            source="provision planner",
+            message=f"{py.venv} uses Python {found}, the spec wants {py.interpreter}; remove it "
+            "or choose another python.venv (provision never deletes an environment)",
+        )
+    return noop(
+        Component.PYTHON_VENV,
+        current=f"Python {found}",
+        target=f"Python {py.interpreter}",
+        reason=f"{py.venv} exists with Python {found}",
+    )
 
 
 def _venv_python(py: PythonSpec, facts: Facts) -> DottedVersion | None:
@@ -57,11 +70,21 @@ def wheels_step(py: PythonSpec, facts: Facts) -> Step:
     have = _distributions(py, facts)
     missing = tuple(r for r in requirements(py) if not _satisfied(Requirement(r), have))
     if not missing:
-        return noop(Component.PYTHON_WHEELS, current=_describe(have), target=", ".join(requirements(py)),
-                    reason="every requirement is already satisfied in the venv")
-    return Step(component=Component.PYTHON_WHEELS, action=Action.INSTALL, current=_describe(have) or "absent",
-                target=", ".join(requirements(py)), packages=missing, tags=_TAGS,
-                reason="install the wheels (torch from its pinned variant index only)")
+        return noop(
+            Component.PYTHON_WHEELS,
+            current=_describe(have),
+            target=", ".join(requirements(py)),
+            reason="every requirement is already satisfied in the venv",
+        )
+    return Step(
+        component=Component.PYTHON_WHEELS,
+        action=Action.INSTALL,
+        current=_describe(have) or "absent",
+        target=", ".join(requirements(py)),
+        packages=missing,
+        tags=_TAGS,
+        reason="install the wheels (torch from its pinned variant index only)",
+    )
 
 
 def _distributions(py: PythonSpec, facts: Facts) -> dict[str, str]:
@@ -89,7 +112,11 @@ def _describe(have: dict[str, str]) -> str:
 
 def python_extravars(py: PythonSpec, catalog: Catalog) -> dict[str, Any]:
     """Variables for the python role: interpreter, venv, torch index and requirements."""
-    index = str(py.index_url) if py.index_url else (catalog.index_url(py.cuda_variant) if py.cuda_variant else None)
+    index = (
+        str(py.index_url)
+        if py.index_url
+        else (catalog.index_url(py.cuda_variant) if py.cuda_variant else None)
+    )
     torch = requirements(py)[:1] if py.torch is not None else ()
     return {
         "interpreter": f"python{py.interpreter}",

@@ -12,9 +12,15 @@ from rich.text import Text
 from provision.plan.models import Action, Finding, Plan, Step
 
 _SYMBOL = {
-    Action.INSTALL: ("+", "green"), Action.UPGRADE: ("~", "yellow"), Action.DOWNGRADE: ("~", "yellow"),
-    Action.CONFIGURE: ("~", "yellow"), Action.REMOVE: ("-", "red"), Action.HOLD: ("#", "cyan"),
-    Action.MANUAL: ("!", "magenta"), Action.REBOOT: ("↻", "magenta"), Action.NOOP: ("=", "dim"),
+    Action.INSTALL: ("+", "green"),
+    Action.UPGRADE: ("~", "yellow"),
+    Action.DOWNGRADE: ("~", "yellow"),
+    Action.CONFIGURE: ("~", "yellow"),
+    Action.REMOVE: ("-", "red"),
+    Action.HOLD: ("#", "cyan"),
+    Action.MANUAL: ("!", "magenta"),
+    Action.REBOOT: ("↻", "magenta"),
+    Action.NOOP: ("=", "dim"),
 }
 
 

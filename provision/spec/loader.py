@@ -52,7 +52,9 @@ def _read_yaml(path: Path) -> Any:
     except YAMLError as exc:
         raise SpecError([f"{path}: invalid YAML: {exc}"]) from None
     if not isinstance(data, CommentedMap):
-        raise SpecError([f"{path}:1:1: the spec must be a YAML mapping (key: value), not {type(data).__name__}"])
+        raise SpecError(
+            [f"{path}:1:1: the spec must be a YAML mapping (key: value), not {type(data).__name__}"]
+        )
     return data
 
 

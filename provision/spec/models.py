@@ -13,7 +13,15 @@ from typing import Annotated, Literal
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
-from pydantic import AfterValidator, Field, HttpUrl, PlainSerializer, PlainValidator, WithJsonSchema, model_validator
+from pydantic import (
+    AfterValidator,
+    Field,
+    HttpUrl,
+    PlainSerializer,
+    PlainValidator,
+    WithJsonSchema,
+    model_validator,
+)
 
 from provision.models import Frozen
 from provision.versions import Dotted, Driver
@@ -38,7 +46,7 @@ def _pep440(value: object) -> Version:
     if isinstance(value, Version):
         return value
     if not isinstance(value, str):
-        raise ValueError("write the version in quotes, e.g. \"2.11.0\"")
+        raise ValueError('write the version in quotes, e.g. "2.11.0"')
     try:
         return Version(value)
     except InvalidVersion:
@@ -71,7 +79,7 @@ class OsSpec(Frozen):
 
     distro: Literal["ubuntu", "debian"] = Field(description="Distribution ID as in /etc/os-release ID.")
     version: Annotated[str, Field(pattern=r"^\d+(\.\d+)?$")] = Field(
-        description="VERSION_ID from /etc/os-release, e.g. \"24.04\" or \"12\"."
+        description='VERSION_ID from /etc/os-release, e.g. "24.04" or "12".'
     )
     architecture: Literal["x86_64", "aarch64"] = "x86_64"
 
@@ -95,7 +103,9 @@ class DriverSpec(Frozen):
     flavor: Literal["open", "proprietary", "auto"] = Field(
         "auto", description="Kernel module flavour; auto picks open for Turing and newer."
     )
-    version: Driver | None = Field(None, description="Exact driver version, e.g. \"580.95.05\"; default newest.")
+    version: Driver | None = Field(
+        None, description='Exact driver version, e.g. "580.95.05"; default newest.'
+    )
     source: Literal["nvidia-repo", "distro", "preinstalled"] = Field(
         "nvidia-repo",
         description="nvidia-repo: NVIDIA's CUDA repository; distro: the distribution's archive; "
@@ -113,9 +123,9 @@ class DriverSpec(Frozen):
 class CudaSpec(Frozen):
     """CUDA toolkit release and, optionally, cuDNN and NCCL versions (prefixes allowed)."""
 
-    toolkit: Dotted = Field(description="CUDA toolkit release X.Y, e.g. \"13.0\".")
-    cudnn: Dotted | None = Field(None, description="cuDNN version or prefix, e.g. \"9.14\" or \"9.14.0.64\".")
-    nccl: Dotted | None = Field(None, description="NCCL version or prefix, e.g. \"2.28.3\".")
+    toolkit: Dotted = Field(description='CUDA toolkit release X.Y, e.g. "13.0".')
+    cudnn: Dotted | None = Field(None, description='cuDNN version or prefix, e.g. "9.14" or "9.14.0.64".')
+    nccl: Dotted | None = Field(None, description='NCCL version or prefix, e.g. "2.28.3".')
 
     @model_validator(mode="after")
     def _toolkit_is_release(self) -> CudaSpec:
@@ -127,9 +137,9 @@ class CudaSpec(Frozen):
 class PythonSpec(Frozen):
     """Python virtual environment with a PyTorch wheel from a pinned index."""
 
-    interpreter: Dotted = Field(description="Python X.Y used to create the venv, e.g. \"3.12\".")
+    interpreter: Dotted = Field(description='Python X.Y used to create the venv, e.g. "3.12".')
     venv: AbsolutePath = Field(description="Absolute path of the virtual environment.")
-    torch: Pep440 | None = Field(None, description="PyTorch release, e.g. \"2.11.0\" (local tag not included).")
+    torch: Pep440 | None = Field(None, description='PyTorch release, e.g. "2.11.0" (local tag not included).')
     cuda_variant: Annotated[str, Field(pattern=r"^cu\d{3}$")] | None = Field(
         None, description="PyTorch CUDA wheel variant, e.g. cu130."
     )
@@ -174,7 +184,9 @@ class VerifySpec(Frozen):
 class RepositorySpec(Frozen):
     """Override of NVIDIA's apt repository (a mirror); still signed, fingerprint pinned."""
 
-    url: HttpUrl = Field(description="Base URL holding InRelease for the distro, e.g. .../repos/ubuntu2404/x86_64/.")
+    url: HttpUrl = Field(
+        description="Base URL holding InRelease for the distro, e.g. .../repos/ubuntu2404/x86_64/."
+    )
     key_url: HttpUrl = Field(description="URL of the OpenPGP signing key (binary or armored).")
     fingerprint: Annotated[str, Field(pattern=r"^[0-9A-F]{40}$")] = Field(
         description="Full 40-hex-digit fingerprint the key must have."

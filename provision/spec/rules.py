@@ -67,8 +67,10 @@ def check_spec(spec: Spec, catalog: Catalog) -> tuple[Finding, ...]:
 def blockers_and_warnings(findings: Iterable[Finding]) -> tuple[tuple[Finding, ...], tuple[Finding, ...]]:
     """Split findings into (blockers, warnings), keeping their order."""
     items = tuple(findings)
-    return (tuple(f for f in items if f.severity == "blocker"),
-            tuple(f for f in items if f.severity == "warning"))
+    return (
+        tuple(f for f in items if f.severity == "blocker"),
+        tuple(f for f in items if f.severity == "warning"),
+    )
 
 
 def resolve_flavor(spec: Spec, catalog: Catalog) -> Flavor:
@@ -88,8 +90,12 @@ def resolve_flavor(spec: Spec, catalog: Catalog) -> Flavor:
 
 def _context(spec: Spec, cat: Catalog) -> _Ctx:
     torch = spec.python.torch if spec.python else None
-    return _Ctx(spec=spec, cat=cat, gpu=cat.gpu(spec.gpus.model),
-                torch=cat.torch_release(torch) if torch is not None else None)
+    return _Ctx(
+        spec=spec,
+        cat=cat,
+        gpu=cat.gpu(spec.gpus.model),
+        torch=cat.torch_release(torch) if torch is not None else None,
+    )
 
 
 def _versions(items: Iterable[object]) -> str:
@@ -102,7 +108,9 @@ def _versions(items: Iterable[object]) -> str:
 def gpu_model_known(ctx: _Ctx) -> Iterator[Finding]:
     if ctx.gpu is None:
         yield Finding(
-            rule="gpu-model-unknown", severity="blocker", source="provision catalog, gpus.yaml",
+            rule="gpu-model-unknown",
+            severity="blocker",
+            source="provision catalog, gpus.yaml",
             message=f"gpus.model {ctx.spec.gpus.model!r} is not a catalog GPU id; valid ids: "
             f"{', '.join(ctx.cat.gpus)}",
         )
@@ -118,10 +126,17 @@ def cuda_release_known(ctx: _Ctx) -> Iterator[Finding]:
     release = ctx.cat.cuda_release(toolkit)
     if release is None or not release.verified:
         known = [r.release for r in ctx.cat.cuda_releases.values() if r.verified]
-        why = "is not in the catalog" if release is None else (
-            f"has no sourced toolkit driver (conf {release.conf}: {(release.note or '').rstrip('.')})")
-        yield ctx.finding("cuda-release-unknown", "blocker",
-                          f"cuda.toolkit {toolkit} {why}; choose one of {_versions(known)}", ("RN132",))
+        why = (
+            "is not in the catalog"
+            if release is None
+            else (f"has no sourced toolkit driver (conf {release.conf}: {(release.note or '').rstrip('.')})")
+        )
+        yield ctx.finding(
+            "cuda-release-unknown",
+            "blocker",
+            f"cuda.toolkit {toolkit} {why}; choose one of {_versions(known)}",
+            ("RN132",),
+        )
 
 
 def cuda_driver(ctx: _Ctx) -> Iterator[Finding]:
@@ -136,8 +151,10 @@ def _driver_floor(ctx: _Ctx, cuda: DottedVersion, what: str, rule: str) -> Itera
         return
     branch = ctx.spec.driver.branch
     if branch < family.min_branch:
-        message = (f"{what} needs driver branch >= {family.min_branch} (CUDA {cuda.major}.x minor-version "
-                   f"compatibility floor){_ga_hint(ctx, cuda)}; spec driver.branch is {branch}")
+        message = (
+            f"{what} needs driver branch >= {family.min_branch} (CUDA {cuda.major}.x minor-version "
+            f"compatibility floor){_ga_hint(ctx, cuda)}; spec driver.branch is {branch}"
+        )
         yield ctx.finding(f"{rule}-floor", "blocker", message, family.source)
         return
     yield from _toolkit_driver(ctx, cuda, what, rule)
@@ -158,9 +175,11 @@ def _toolkit_driver(ctx: _Ctx, cuda: DottedVersion, what: str, rule: str) -> Ite
     have = str(driver.version) if driver.version is not None else f"branch {driver.branch}"
     below = driver.version < needed if driver.version is not None else driver.branch < needed.branch
     if below:
-        message = (f"{what}: driver {have} is below the toolkit driver {needed} (CUDA {release.release} GA); "
-                   "it runs under minor-version compatibility with reduced features (no JIT of newer PTX); "
-                   f"use >= {needed} for full support")
+        message = (
+            f"{what}: driver {have} is below the toolkit driver {needed} (CUDA {release.release} GA); "
+            "it runs under minor-version compatibility with reduced features (no JIT of newer PTX); "
+            f"use >= {needed} for full support"
+        )
         yield ctx.finding(f"{rule}-minor-compat", "warning", message, release.source)
 
 
@@ -176,9 +195,12 @@ def torch_release_known(ctx: _Ctx) -> Iterator[Finding]:
         message = f"python.torch {py.torch} is not a catalog PyTorch release; known: {known}"
         yield ctx.finding("torch-release-unknown", "blocker", message, ("PT-REL",))
     elif ctx.torch.status != "released":
-        yield ctx.finding("torch-release-unconfirmed", "warning",
-                          f"torch {ctx.torch.release} is {ctx.torch.status}, not confirmed released "
-                          f"({ctx.torch.note})", ctx.torch.source)
+        yield ctx.finding(
+            "torch-release-unconfirmed",
+            "warning",
+            f"torch {ctx.torch.release} is {ctx.torch.status}, not confirmed released ({ctx.torch.note})",
+            ctx.torch.source,
+        )
 
 
 def _published(ctx: _Ctx, py: PythonSpec) -> bool:
@@ -193,9 +215,12 @@ def torch_variant_published(ctx: _Ctx) -> Iterator[Finding]:
     if py is None or py.cuda_variant is None or ctx.torch is None or _published(ctx, py):
         return
     listed = ", ".join(_variant_label(ctx.torch, v) for v in ctx.torch.variants)
-    yield ctx.finding("torch-variant-unpublished", "blocker",
-                      f"torch {py.torch} has no {py.cuda_variant} wheels; published variants: {listed}",
-                      ctx.torch.source)
+    yield ctx.finding(
+        "torch-variant-unpublished",
+        "blocker",
+        f"torch {py.torch} has no {py.cuda_variant} wheels; published variants: {listed}",
+        ctx.torch.source,
+    )
 
 
 def _variant_label(torch: TorchRelease, variant: str) -> str:
@@ -217,9 +242,11 @@ def torch_cuda_major(ctx: _Ctx) -> Iterator[Finding]:
         return
     wheel = ctx.cat.variant_cuda(py.cuda_variant)
     if wheel.major != cuda.toolkit.major:
-        message = (f"python.cuda_variant {py.cuda_variant} (CUDA {wheel}) and cuda.toolkit {cuda.toolkit} "
-                   f"differ in major; extensions built with nvcc {cuda.toolkit} will not match the wheel; "
-                   f"use a cu{cuda.toolkit.major}x variant or cuda.toolkit {wheel}")
+        message = (
+            f"python.cuda_variant {py.cuda_variant} (CUDA {wheel}) and cuda.toolkit {cuda.toolkit} "
+            f"differ in major; extensions built with nvcc {cuda.toolkit} will not match the wheel; "
+            f"use a cu{cuda.toolkit.major}x variant or cuda.toolkit {wheel}"
+        )
         yield ctx.finding("torch-cuda-major-mismatch", "warning", message, ("PT-REL", "RN132"))
 
 
@@ -229,9 +256,13 @@ def python_in_range(ctx: _Ctx) -> Iterator[Finding]:
         return
     interp = DottedVersion(f"{py.interpreter.major}.{py.interpreter.minor}")
     if not torch.python_min <= interp <= torch.python_max:
-        yield ctx.finding("python-version-range", "blocker",
-                          f"python.interpreter {py.interpreter} is outside torch {torch.release}'s supported "
-                          f"range {torch.python_min}-{torch.python_max}", ("PT-REL",))
+        yield ctx.finding(
+            "python-version-range",
+            "blocker",
+            f"python.interpreter {py.interpreter} is outside torch {torch.release}'s supported "
+            f"range {torch.python_min}-{torch.python_max}",
+            ("PT-REL",),
+        )
 
 
 # ---- Wheel architectures (compat 2b, FF-09) ----------------------------------------------------------------
@@ -250,10 +281,14 @@ def torch_arch(ctx: _Ctx) -> Iterator[Finding]:
     if arches is None or _sass_covers(gpu.compute_capability, arches):
         return
     listed = ", ".join(torch.arch_list(py.cuda_variant)) + ("+PTX" if arches.ptx else "")
-    yield ctx.finding("torch-arch-missing", "blocker",
-                      f"GPU {gpu.id} cc {gpu.compute_capability} not in wheel arch list of torch {py.torch}+"
-                      f"{py.cuda_variant} ({listed}); {_arch_fix(ctx.cat, gpu.compute_capability, torch)}. "
-                      "PTX JIT across a major architecture is not counted (FF-09)", (*arches.source, "FF"))
+    yield ctx.finding(
+        "torch-arch-missing",
+        "blocker",
+        f"GPU {gpu.id} cc {gpu.compute_capability} not in wheel arch list of torch {py.torch}+"
+        f"{py.cuda_variant} ({listed}); {_arch_fix(ctx.cat, gpu.compute_capability, torch)}. "
+        "PTX JIT across a major architecture is not counted (FF-09)",
+        (*arches.source, "FF"),
+    )
 
 
 def _arch_fix(cat: Catalog, cc: DottedVersion, torch: TorchRelease) -> str:
@@ -276,14 +311,21 @@ def flavor_for_arch(ctx: _Ctx) -> Iterator[Finding]:
         return
     flavor = resolve_flavor(ctx.spec, ctx.cat)
     if flavor == "proprietary" and _open_required(ctx, gpu):
-        yield ctx.finding("flavor-open-required", "blocker",
-                          f"{gpu.architecture.title} GPU {gpu.id} ({gpu.chip}) requires driver.flavor open; "
-                          "the proprietary module does not initialise it (RmInitAdapter failed, FF-06)",
-                          rules.open_required.source)
+        yield ctx.finding(
+            "flavor-open-required",
+            "blocker",
+            f"{gpu.architecture.title} GPU {gpu.id} ({gpu.chip}) requires driver.flavor open; "
+            "the proprietary module does not initialise it (RmInitAdapter failed, FF-06)",
+            rules.open_required.source,
+        )
     if flavor == "open" and gpu.architecture in rules.proprietary_required.archs:
-        yield ctx.finding("flavor-proprietary-required", "blocker",
-                          f"{gpu.architecture.title} GPU {gpu.id} requires driver.flavor proprietary; open "
-                          "modules need a GSP (Turing and newer, FF-07)", rules.proprietary_required.source)
+        yield ctx.finding(
+            "flavor-proprietary-required",
+            "blocker",
+            f"{gpu.architecture.title} GPU {gpu.id} requires driver.flavor proprietary; open "
+            "modules need a GSP (Turing and newer, FF-07)",
+            rules.proprietary_required.source,
+        )
 
 
 def _open_required(ctx: _Ctx, gpu: GpuModel) -> bool:
@@ -297,14 +339,22 @@ def branch_for_arch(ctx: _Ctx) -> Iterator[Finding]:
         return
     last = ctx.cat.kernel_modules.pre_turing_last_branch
     if gpu.architecture in ctx.cat.kernel_modules.proprietary_required.archs and branch > last.branch:
-        yield ctx.finding("driver-branch-too-new-for-arch", "blocker",
-                          f"R{last.branch} is the last branch for {gpu.architecture.title} GPUs ({gpu.id}); "
-                          f"spec driver.branch is {branch}", last.source)
+        yield ctx.finding(
+            "driver-branch-too-new-for-arch",
+            "blocker",
+            f"R{last.branch} is the last branch for {gpu.architecture.title} GPUs ({gpu.id}); "
+            f"spec driver.branch is {branch}",
+            last.source,
+        )
     floor = ctx.cat.min_branch_for(gpu.architecture)
     if floor is not None and branch < floor.branch:
-        yield ctx.finding("arch-min-branch", "blocker",
-                          f"{gpu.architecture.title} GPU {gpu.id} needs driver branch >= {floor.branch}; "
-                          f"spec driver.branch is {branch}", floor.source)
+        yield ctx.finding(
+            "arch-min-branch",
+            "blocker",
+            f"{gpu.architecture.title} GPU {gpu.id} needs driver branch >= {floor.branch}; "
+            f"spec driver.branch is {branch}",
+            floor.source,
+        )
 
 
 def arch_min_cuda(ctx: _Ctx) -> Iterator[Finding]:
@@ -313,16 +363,22 @@ def arch_min_cuda(ctx: _Ctx) -> Iterator[Finding]:
         return
     row = next((r for r in ctx.cat.arch_min_cuda if r.cc == gpu.compute_capability), None)
     if row is not None and cuda.toolkit < row.cuda:
-        yield ctx.finding("arch-min-cuda", "blocker",
-                          f"GPU {gpu.id} (cc {gpu.compute_capability}) needs CUDA >= {row.cuda}; "
-                          f"spec cuda.toolkit is {cuda.toolkit}", row.source)
+        yield ctx.finding(
+            "arch-min-cuda",
+            "blocker",
+            f"GPU {gpu.id} (cc {gpu.compute_capability}) needs CUDA >= {row.cuda}; "
+            f"spec cuda.toolkit is {cuda.toolkit}",
+            row.source,
+        )
 
 
 def branch_known(ctx: _Ctx) -> Iterator[Finding]:
     branch = ctx.spec.driver.branch
     if ctx.cat.driver_branch(branch) is None:
-        message = (f"driver branch {branch} is not in the catalog's branch table "
-                   f"({_versions(ctx.cat.driver_branches)}); lifecycle and limits unchecked")
+        message = (
+            f"driver branch {branch} is not in the catalog's branch table "
+            f"({_versions(ctx.cat.driver_branches)}); lifecycle and limits unchecked"
+        )
         yield ctx.finding("driver-branch-unknown", "warning", message, ("DC-DRV",))
 
 
@@ -336,12 +392,18 @@ def os_repo(ctx: _Ctx) -> Iterator[Finding]:
     code = spec.os.repo_code
     repo = ctx.cat.repository(code, spec.os.architecture)
     if repo is None:
-        yield ctx.finding("os-repo-unserved", "blocker",
-                          f"NVIDIA's CUDA repository serves no {code} ({spec.os.architecture}); served: "
-                          f"{', '.join(ctx.cat.repo_distros)}", ("DIG",))
+        yield ctx.finding(
+            "os-repo-unserved",
+            "blocker",
+            f"NVIDIA's CUDA repository serves no {code} ({spec.os.architecture}); served: "
+            f"{', '.join(ctx.cat.repo_distros)}",
+            ("DIG",),
+        )
     elif spec.cuda is not None and _unconfirmed(ctx, spec.cuda.toolkit, repo.cuda_releases):
-        message = (f"CUDA {spec.cuda.toolkit} is not confirmed in NVIDIA's {code} repository (confirmed: "
-                   f"{_versions(repo.cuda_releases)}); check the repository before apply")
+        message = (
+            f"CUDA {spec.cuda.toolkit} is not confirmed in NVIDIA's {code} repository (confirmed: "
+            f"{_versions(repo.cuda_releases)}); check the repository before apply"
+        )
         yield ctx.finding("os-repo-cuda-unconfirmed", "warning", message, ctx.cat.repo_distros[code].source)
 
 
@@ -357,16 +419,22 @@ def driver_source_distro(ctx: _Ctx) -> Iterator[Finding]:
     code, branch = ctx.spec.os.repo_code, ctx.spec.driver.branch
     archive = ctx.cat.distro_archives.get(code)
     if archive is None:
-        message = (f"the catalog knows no NVIDIA driver packages in {code}'s own archive; use driver.source "
-                   f"nvidia-repo (known archives: {', '.join(ctx.cat.distro_archives)})")
+        message = (
+            f"the catalog knows no NVIDIA driver packages in {code}'s own archive; use driver.source "
+            f"nvidia-repo (known archives: {', '.join(ctx.cat.distro_archives)})"
+        )
         yield ctx.finding("driver-distro-unknown", "blocker", message, ("HARNESS",))
     elif branch not in archive.driver_branches:
-        message = (f"{code}'s archive carries driver branch {_versions(archive.driver_branches)}, not "
-                   f"{branch}; use driver.source nvidia-repo or branch {archive.driver_branches[-1]}")
+        message = (
+            f"{code}'s archive carries driver branch {_versions(archive.driver_branches)}, not "
+            f"{branch}; use driver.source nvidia-repo or branch {archive.driver_branches[-1]}"
+        )
         yield ctx.finding("driver-distro-branch", "blocker", message, archive.source)
     elif _fm_wanted(ctx) and not archive.fabric_manager:
-        message = (f"{code}'s archive has no fabric manager, which this NVSwitch system needs; use "
-                   "driver.source nvidia-repo")
+        message = (
+            f"{code}'s archive has no fabric manager, which this NVSwitch system needs; use "
+            "driver.source nvidia-repo"
+        )
         yield ctx.finding("driver-distro-no-fm", "blocker", message, (*archive.source, "FMUG"))
 
 
@@ -386,18 +454,39 @@ def fabric_manager(ctx: _Ctx) -> Iterator[Finding]:
     if gpu is None:
         return
     if setting == "required" and not gpu.nvswitch:
-        yield ctx.finding("fm-without-nvswitch", "blocker",
-                          f"fabric_manager: required, but {gpu.id} has no NVSwitch; FM fails there with "
-                          "NV_WARN_NOTHING_TO_DO (FF-04); use auto or disabled", ("FMUG", "FF"))
+        yield ctx.finding(
+            "fm-without-nvswitch",
+            "blocker",
+            f"fabric_manager: required, but {gpu.id} has no NVSwitch; FM fails there with "
+            "NV_WARN_NOTHING_TO_DO (FF-04); use auto or disabled",
+            ("FMUG", "FF"),
+        )
     if setting == "disabled" and gpu.nvswitch and count >= FM_SWITCH_GPUS:
-        yield ctx.finding("fm-disabled-on-nvswitch", "blocker",
-                          f"{count} x {gpu.id} is an NVSwitch system: fabric manager is required, CUDA fails "
-                          "with error 802 without it (FF-03); use auto or required", ("FMUG", "FF"))
+        yield ctx.finding(
+            "fm-disabled-on-nvswitch",
+            "blocker",
+            f"{count} x {gpu.id} is an NVSwitch system: fabric manager is required, CUDA fails "
+            "with error 802 without it (FF-03); use auto or required",
+            ("FMUG", "FF"),
+        )
 
 
 RULES: tuple[Rule, ...] = (
-    gpu_model_known, cuda_release_known, cuda_driver, torch_release_known, torch_variant_published,
-    torch_driver, torch_cuda_major, python_in_range, torch_arch, flavor_for_arch, branch_for_arch,
-    arch_min_cuda, branch_known, os_repo, driver_source_distro, fabric_manager,
+    gpu_model_known,
+    cuda_release_known,
+    cuda_driver,
+    torch_release_known,
+    torch_variant_published,
+    torch_driver,
+    torch_cuda_major,
+    python_in_range,
+    torch_arch,
+    flavor_for_arch,
+    branch_for_arch,
+    arch_min_cuda,
+    branch_known,
+    os_repo,
+    driver_source_distro,
+    fabric_manager,
 )
 """Every rule, in the order findings are reported."""

@@ -35,7 +35,9 @@ STACK = {
 }
 
 
-def write_spec(path: Path, repo_url: str, nvidia_repo: NvidiaRepo, wheel_index: WheelIndex, **over: Any) -> Path:
+def write_spec(
+    path: Path, repo_url: str, nvidia_repo: NvidiaRepo, wheel_index: WheelIndex, **over: Any
+) -> Path:
     """A spec for the Debian 12 target, pointing at the signed stand-in repository and wheel index."""
     spec: dict[str, Any] = {
         "schema_version": 1,
@@ -44,9 +46,18 @@ def write_spec(path: Path, repo_url: str, nvidia_repo: NvidiaRepo, wheel_index: 
         "gpus": {"model": "a100x", "count": 2},
         "driver": {"branch": 580, "flavor": "open", "version": "580.95.05", "source": "nvidia-repo"},
         "cuda": {"toolkit": "13.0", "cudnn": "9.14", "nccl": "2.28.3"},
-        "python": {"interpreter": "3.11", "venv": "/opt/provision/venv", "torch": "2.11.0",
-                   "cuda_variant": "cu130", "index_url": wheel_index.url},
-        "repository": {"url": repo_url, "key_url": nvidia_repo.key_url, "fingerprint": nvidia_repo.fingerprint},
+        "python": {
+            "interpreter": "3.11",
+            "venv": "/opt/provision/venv",
+            "torch": "2.11.0",
+            "cuda_variant": "cu130",
+            "index_url": wheel_index.url,
+        },
+        "repository": {
+            "url": repo_url,
+            "key_url": nvidia_repo.key_url,
+            "fingerprint": nvidia_repo.fingerprint,
+        },
     }
     spec.update(over)
     path.write_text(yaml.safe_dump(spec))

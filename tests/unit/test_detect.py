@@ -120,8 +120,18 @@ def test_venv_travels_as_an_argv_item_not_in_script_text() -> None:
 
 def test_probe_ids_match_the_fixture_stems() -> None:
     ids = {p.id for p in all_probes("/opt/venv")}
-    assert {"os-release", "uname", "proc-version", "driver-version", "query-gpu", "topo-m", "dpkg-nvidia",
-            "nvcc", "cuda-dirs", "torch"} <= ids
+    assert {
+        "os-release",
+        "uname",
+        "proc-version",
+        "driver-version",
+        "query-gpu",
+        "topo-m",
+        "dpkg-nvidia",
+        "nvcc",
+        "cuda-dirs",
+        "torch",
+    } <= ids
     assert ids - {"modinfo", "venv"} <= {p.stem for p in H200.glob("*.txt")}
 
 
@@ -138,10 +148,12 @@ def test_collector_runs_probes_concurrently(tmp_path: Path) -> None:
 
 def test_collector_not_found_and_timeout() -> None:
     started = time.monotonic()
-    results = collector.collect([
-        {"id": "missing", "argv": ["no-such-tool-4711", "-x"], "timeout": 5},
-        {"id": "slow", "argv": ["sh", "-c", "echo started; sleep 30 | cat"], "timeout": 0.5},
-    ])
+    results = collector.collect(
+        [
+            {"id": "missing", "argv": ["no-such-tool-4711", "-x"], "timeout": 5},
+            {"id": "slow", "argv": ["sh", "-c", "echo started; sleep 30 | cat"], "timeout": 0.5},
+        ]
+    )
     assert time.monotonic() - started < 5, "the timeout must kill the pipeline's children too"
     missing = {"command": "no-such-tool-4711 -x", "output": "no-such-tool-4711: not found\n", "rc": 127}
     assert results["missing"] == missing
@@ -152,10 +164,12 @@ def test_collector_script_reads_stdin_and_file(tmp_path: Path) -> None:
     probes = json.dumps([{"id": "echo", "argv": ["echo", "a b"], "timeout": 5}])
     (tmp_path / "probes.json").write_text(probes)
     script = collector.__file__
-    by_stdin = subprocess.run([sys.executable, script], input=probes, capture_output=True, text=True,
-                              check=True)
-    by_file = subprocess.run([sys.executable, script, str(tmp_path / "probes.json")], capture_output=True,
-                             text=True, check=True)
+    by_stdin = subprocess.run(
+        [sys.executable, script], input=probes, capture_output=True, text=True, check=True
+    )
+    by_file = subprocess.run(
+        [sys.executable, script, str(tmp_path / "probes.json")], capture_output=True, text=True, check=True
+    )
     expected = {"echo": {"command": "echo 'a b'", "output": "a b\n", "rc": 0}}
     assert json.loads(by_stdin.stdout) == json.loads(by_file.stdout) == expected
 
@@ -171,8 +185,11 @@ def fake_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     raw = read_raw(H200)
     for probe_id in ("query-gpu", "topo-m", "dpkg-nvidia"):
         (bin_dir / f"{probe_id}.out").write_text(raw[probe_id].output)
-    _script(bin_dir, "nvidia-smi", f'case "$1" in topo) cat {bin_dir}/topo-m.out;; '
-                                   f'*) sleep 0.2; cat {bin_dir}/query-gpu.out;; esac\n')
+    _script(
+        bin_dir,
+        "nvidia-smi",
+        f'case "$1" in topo) cat {bin_dir}/topo-m.out;; *) sleep 0.2; cat {bin_dir}/query-gpu.out;; esac\n',
+    )
     _script(bin_dir, "dpkg-query", f"cat {bin_dir}/dpkg-nvidia.out\n")
     _script(bin_dir, "modinfo", "echo 580.159.04\n")
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
@@ -186,7 +203,8 @@ def _fake_venv(root: Path) -> Path:
     (site / "torch").mkdir(parents=True)
     (site / "torch-2.11.0+cu130.dist-info").mkdir()
     (site / "torch" / "version.py").write_text(
-        "from typing import Optional\n__version__ = '2.11.0+cu130'\ncuda: Optional[str] = '13.0'\n")
+        "from typing import Optional\n__version__ = '2.11.0+cu130'\ncuda: Optional[str] = '13.0'\n"
+    )
     return venv
 
 
@@ -203,8 +221,11 @@ def test_detect_local_save_raw_round_trip(fake_host: Path) -> None:
 
 
 def test_detect_local_without_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    _script(tmp_path, "nvidia-smi", "echo \"NVIDIA-SMI has failed because it couldn't communicate with the "
-                                    "NVIDIA driver.\"; exit 9\n")
+    _script(
+        tmp_path,
+        "nvidia-smi",
+        'echo "NVIDIA-SMI has failed because it couldn\'t communicate with the NVIDIA driver."; exit 9\n',
+    )
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     facts = detect_local()
     assert isinstance(facts.gpus, Unknown)
@@ -225,12 +246,26 @@ def test_write_raw_then_read_raw(tmp_path: Path) -> None:
 def test_collector_results_from_events() -> None:
     stdout = json.dumps({"uname": {"command": "uname -a", "output": "x", "rc": 0}})
     events = [
-        {"event": "runner_on_ok", "event_data": {"host": "a", "task": COLLECTOR_TASK,
-                                                 "res": {"stdout": stdout}}},
-        {"event": "runner_on_unreachable", "event_data": {"host": "b", "task": "Create", "res": {
-            "msg": "Failed to connect to the host via ssh: Connection refused"}}},
-        {"event": "runner_on_failed", "event_data": {"host": "c", "task": COLLECTOR_TASK, "res": {
-            "msg": "[Errno 2] No such file or directory: b'python3'"}}},
+        {
+            "event": "runner_on_ok",
+            "event_data": {"host": "a", "task": COLLECTOR_TASK, "res": {"stdout": stdout}},
+        },
+        {
+            "event": "runner_on_unreachable",
+            "event_data": {
+                "host": "b",
+                "task": "Create",
+                "res": {"msg": "Failed to connect to the host via ssh: Connection refused"},
+            },
+        },
+        {
+            "event": "runner_on_failed",
+            "event_data": {
+                "host": "c",
+                "task": COLLECTOR_TASK,
+                "res": {"msg": "[Errno 2] No such file or directory: b'python3'"},
+            },
+        },
         {"event": "playbook_on_stats", "event_data": {}},
     ]
     hosts = collector_results(events)
@@ -242,14 +277,18 @@ def test_collector_results_from_events() -> None:
 def test_detect_play_runs_the_collector_by_argv() -> None:
     tasks = detect_play()[0]["tasks"]
     run = next(t for t in tasks[1]["block"] if t["name"] == COLLECTOR_TASK)
-    assert run["ansible.builtin.command"]["argv"][1:] == ["{{ provision_detect_dir.path }}/collector.py",
-                                                          "{{ provision_detect_dir.path }}/probes.json"]
+    assert run["ansible.builtin.command"]["argv"][1:] == [
+        "{{ provision_detect_dir.path }}/collector.py",
+        "{{ provision_detect_dir.path }}/probes.json",
+    ]
     assert tasks[1]["always"][0]["ansible.builtin.file"]["state"] == "absent"
 
 
 def test_detect_remote_local_and_unreachable_hosts() -> None:
-    inventory = (f"local ansible_connection=local ansible_python_interpreter={sys.executable}\n"
-                 "refused ansible_host=127.0.0.1 ansible_port=1 ansible_connection=ssh\n")
+    inventory = (
+        f"local ansible_connection=local ansible_python_interpreter={sys.executable}\n"
+        "refused ansible_host=127.0.0.1 ansible_port=1 ansible_connection=ssh\n"
+    )
     facts = detect_remote(inventory)
     assert set(facts) == {"local", "refused"}
     assert not isinstance(facts["local"].os, Unknown) and facts["local"].host == "local"

@@ -40,10 +40,18 @@ H200 = FIXTURES / "h200-ubuntu2404"
 CASES = FIXTURES / "cases"
 
 PARSERS: dict[str, Callable[[str, int], Any]] = {
-    "os-release": parse_os_release, "uname": parse_uname, "proc-version": parse_proc_version,
-    "driver-version": parse_driver_version, "modinfo": parse_modinfo, "query-gpu": parse_query_gpu,
-    "topo-m": parse_topology, "dpkg-nvidia": parse_dpkg, "cuda-dirs": parse_cuda_dirs, "nvcc": parse_nvcc,
-    "torch": parse_torch, "venv": parse_venv,
+    "os-release": parse_os_release,
+    "uname": parse_uname,
+    "proc-version": parse_proc_version,
+    "driver-version": parse_driver_version,
+    "modinfo": parse_modinfo,
+    "query-gpu": parse_query_gpu,
+    "topo-m": parse_topology,
+    "dpkg-nvidia": parse_dpkg,
+    "cuda-dirs": parse_cuda_dirs,
+    "nvcc": parse_nvcc,
+    "torch": parse_torch,
+    "venv": parse_venv,
 }
 
 
@@ -85,8 +93,11 @@ def test_h200_gpu() -> None:
 
 def test_h200_topology_one_gpu() -> None:
     assert parse_fixture("topo-m") == Topology(
-        gpus=("GPU0",), links={"GPU0": {"GPU0": "X"}},
-        cpu_affinity={"GPU0": "0-15"}, numa_affinity={"GPU0": "0"})
+        gpus=("GPU0",),
+        links={"GPU0": {"GPU0": "X"}},
+        cpu_affinity={"GPU0": "0-15"},
+        numa_affinity={"GPU0": "0"},
+    )
 
 
 def test_h200_held_cudnn_and_nccl() -> None:
@@ -105,8 +116,13 @@ def test_h200_cuda_toolkit_and_nvcc() -> None:
 
 def test_h200_torch_from_real_import() -> None:
     assert parse_fixture("torch") == Torch(
-        venv="(not recorded)", version="2.11.0+cu130", cuda="13.0", python="3.12.3",
-        arch_list=("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"), device_count=1)
+        venv="(not recorded)",
+        version="2.11.0+cu130",
+        cuda="13.0",
+        python="3.12.3",
+        arch_list=("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"),
+        device_count=1,
+    )
 
 
 def test_h200_kernel_and_compiler() -> None:
@@ -164,7 +180,8 @@ def test_nvidia_smi_driver_failure_reason() -> None:
     result = parse_query_gpu(text, 9)
     assert isinstance(result, Unknown)
     assert result.unknown.startswith(
-        "nvidia-smi exited 9: NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver")
+        "nvidia-smi exited 9: NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver"
+    )
 
 
 def test_half_installed_packages_are_kept_and_broken() -> None:
@@ -190,7 +207,10 @@ def test_topology_ff15_sys_across_numa() -> None:
     topo = parse_topology(out.output, out.rc)
     assert isinstance(topo, Topology)
     assert (topo.links["GPU0"]["GPU1"], topo.links["GPU0"]["GPU2"], topo.links["GPU3"]["GPU2"]) == (
-        "NODE", "SYS", "NODE")
+        "NODE",
+        "SYS",
+        "NODE",
+    )
     assert topo.numa_affinity == {"GPU0": "0", "GPU1": "0", "GPU2": "1", "GPU3": "1"}
 
 

@@ -81,13 +81,25 @@ def test_fresh_box_installs_the_whole_stack_in_order() -> None:
     plan = make_plan(spec(), fresh_ubuntu(), CATALOG)
     assert plan.blockers == ()
     assert [s.component for s in plan.changes] == [
-        Component.REPOSITORY, Component.DRIVER, Component.CUDA_TOOLKIT, Component.CUDNN, Component.NCCL,
-        Component.HOLDS, Component.PYTHON_VENV, Component.PYTHON_WHEELS,
+        Component.REPOSITORY,
+        Component.DRIVER,
+        Component.CUDA_TOOLKIT,
+        Component.CUDNN,
+        Component.NCCL,
+        Component.HOLDS,
+        Component.PYTHON_VENV,
+        Component.PYTHON_WHEELS,
     ]
     assert step(plan, Component.DRIVER).packages == ("nvidia-driver-pinning-580", "nvidia-open=580.95.05-*")
     assert step(plan, Component.CUDA_TOOLKIT).packages == ("cuda-toolkit-13-0",)
-    assert step(plan, Component.CUDNN).packages == ("libcudnn9-cuda-13=9.14.*", "libcudnn9-dev-cuda-13=9.14.*")
-    assert step(plan, Component.NCCL).packages == ("libnccl2=2.28.3-*+cuda13.0", "libnccl-dev=2.28.3-*+cuda13.0")
+    assert step(plan, Component.CUDNN).packages == (
+        "libcudnn9-cuda-13=9.14.*",
+        "libcudnn9-dev-cuda-13=9.14.*",
+    )
+    assert step(plan, Component.NCCL).packages == (
+        "libnccl2=2.28.3-*+cuda13.0",
+        "libnccl-dev=2.28.3-*+cuda13.0",
+    )
     assert step(plan, Component.PYTHON_WHEELS).packages == ("torch==2.11.0+cu130",)
     assert plan.reboot_required
 
@@ -102,12 +114,18 @@ def test_extravars_carry_one_transaction_and_pinned_index() -> None:
     plan = make_plan(spec(), fresh_ubuntu(), CATALOG)
     ev = plan.extravars
     assert ev["provision_apt_packages"] == [
-        "nvidia-driver-pinning-580", "nvidia-open=580.95.05-*", "cuda-toolkit-13-0",
-        "libcudnn9-cuda-13=9.14.*", "libcudnn9-dev-cuda-13=9.14.*",
-        "libnccl2=2.28.3-*+cuda13.0", "libnccl-dev=2.28.3-*+cuda13.0",
+        "nvidia-driver-pinning-580",
+        "nvidia-open=580.95.05-*",
+        "cuda-toolkit-13-0",
+        "libcudnn9-cuda-13=9.14.*",
+        "libcudnn9-dev-cuda-13=9.14.*",
+        "libnccl2=2.28.3-*+cuda13.0",
+        "libnccl-dev=2.28.3-*+cuda13.0",
     ]
-    assert ev["provision_repository"]["url"] == \
-        "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64/"
+    assert (
+        ev["provision_repository"]["url"]
+        == "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64/"
+    )
     assert ev["provision_python"]["torch_index_url"] == "https://download.pytorch.org/whl/cu130"
     assert ev["provision_python"]["torch_requirements"] == ["torch==2.11.0+cu130"]
 
@@ -130,7 +148,9 @@ def test_installed_and_held_stack_is_noop_with_reasons() -> None:
     assert step(plan, Component.HOLDS).action is Action.NOOP
 
 
-@pytest.mark.parametrize(("installed", "action"), [("580.82.07-1", Action.UPGRADE), ("580.126.20-1", Action.DOWNGRADE)])
+@pytest.mark.parametrize(
+    ("installed", "action"), [("580.82.07-1", Action.UPGRADE), ("580.126.20-1", Action.DOWNGRADE)]
+)
 def test_driver_version_change_direction(installed: str, action: Action) -> None:
     plan = make_plan(spec(), fresh_ubuntu(packages=(pkg("nvidia-open", installed),)), CATALOG)
     assert step(plan, Component.DRIVER).action is action
@@ -138,8 +158,16 @@ def test_driver_version_change_direction(installed: str, action: Action) -> None
 
 
 def test_unheld_stack_package_gets_held() -> None:
-    plan = make_plan(spec(python=None, cuda=None), fresh_ubuntu(packages=(
-        pkg("nvidia-open", "580.95.05-1", "hold ok installed"), pkg("libnvidia-compute", "580.95.05-1"))), CATALOG)
+    plan = make_plan(
+        spec(python=None, cuda=None),
+        fresh_ubuntu(
+            packages=(
+                pkg("nvidia-open", "580.95.05-1", "hold ok installed"),
+                pkg("libnvidia-compute", "580.95.05-1"),
+            )
+        ),
+        CATALOG,
+    )
     holds = step(plan, Component.HOLDS)
     assert holds.action is Action.HOLD
     assert holds.packages == ("libnvidia-compute",)
@@ -159,7 +187,9 @@ def test_fabric_manager_without_exact_driver_is_refused() -> None:
 
 def test_fabric_manager_drift_is_moved_to_driver_version() -> None:
     s = spec(gpus__model="h100-sxm", gpus__count=8)
-    facts = fresh_ubuntu(packages=(pkg("nvidia-open", "580.95.05-1"), pkg("nvidia-fabricmanager", "590.48.01-1")))
+    facts = fresh_ubuntu(
+        packages=(pkg("nvidia-open", "580.95.05-1"), pkg("nvidia-fabricmanager", "590.48.01-1"))
+    )
     fm = step(make_plan(s, facts, CATALOG), Component.FABRIC_MANAGER)
     assert (fm.action, fm.current, fm.target) == (Action.DOWNGRADE, "590.48.01", "580.95.05")
 
@@ -172,16 +202,19 @@ def test_wrong_os_is_refused() -> None:
 
 
 def test_broken_package_state_blocks() -> None:
-    facts = fresh_ubuntu(packages=(pkg("libnvidia-compute-550", "550.107.02-0ubuntu0.24.04.1",
-                                       "install ok half-configured"),))
+    facts = fresh_ubuntu(
+        packages=(pkg("libnvidia-compute-550", "550.107.02-0ubuntu0.24.04.1", "install ok half-configured"),)
+    )
     plan = make_plan(spec(), facts, CATALOG)
     assert "broken-package-state" in [b.rule for b in plan.blockers]
     assert "apt-get --fix-broken install" in plan.blockers[0].message
 
 
 def test_reboot_pending_when_loaded_module_differs() -> None:
-    facts = fresh_ubuntu(driver=LoadedDriver(version="580.82.07", flavor="open"),
-                         packages=(pkg("nvidia-open", "580.95.05-1", "hold ok installed"),))
+    facts = fresh_ubuntu(
+        driver=LoadedDriver(version="580.82.07", flavor="open"),
+        packages=(pkg("nvidia-open", "580.95.05-1", "hold ok installed"),),
+    )
     plan = make_plan(spec(python=None, cuda=None), facts, CATALOG)
     reboot = step(plan, Component.REBOOT)
     assert reboot.reason == "reboot pending (module 580.82.07 loaded, 580.95.05 installed)"
@@ -195,8 +228,9 @@ def test_existing_venv_with_other_python_is_refused_not_deleted() -> None:
 
 
 def test_torch_from_fixture_style_fact_counts_as_installed() -> None:
-    facts = fresh_ubuntu(torch=Torch(venv="/opt/provision/venv", version="2.11.0+cu130", cuda="13.0",
-                                     python="3.12.3"))
+    facts = fresh_ubuntu(
+        torch=Torch(venv="/opt/provision/venv", version="2.11.0+cu130", cuda="13.0", python="3.12.3")
+    )
     plan = make_plan(spec(), facts, CATALOG)
     assert step(plan, Component.PYTHON_VENV).action is Action.NOOP
     assert step(plan, Component.PYTHON_WHEELS).action is Action.NOOP
