@@ -1,0 +1,121 @@
+"""The CLI as a user drives it: exit codes, one-line errors, JSON outputs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from provision.cli import cli
+
+ROOT = Path(__file__).resolve().parents[2]
+H200_SPEC = str(ROOT / "specs" / "h200-ubuntu2404.yaml")
+H200_RAW = str(ROOT / "tests" / "fixtures" / "raw" / "h200-ubuntu2404-spec")
+A100X_SPEC = str(ROOT / "specs" / "dual-a100x.yaml")
+
+
+@pytest.fixture(autouse=True)
+def _no_colour(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.setenv("COLUMNS", "200")
+
+
+def run(*args: str) -> object:
+    return CliRunner().invoke(cli, list(args))
+
+
+def test_validate_good_spec() -> None:
+    result = run("validate", A100X_SPEC)
+    assert result.exit_code == 0, result.output
+    assert "valid" in result.output
+
+
+def test_validate_reports_file_line_column_and_exits_2(tmp_path: Path) -> None:
+    spec = tmp_path / "bad.yaml"
+    spec.write_text("name: x\nos:\n  distro: ubuntu\n  version: '24.04'\n  colour: blue\n")
+    result = run("validate", str(spec))
+    assert result.exit_code == 2
+    assert f"{spec}:5:3: os.colour: unknown key" in result.output
+    assert f"{spec}:1:1: gpus: Field required" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_validate_refusal_names_rule_and_source_and_exits_1() -> None:
+    result = run("validate", str(ROOT / "specs" / "examples" / "seed-article.yaml"))
+    assert result.exit_code == 1
+    assert "[cuda-driver-floor]" in result.output
+    assert "RN132" in result.output
+
+
+def test_missing_spec_is_one_line(tmp_path: Path) -> None:
+    result = run("plan", str(tmp_path / "nope.yaml"))
+    assert result.exit_code == 1
+    assert result.output.strip() == f"error: {tmp_path / 'nope.yaml'}: no such spec file"
+
+
+def test_schema_is_json_schema() -> None:
+    result = run("schema")
+    schema = json.loads(result.output)
+    assert schema["title"] == "Spec"
+    assert "driver" in schema["properties"]
+
+
+def test_detect_from_raw_json_round_trips() -> None:
+    result = run("detect", "--from-raw", H200_RAW, "--json", H200_SPEC)
+    assert result.exit_code == 0, result.output
+    facts = json.loads(result.output)
+    assert facts["driver"] == {"version": "580.159.04", "flavor": "open"}
+    assert facts["torch"]["version"] == "2.11.0+cu130"
+
+
+def test_plan_from_real_h200_probes_has_no_changes() -> None:
+    result = run("plan", H200_SPEC, "--from-raw", H200_RAW, "--detailed-exitcode")
+    assert result.exit_code == 0, result.output
+    assert "No changes. The machine matches the spec." in result.output
+
+
+def test_plan_detailed_exitcode_2_when_changes(tmp_path: Path) -> None:
+    facts = tmp_path / "facts.json"
+    facts.write_text(run("detect", "--from-raw", H200_RAW, "--json").output)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(Path(H200_SPEC).read_text().replace('nccl: "2.28.3"', 'nccl: "2.29.2"'))
+    result = run("plan", str(spec), "--facts", str(facts), "--detailed-exitcode", "--json")
+    assert result.exit_code == 2, result.output
+    plan = json.loads(result.output)
+    nccl = next(s for s in plan["steps"] if s["component"] == "nccl")
+    assert nccl["action"] == "upgrade"
+    assert nccl["packages"] == ["libnccl2=2.29.2-*+cuda13.0", "libnccl-dev=2.29.2-*+cuda13.0"]
+
+
+def test_bad_facts_file_is_one_line(tmp_path: Path) -> None:
+    facts = tmp_path / "facts.json"
+    facts.write_text('{"host": 3}')
+    result = run("plan", H200_SPEC, "--facts", str(facts))
+    assert result.exit_code == 1
+    assert "not a provision facts file" in result.output
+
+
+def test_saved_plan_is_refused_when_the_machine_drifted(tmp_path: Path) -> None:
+    saved = tmp_path / "plan.json"
+    assert run("plan", H200_SPEC, "--from-raw", H200_RAW, "--out", str(saved)).exit_code == 0
+    result = run("apply", str(saved), "--yes")  # this machine is not the H200
+    assert result.exit_code == 1
+    assert "changed since the plan was made" in result.output
+
+
+def test_apply_without_terminal_needs_yes() -> None:
+    result = run("apply", A100X_SPEC)
+    assert result.exit_code == 1  # refused: this test machine is not Ubuntu 24.04, or no terminal
+    assert "error:" in result.output
+
+
+def test_checklist_markdown_and_html(tmp_path: Path) -> None:
+    md = run("checklist", A100X_SPEC)
+    assert md.exit_code == 0, md.output
+    assert "Above 4G" in md.output
+    out = tmp_path / "c.html"
+    html = run("checklist", A100X_SPEC, "--format", "html", "-o", str(out))
+    assert html.exit_code == 0, html.output
+    assert out.read_text().lstrip().lower().startswith("<!doctype html>")
