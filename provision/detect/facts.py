@@ -146,6 +146,9 @@ class Venv(Frozen):
     )
 
 
+_NOT_PROBED = Unknown(unknown="not probed")
+
+
 class Facts(Frozen):
     """Everything detection learned about one host."""
 
@@ -165,6 +168,13 @@ class Facts(Frozen):
     cuda: CudaToolkits | Unknown
     torch: Torch | Unknown
     venv: Venv | Unknown = Unknown(unknown="virtual environment not probed")
+    nvidia_pci: tuple[_system.PciDevice, ...] | Unknown = _NOT_PROBED
+    fabric: _system.FabricState | Unknown = _NOT_PROBED
+    dkms: _system.DkmsStatus | Unknown = _NOT_PROBED
+    nouveau: _system.NouveauState | Unknown = _NOT_PROBED
+    apt_locks: _system.AptLocks | Unknown = _NOT_PROBED
+    mok: _system.MokState | Unknown = _NOT_PROBED
+    hardware: _hardware.Hardware | Unknown = Unknown(unknown="hardware not probed")
 
     def package(self, name: str) -> Package | None:
         """The installed package ``name``, or None (also when packages are unknown)."""
@@ -191,3 +201,9 @@ class Facts(Frozen):
                     gpu.pop(key, None)
         blob = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
         return hashlib.sha256(blob).hexdigest()
+
+
+# Imported last: hardware.py builds on Unknown above. pydantic resolves the Facts.hardware
+# annotation on first use, after both modules have finished loading, whichever came first.
+from provision.detect import hardware as _hardware  # noqa: E402
+from provision.detect import system as _system  # noqa: E402

@@ -26,7 +26,9 @@ from provision.detect.raw import MISSING_RC
 from provision.versions import DottedVersion, DriverVersion
 
 _NO_DRIVER = "NVIDIA kernel module not loaded (no /proc/driver/nvidia/version)"
-_PACKAGE_NAME = re.compile(r"nvidia|cuda|cudnn|nccl|libnv|fabricmanager|dkms|linux-headers|linux-image")
+_PACKAGE_NAME = re.compile(
+    r"nvidia|cuda|cudnn|nccl|libnv|fabricmanager|dkms|linux-headers|linux-image|^gcc-\d+$|^g\+\+-\d+$|^nvlsm$"
+)
 _DRIVER = re.compile(r"Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)*)\s")
 _COMPILER = re.compile(r"\b(gcc|clang)\b.*?(\d+\.\d+(?:\.\d+)*)")
 _CUDA_DIR = re.compile(r"^cuda-(\d+\.\d+)$")

@@ -130,5 +130,11 @@ def venv_probes(venv: str) -> list[Probe]:
 
 def all_probes(venv: str | None = None) -> list[Probe]:
     """Every probe detection runs; the venv and torch probes only when a venv is given."""
+    # Imported here: hardware.py and system.py build on Probe, defined above.
+    from provision.detect.hardware import hardware_probes
+    from provision.detect.system import surroundings_probes
+
     extra = venv_probes(venv) if venv else []
-    return [*system_probes(), *gpu_probes(), *extra]
+    probes = [*system_probes(), *gpu_probes(), *surroundings_probes(), *extra]
+    # A hardware probe whose id is already listed (nvidia-smi-q) runs once: same id, same command.
+    return probes + [p for p in hardware_probes() if p.id not in {q.id for q in probes}]

@@ -17,6 +17,7 @@ from typing import Any
 
 from provision.detect import collector
 from provision.detect.facts import Facts, Unknown
+from provision.detect.hardware import parse_hardware
 from provision.detect.parsers import (
     NO_VENV,
     merge_cuda,
@@ -72,7 +73,19 @@ def facts_from_outputs(
         cuda=merge_cuda(parse_cuda_dirs(*text("cuda-dirs")), parse_nvcc(*text("nvcc"))),
         torch=parse_torch(*text("torch"), venv=venv) if "torch" in outputs else Unknown(unknown=NO_VENV),
         venv=parse_venv(*text("venv")) if "venv" in outputs else Unknown(unknown=NO_VENV),
+        hardware=parse_hardware(outputs),
+        **_surroundings(outputs, text),
     )
+
+
+def _surroundings(outputs: Mapping[str, ProbeOutput], text: Any) -> dict[str, Any]:
+    """Facts of provision.detect.system, each only when its probe ran (else the model's "not probed")."""
+    from provision.detect import system
+
+    parsers = {"nvidia_pci": ("lspci-nn", system.parse_lspci), "fabric": ("nvidia-smi-q", system.parse_fabric),
+               "dkms": ("dkms-status", system.parse_dkms), "nouveau": ("nouveau", system.parse_nouveau),
+               "apt_locks": ("apt-locks", system.parse_apt_locks), "mok": ("mok-key", system.parse_mok)}
+    return {field: parse(*text(probe)) for field, (probe, parse) in parsers.items() if probe in outputs}
 
 
 def unknown_facts(host: str, reason: str) -> Facts:
