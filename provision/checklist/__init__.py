@@ -15,20 +15,28 @@ from provision.checklist.items import (
     merge_items,
     psu_watts,
 )
+from provision.checklist.observe import Observation, observe
+from provision.checklist.pdf import ChecklistError, html_to_pdf
 from provision.checklist.render import Paper, render_html, render_markdown
+from provision.detect.facts import Facts
 from provision.spec.models import Spec
 
 __all__ = [
     "Checklist",
+    "ChecklistError",
     "ChecklistItem",
+    "Observation",
     "Paper",
     "checklist_for",
+    "html_to_pdf",
     "load_default_items",
     "merge_items",
+    "observe",
     "psu_watts",
     "render",
     "render_html",
     "render_markdown",
+    "render_pdf",
 ]
 
 
@@ -40,8 +48,10 @@ def render(
     gpu_tdp_w: int | None = None,
     gpu_memory_gib: float | None = None,
     host: str | None = None,
+    facts: Facts | None = None,
+    facts_from: str | None = None,
 ) -> str:
-    """Build the checklist for ``spec`` and render it.
+    """Build the checklist for ``spec`` (with each item's observed state when ``facts`` is given).
 
     Args:
         spec: The validated spec.
@@ -49,7 +59,9 @@ def render(
         paper: Paper size for HTML (``"a4"`` or ``"letter"``); ignored for Markdown.
         gpu_tdp_w: Catalog board power of one GPU in watts; None prints "TDP unknown in catalog".
         gpu_memory_gib: Catalog memory of one GPU in GiB; None prints "memory unknown in catalog".
-        host: Host name for the header; None leaves a blank to fill in by hand.
+        host: Host name for the header; None takes ``facts.host``, or leaves a blank to fill in.
+        facts: Detected facts of the host; None renders the blank paper checklist.
+        facts_from: Where the facts came from, for the header (``detected``, a file name).
 
     Returns:
         The rendered document.
@@ -58,7 +70,37 @@ def render(
         SpecError: If ``spec.bios`` repeats an item id or skips an unknown id.
         CatalogError: If the shipped default items fail to load.
     """
-    checklist = checklist_for(spec, gpu_tdp_w, gpu_memory_gib, host=host)
+    checklist = checklist_for(spec, gpu_tdp_w, gpu_memory_gib, host=host, facts=facts, facts_from=facts_from)
     if fmt == "html":
         return render_html(checklist, paper)
     return render_markdown(checklist)
+
+
+def render_pdf(
+    spec: Spec,
+    paper: Paper = "a4",
+    *,
+    gpu_tdp_w: int | None = None,
+    gpu_memory_gib: float | None = None,
+    host: str | None = None,
+    facts: Facts | None = None,
+    facts_from: str | None = None,
+) -> bytes:
+    """Render the printable HTML and print it to PDF with headless Chromium.
+
+    Arguments as for :func:`render`.
+
+    Raises:
+        ChecklistError: Chromium is not installed or failed to print.
+    """
+    html = render(
+        spec,
+        "html",
+        paper,
+        gpu_tdp_w=gpu_tdp_w,
+        gpu_memory_gib=gpu_memory_gib,
+        host=host,
+        facts=facts,
+        facts_from=facts_from,
+    )
+    return html_to_pdf(html)

@@ -19,6 +19,8 @@ from pydantic import Field, ValidationError
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
+from provision.checklist.observe import Observation, machine_summary, observe
+from provision.detect.facts import Facts
 from provision.errors import CatalogError, SpecError
 from provision.models import Frozen
 from provision.spec.models import BiosItem, Spec
@@ -44,11 +46,13 @@ class ChecklistItem(BiosItem):
         check: Commands or observations that confirm the step once Linux boots.
         source: Document or field-failure ids (FF-nn) backing ``why``.
         detail: Numbers computed for this spec (sizing items), or None.
+        observation: What the host's facts show for this item; None when no facts were given.
     """
 
     check: str = Field(min_length=1)
     source: str = Field(min_length=1)
     detail: str | None = None
+    observation: Observation | None = None
 
 
 class Checklist(Frozen):
@@ -61,6 +65,8 @@ class Checklist(Frozen):
     gpu_count: int
     generated: date
     items: tuple[ChecklistItem, ...]
+    facts_from: str | None = None
+    machine: tuple[str, ...] = ()
 
 
 class _DefaultsFile(Frozen):
@@ -102,6 +108,8 @@ def checklist_for(
     *,
     host: str | None = None,
     today: date | None = None,
+    facts: Facts | None = None,
+    facts_from: str | None = None,
 ) -> Checklist:
     """Build the checklist for ``spec``: defaults, then ``bios.items``, minus ``bios.skip``.
 
@@ -111,6 +119,8 @@ def checklist_for(
         gpu_memory_gib: Memory of one GPU in GiB from the catalog, or None if unknown.
         host: Host name printed in the header, or None to leave a blank to fill in.
         today: Generation date; today's date by default.
+        facts: The host's detected facts; each item then carries an :class:`Observation`.
+        facts_from: Where ``facts`` came from, printed in the header (e.g. ``facts.json``).
 
     Returns:
         The merged checklist with sizing details for ``spec.gpus.count`` GPUs.
@@ -120,15 +130,22 @@ def checklist_for(
     """
     merged = merge_items(load_default_items(), spec)
     details = sizing_details(spec, gpu_tdp_w, gpu_memory_gib)
+    items = tuple(_with_detail(item, details) for item in merged)
     return Checklist(
         spec_name=spec.name,
         description=spec.description,
-        host=host,
+        host=host or (facts.host if facts else None),
         gpu_model=spec.gpus.model,
         gpu_count=spec.gpus.count,
         generated=today or date.today(),
-        items=tuple(_with_detail(item, details) for item in merged),
+        items=items if facts is None else tuple(_observed(item, facts) for item in items),
+        facts_from=facts_from if facts else None,
+        machine=machine_summary(facts) if facts else (),
     )
+
+
+def _observed(item: ChecklistItem, facts: Facts) -> ChecklistItem:
+    return item.model_copy(update={"observation": observe(item.id, facts)})
 
 
 def merge_items(defaults: tuple[ChecklistItem, ...], spec: Spec) -> tuple[ChecklistItem, ...]:

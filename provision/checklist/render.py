@@ -15,6 +15,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 from markupsafe import Markup, escape
 
 from provision.checklist.items import Checklist
+from provision.checklist.observe import Status
 from provision.resources import data_dir
 
 Paper = Literal["a4", "letter"]
@@ -24,6 +25,14 @@ _CSS_PAGE_SIZE: dict[Paper, str] = {"a4": "A4", "letter": "letter"}
 
 
 _CODE_SPAN = re.compile(r"`([^`]+)`")
+
+STATUS_LABELS: dict[Status, str] = {
+    "confirmed": "confirmed",
+    "not-confirmed": "NOT confirmed",
+    "observed": "observed (your decision)",
+    "not-observable": "not observable here",
+}
+"""How each observation status is printed; ``not-confirmed`` in capitals so it stands out on paper."""
 
 
 @cache
@@ -37,6 +46,7 @@ def _environment() -> Environment:
         keep_trailing_newline=True,
     )
     env.filters["code_spans"] = code_spans
+    env.globals["status_labels"] = STATUS_LABELS
     return env
 
 
