@@ -29,6 +29,7 @@ class Target:
     from_raw: Path | None = None
     inventory: Path | None = None
     limit: str | None = None
+    forks: int | None = None  # Ansible forks for apply; None keeps Ansible's default (5)
 
     @property
     def remote(self) -> bool:

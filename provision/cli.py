@@ -47,6 +47,10 @@ InvOpt = Annotated[
 LimitOpt = Annotated[
     str | None, typer.Option("--limit", "-l", help="Ansible host pattern within the inventory.")
 ]
+FleetOpt = Annotated[
+    Path | None,
+    typer.Option("--fleet", help="Fleet file: an inventory and group/host -> spec mapping (see README)."),
+]
 
 
 def main() -> None:
@@ -121,6 +125,7 @@ def detect(
     from_raw: RawOpt = None,
     inventory: InvOpt = None,
     limit: LimitOpt = None,
+    fleet: FleetOpt = None,
     save_raw: Annotated[
         Path | None,
         typer.Option(
@@ -132,12 +137,17 @@ def detect(
     from provision.detect.summary import render_facts
 
     loaded = workflow.spec_from(spec)[0] if spec else None
-    facts = workflow.gather(
-        loaded, workflow.Target(from_raw=from_raw, inventory=inventory, limit=limit), save_raw
-    )
+    if fleet is not None:
+        from provision.fleet import commands as fleet_commands
+
+        facts = fleet_commands.detect_facts(fleet_commands.resolve(spec, inventory, fleet, limit))
+    else:
+        facts = workflow.gather(
+            loaded, workflow.Target(from_raw=from_raw, inventory=inventory, limit=limit), save_raw
+        )
     if as_json:
         docs = [f.model_dump(mode="json") for f in facts.values()]
-        _emit_json(docs[0] if len(docs) == 1 and not inventory else docs)
+        _emit_json(docs[0] if len(docs) == 1 and not (inventory or fleet) else docs)
         return
     for f in facts.values():
         render_facts(f, out)
@@ -146,13 +156,16 @@ def detect(
 @cli.command()
 @user_errors()
 def plan(
-    spec: SpecArg,
+    spec: Annotated[
+        Path | None, typer.Argument(help="Spec file (YAML); optional when -i/--fleet map hosts to specs.")
+    ] = None,
     *,
     as_json: JsonOpt = False,
     facts: FactsOpt = None,
     from_raw: RawOpt = None,
     inventory: InvOpt = None,
     limit: LimitOpt = None,
+    fleet: FleetOpt = None,
     out_file: Annotated[
         Path | None, typer.Option("--out", "-o", help="Save the plan as JSON for `apply`.")
     ] = None,
@@ -163,7 +176,17 @@ def plan(
         ),
     ] = False,
 ) -> None:
-    """Show what apply would change, step by step, and what it refuses and why."""
+    """Show what apply would change, step by step, and what it refuses and why.
+
+    With an inventory (-i) and no SPEC, or a fleet file, each host is planned against its own spec
+    and a summary table follows (hosts unchanged / to change / refused / unreachable).
+    """
+    from provision.fleet import commands as fleet_commands
+
+    if fleet_commands.fleet_mode(spec, inventory, fleet):
+        hosts = fleet_commands.resolve(spec, inventory, fleet, limit)
+        raise typer.Exit(fleet_commands.plan_command(hosts, out, as_json, detailed_exitcode, out_file))
+    assert spec is not None  # fleet_mode is true without a SPEC
     loaded, _ = workflow.spec_from(spec)
     target = workflow.Target(facts_file=facts, from_raw=from_raw, inventory=inventory, limit=limit)
     plans = workflow.plan_all(loaded, workflow.gather(loaded, target), str(spec))
@@ -198,27 +221,46 @@ def _plan_exit(plans: dict[str, Plan], detailed: bool) -> int:
 @cli.command()
 @user_errors()
 def apply(
-    spec: Annotated[Path, typer.Argument(help="Spec file (YAML) or a plan saved with `plan --out` (JSON).")],
+    spec: Annotated[
+        Path | None,
+        typer.Argument(
+            help="Spec file (YAML) or a plan saved with `plan --out` (JSON); optional with -i/--fleet."
+        ),
+    ] = None,
     *,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and change nothing.")] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Apply without asking for confirmation.")] = False,
     inventory: InvOpt = None,
     limit: LimitOpt = None,
+    fleet: FleetOpt = None,
+    forks: Annotated[
+        int | None, typer.Option("--forks", min=1, help="Hosts Ansible works on at once (default 5).")
+    ] = None,
     as_json: JsonOpt = False,
     runs_dir: Annotated[
         Path | None, typer.Option("--runs-dir", help="Where run directories (logs, artifacts) go.")
     ] = None,
 ) -> None:
-    """Install and pin the stack as planned, through Ansible; a second apply changes nothing."""
+    """Install and pin the stack as planned, through Ansible; a second apply changes nothing.
+
+    With an inventory (-i) and no SPEC, or a fleet file, hosts run in parallel, each with its own
+    spec; a failed or unreachable host is reported and the others finish (exit 1).
+    """
     from provision.apply import runner
     from provision.apply.workflow import apply_workflow
+    from provision.fleet import commands as fleet_commands
 
+    if fleet_commands.fleet_mode(spec, inventory, fleet):
+        options = fleet_commands.FleetOptions(dry_run, yes, runs_dir or runner.default_runs_dir(), forks)
+        hosts = fleet_commands.resolve(spec, inventory, fleet, limit)
+        raise typer.Exit(fleet_commands.apply_command(hosts, options, out))
+    assert spec is not None  # fleet_mode is true without a SPEC
     raise typer.Exit(
         apply_workflow(
             spec,
             dry_run=dry_run,
             yes=yes,
-            target=workflow.Target(inventory=inventory, limit=limit),
+            target=workflow.Target(inventory=inventory, limit=limit, forks=forks),
             as_json=as_json,
             runs_dir=runs_dir or runner.default_runs_dir(),
             console=out,
@@ -231,32 +273,93 @@ def apply(
 def checklist(
     spec: SpecArg,
     *,
-    fmt: Annotated[str, typer.Option("--format", "-f", help="md (terminal) or html (printable).")] = "md",
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file.")] = None,
-    paper: Annotated[str, typer.Option("--paper", help="a4 or letter (HTML).")] = "a4",
+    fmt: Annotated[
+        str,
+        typer.Option("--format", "-f", help="md (terminal), html (printable) or pdf (headless Chromium)."),
+    ] = "md",
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", help="Write to this file (a directory when there are several hosts)."),
+    ] = None,
+    paper: Annotated[str, typer.Option("--paper", help="a4 or letter (HTML and PDF).")] = "a4",
+    facts: Annotated[
+        Path | None,
+        typer.Option(
+            "--facts", help="Show each item's state from `detect --json` output (one document per host)."
+        ),
+    ] = None,
+    from_raw: RawOpt = None,
+    host: Annotated[
+        str | None,
+        typer.Option(
+            "--host",
+            help="The host the document is for: picks it from a multi-host --facts file; names this machine "
+            "(localhost or its host name) to probe it here; any other name only fills the header.",
+        ),
+    ] = None,
 ) -> None:
-    """Render the BIOS and hardware checklist for the manual steps, as Markdown or printable HTML."""
-    from provision.catalog import load_catalog
-    from provision.checklist import render
+    """The BIOS and hardware checklist: the manual steps, and what this host's Linux shows for each.
 
-    if fmt not in ("md", "html") or paper not in ("a4", "letter"):
-        raise ProvisionError("--format must be md or html, --paper a4 or letter")
+    Without --facts, --from-raw or --host naming this machine, it is the blank paper checklist.
+    """
+    from provision.catalog import load_catalog
+    from provision.checklist import Format, render_documents, write_documents
+    from provision.checklist.sources import checklist_facts
+
+    if fmt not in ("md", "html", "pdf") or paper not in ("a4", "letter"):
+        raise ProvisionError("--format must be md, html or pdf, --paper a4 or letter")
+    if output is None and fmt == "pdf":
+        raise ProvisionError("--format pdf needs --output FILE")
     loaded, _ = workflow.spec_from(spec)
     gpu = load_catalog().gpus.get(loaded.gpus.model)
-    text = render(
+    by_host, origin = checklist_facts(facts, from_raw, host)
+    documents = render_documents(
         loaded,
-        cast(Literal["md", "html"], fmt),
+        cast(Format, fmt),
         cast(Literal["a4", "letter"], paper),
+        by_host,
+        facts_from=origin,
+        host=host,
         gpu_tdp_w=gpu.tdp_w if gpu else None,
         gpu_memory_gib=gpu.memory_gib if gpu else None,
     )
     if output is not None:
-        output.write_text(text, encoding="utf-8")
-        err.print(f"Wrote {output}")
-    elif fmt == "md":
-        out.print(Markdown(text))
-    else:
-        sys.stdout.write(text)
+        for path in write_documents(documents, output, cast(Format, fmt)):
+            err.print(f"Wrote {path}")
+        return
+    if fmt == "html" and len(documents) > 1:
+        raise ProvisionError("one HTML document per host: give --output DIR, or --host to pick one")
+    for text in documents.values():
+        if fmt == "md":
+            out.print(Markdown(str(text)))
+        else:
+            sys.stdout.write(str(text))
+
+
+@cli.command()
+@user_errors()
+def verify(
+    spec: SpecArg,
+    *,
+    as_json: JsonOpt = False,
+    junit: Annotated[
+        Path | None, typer.Option("--junit", help="Also write JUnit XML (a testcase per check).")
+    ] = None,
+    save_raw: Annotated[
+        Path | None, typer.Option("--save-raw", help="Write what the checks read (inputs.json) to DIR.")
+    ] = None,
+    inputs: Annotated[
+        Path | None, typer.Option("--inputs", help="Check a saved inputs.json instead of this machine.")
+    ] = None,
+) -> None:
+    """Prove the machine works: driver, GPUs, PCIe and kernels under load, libraries, P2P, NCCL, thermals.
+
+    Exit 0 when no check failed (warnings and skips allowed), 1 otherwise.
+    """
+    from provision.verify.command import emit, run_verify
+
+    report = run_verify(spec, inputs_file=inputs, save_raw=save_raw)
+    raise typer.Exit(emit(report, out, as_json, junit))
 
 
 if __name__ == "__main__":

@@ -23,6 +23,8 @@ class Progress:
     def __init__(self, console: Console) -> None:
         self._console = console
         self._status: Status = console.status("Starting Ansible")
+        self._task = ""
+        self._done: dict[str, int] = {}  # host -> finished task results, for the per-host tally
 
     def __enter__(self) -> Progress:
         self._status.start()
@@ -37,8 +39,10 @@ class Progress:
         """ansible-runner event handler: update the spinner, print finished tasks."""
         kind, data = event.get("event", ""), event.get("event_data", {})
         if kind == "playbook_on_task_start":
-            self._status.update(escape(str(data.get("task", ""))))
+            self._task = str(data.get("task", ""))
+            self._status.update(self._status_text())
         elif kind in _DONE:
+            self._tally(str(data.get("host", "?")))
             word, style = _DONE[kind]
             if data.get("res", {}).get("changed"):
                 word, style = "changed", "yellow"
@@ -47,3 +51,14 @@ class Progress:
             seconds = f" ({data['duration']:.1f} s)" if isinstance(data.get("duration"), (int, float)) else ""
             where = escape(f"{data.get('host', '?')}: {data.get('task', '')}{seconds}")
             self._console.print(f"  [{style}]{word:<11}[/] {where}")
+
+    def _tally(self, host: str) -> None:
+        self._done[host] = self._done.get(host, 0) + 1
+        self._status.update(self._status_text())
+
+    def _status_text(self) -> str:
+        """The running task, and with several hosts each host's count of finished tasks."""
+        if len(self._done) < 2:
+            return escape(self._task)
+        hosts = " ".join(f"{h}:{n}" for h, n in sorted(self._done.items()))
+        return escape(f"{self._task}  [{hosts}]")

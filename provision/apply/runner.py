@@ -85,8 +85,13 @@ def run_playbook(
     run_dir: Path,
     on_event: EventHandler | None = None,
     limit: str | None = None,
+    forks: int | None = None,
 ) -> ApplyResult:
     """Apply ``plans`` (inventory host name -> Plan) in one ansible-runner run.
+
+    ``forks`` is how many hosts Ansible works on at once (Ansible's default, 5, when None).
+    A failed or unreachable host leaves the play and the others finish: site.yml keeps
+    Ansible's defaults (no ``any_errors_fatal``, no ``max_fail_percentage``).
 
     Raises:
         ApplyError: The repository key could not be verified (nothing ran).
@@ -107,6 +112,7 @@ def run_playbook(
         extravars=extravars,
         tags=",".join(tags),
         limit=limit,
+        forks=forks,
         envvars=_envvars(run_dir),
         suppress_env_files=True,
         quiet=True,

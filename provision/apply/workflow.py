@@ -63,7 +63,7 @@ def _run(label: str, plans: dict[str, Plan], target: app.Target, runs_dir: Path,
     inventory = target.inventory or runner.local_inventory(run_dir)
     with Progress(console) as progress:
         result = runner.run_playbook(
-            plans, inventory, run_dir, on_event=progress.on_event, limit=target.limit
+            plans, inventory, run_dir, on_event=progress.on_event, limit=target.limit, forks=target.forks
         )
     for host in result.hosts.values():
         console.print(

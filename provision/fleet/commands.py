@@ -1,0 +1,74 @@
+"""What ``provision detect|plan|apply`` do in fleet mode; the CLI only chooses the mode and prints.
+
+Fleet mode: an inventory and no SPEC (each host's spec comes from the mapping), or a
+fleet file (``--fleet``). A SPEC with an inventory and no fleet file keeps the
+single-spec behaviour of :mod:`provision.apply.workflow`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from provision.detect.facts import Facts
+from provision.errors import ProvisionError
+from provision.fleet.apply import FleetOptions, apply_fleet
+
+__all__ = ["FleetOptions", "apply_command", "detect_facts", "fleet_mode", "plan_command", "resolve"]
+from provision.fleet.mapping import Fleet, load_fleet
+from provision.fleet.orchestrate import HostPlan, detect_fleet, load_specs, plan_fleet
+from provision.fleet.summary import fleet_plan_json, render_fleet_plan
+
+
+def fleet_mode(spec: Path | None, inventory: Path | None, fleet_file: Path | None) -> bool:
+    """Whether a command runs per host from a mapping rather than with one spec.
+
+    Raises:
+        ProvisionError: Neither a SPEC nor an inventory or fleet file was given.
+    """
+    if spec is None and inventory is None and fleet_file is None:
+        raise ProvisionError(
+            "give a SPEC, or an inventory (-i) or fleet file (--fleet) that maps hosts to specs"
+        )
+    return fleet_file is not None or spec is None
+
+
+def resolve(spec: Path | None, inventory: Path | None, fleet_file: Path | None, limit: str | None) -> Fleet:
+    """The fleet a command runs on; see :func:`provision.fleet.mapping.load_fleet`."""
+    return load_fleet(inventory, fleet_file, limit, spec)
+
+
+def detect_facts(fleet: Fleet) -> dict[str, Facts]:
+    """Facts of every host, the torch probe reading each host's own spec's venv."""
+    return detect_fleet(fleet, load_specs(fleet))
+
+
+def plan_command(fleet: Fleet, console: Console, as_json: bool, detailed: bool, out_file: Path | None) -> int:
+    """``provision plan`` in fleet mode: per-host plans and the summary; returns the exit code.
+
+    Raises:
+        ProvisionError: ``--out`` with more than one host, or with an unreachable host.
+    """
+    planned = plan_fleet(fleet)
+    if as_json:
+        sys.stdout.write(json.dumps(fleet_plan_json(planned), indent=2, default=str) + "\n")
+    else:
+        render_fleet_plan(planned, console)
+    if out_file is not None:
+        _save_one(planned.hosts, out_file)
+    return planned.exit_code(detailed)
+
+
+def _save_one(hosts: dict[str, HostPlan], path: Path) -> None:
+    plans = [h.plan for h in hosts.values()]
+    if len(plans) != 1 or plans[0] is None:
+        raise ProvisionError("--out saves one reachable host's plan; use --limit to choose one host")
+    path.write_text(plans[0].model_dump_json(indent=2))
+
+
+def apply_command(fleet: Fleet, options: FleetOptions, console: Console) -> int:
+    """``provision apply`` in fleet mode; returns the exit code."""
+    return apply_fleet(fleet, options, console)

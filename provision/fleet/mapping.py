@@ -1,0 +1,125 @@
+"""Map each inventory host to its spec: a ``provision_spec`` variable, a fleet file, or one spec for all.
+
+A fleet file is a small YAML document next to (or naming) the inventory::
+
+    inventory: hosts.ini            # relative to this file; -i on the command line wins
+    specs:                          # a host or group name -> spec, relative to this file
+      a100: specs/dual-a100x.yaml
+      gpu07: specs/h200-ubuntu2404.yaml
+
+Precedence for one host: a spec given on the command line, then the fleet file's entry
+for the host, then its entry for a group the host is in, then the host's
+``provision_spec`` variable (Ansible's own host/group variable precedence, the path
+relative to the inventory's directory).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
+
+from provision.errors import ProvisionError
+from provision.fleet.inventory import SPEC_VAR, InventoryHost, inventory_hosts
+
+
+class FleetError(ProvisionError):
+    """The inventory, the fleet file or the host-to-spec mapping cannot be used."""
+
+
+class FleetFile(BaseModel):
+    """The fleet file's contents (see the module docstring)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    inventory: str | None = None
+    specs: dict[str, str] = {}
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """The hosts of one run and the spec file of each.
+
+    Attributes:
+        inventory: The Ansible inventory the runs use.
+        specs: Inventory hostname -> spec path, in inventory order, after ``--limit``.
+    """
+
+    inventory: Path
+    specs: dict[str, Path]
+
+    @property
+    def hosts(self) -> list[str]:
+        return list(self.specs)
+
+
+def load_fleet(
+    inventory: Path | None, fleet_file: Path | None = None, limit: str | None = None, spec: Path | None = None
+) -> Fleet:
+    """Resolve which hosts a fleet run targets and the spec of each.
+
+    Args:
+        inventory: The Ansible inventory (``-i``); may be None when the fleet file names one.
+        fleet_file: A fleet file (``--fleet``), or None.
+        limit: An Ansible host pattern (``-l``).
+        spec: One spec for every host; overrides any mapping.
+
+    Raises:
+        FleetError: No inventory, a bad fleet file, no host matched, or hosts without a spec.
+    """
+    mapping = read_fleet_file(fleet_file) if fleet_file else FleetFile()
+    base = fleet_file.parent if fleet_file else Path.cwd()
+    source = inventory or (base / mapping.inventory if mapping.inventory else None)
+    if source is None:
+        raise FleetError("no inventory: pass -i INVENTORY or name one in the fleet file")
+    if not source.exists():
+        raise FleetError(f"{source}: no such inventory")
+    hosts = inventory_hosts(source, limit)
+    if not hosts:
+        raise FleetError(f"{source}: no host matches {limit or 'all'!r}")
+    specs = {h.name: spec or host_spec(h, mapping, base) for h in hosts}
+    missing = [h for h, s in specs.items() if s is None]
+    if missing:
+        raise FleetError(
+            f"no spec for {', '.join(missing)}: set {SPEC_VAR} in the inventory, map them in a fleet "
+            "file, pass a SPEC, or leave them out with --limit"
+        )
+    return Fleet(inventory=source, specs={h: s for h, s in specs.items() if s is not None})
+
+
+def host_spec(host: InventoryHost, mapping: FleetFile, base: Path) -> Path | None:
+    """The spec of ``host`` by the precedence in the module docstring; None when it has none.
+
+    Raises:
+        FleetError: The fleet file maps two of the host's groups to different specs.
+    """
+    if host.name in mapping.specs:
+        return base / mapping.specs[host.name]
+    by_group = {mapping.specs[g] for g in host.groups if g in mapping.specs}
+    if len(by_group) > 1:
+        raise FleetError(f"{host.name}: its groups map to different specs ({', '.join(sorted(by_group))})")
+    if by_group:
+        return base / by_group.pop()
+    return host.inventory_dir / host.spec if host.spec else None
+
+
+def read_fleet_file(path: Path) -> FleetFile:
+    """Parse and validate a fleet file.
+
+    Raises:
+        FleetError: Missing file, invalid YAML, or unknown/mistyped keys.
+    """
+    try:
+        data = YAML(typ="safe").load(path.read_text(encoding="utf-8"))
+        return FleetFile.model_validate(data or {})
+    except FileNotFoundError:
+        raise FleetError(f"{path}: no such fleet file") from None
+    except YAMLError as exc:
+        raise FleetError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        raise FleetError(f"{path}: {where}: {first['msg']}") from None

@@ -1,0 +1,73 @@
+"""Show a fleet plan: each host's plan, then one table of hosts by state; or all of it as JSON."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from provision.fleet.orchestrate import FleetPlan, HostPlan, HostState
+from provision.plan.render import render_plan, summary
+
+_STYLE = {
+    HostState.UNCHANGED: "green",
+    HostState.CHANGE: "yellow",
+    HostState.REFUSED: "red",
+    HostState.UNREACHABLE: "red",
+}
+
+
+def render_fleet_plan(fleet_plan: FleetPlan, console: Console) -> None:
+    """Every reachable host's plan, each unreachable host's reason, then the summary table."""
+    for host in fleet_plan.hosts.values():
+        if host.plan is not None:
+            render_plan(host.plan, console)
+        else:
+            console.print(
+                f"[bold]{escape(host.host)}[/]: [red]unreachable[/] {escape(host.unreachable or '')}"
+            )
+    console.print(summary_table(fleet_plan))
+
+
+def summary_table(fleet_plan: FleetPlan) -> Table:
+    """One row per state: how many hosts, and which."""
+    table = Table(title=f"Fleet: {len(fleet_plan.hosts)} host(s)", title_justify="left")
+    table.add_column("state")
+    table.add_column("hosts", justify="right")
+    table.add_column("which")
+    for state in HostState:
+        names = fleet_plan.with_state(state)
+        table.add_row(f"[{_STYLE[state]}]{state.value}[/]", str(len(names)), escape(", ".join(names)))
+    return table
+
+
+def host_line(host: HostPlan) -> str:
+    """One line for ``host``: its plan's summary or why it could not be planned."""
+    if host.plan is None:
+        return f"Unreachable: {host.unreachable}"
+    return summary(host.plan)
+
+
+def fleet_plan_json(fleet_plan: FleetPlan) -> dict[str, Any]:
+    """The whole fleet plan as JSON data: ``{"summary": {state: [hosts]}, "hosts": {host: ...}}``.
+
+    Each host entry has ``state``, ``spec``, ``summary``, ``unreachable`` (the reason or
+    null) and ``plan`` (the saved-plan document, or null when the host was unreachable).
+    """
+    return {
+        "summary": {state.value: fleet_plan.with_state(state) for state in HostState},
+        "hosts": {h: _host_json(p) for h, p in fleet_plan.hosts.items()},
+    }
+
+
+def _host_json(host: HostPlan) -> dict[str, Any]:
+    return {
+        "state": host.state.value,
+        "spec": str(host.spec_path),
+        "summary": host_line(host),
+        "unreachable": host.unreachable,
+        "plan": json.loads(host.plan.model_dump_json()) if host.plan else None,
+    }
