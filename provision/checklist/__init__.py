@@ -5,6 +5,7 @@ Entry point for the CLI: :func:`render`.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 from provision.checklist.items import (
@@ -104,3 +105,64 @@ def render_pdf(
         facts_from=facts_from,
     )
     return html_to_pdf(html)
+
+
+Format = Literal["md", "html", "pdf"]
+EXTENSIONS: dict[Format, str] = {"md": "md", "html": "html", "pdf": "pdf"}
+
+
+def render_documents(
+    spec: Spec,
+    fmt: Format,
+    paper: Paper,
+    facts_by_host: dict[str, Facts],
+    *,
+    facts_from: str | None = None,
+    host: str | None = None,
+    gpu_tdp_w: int | None = None,
+    gpu_memory_gib: float | None = None,
+) -> dict[str | None, str | bytes]:
+    """One document per host of ``facts_by_host``, or one blank document keyed None when it is empty.
+
+    Returns:
+        ``{host: text (md, html) or PDF bytes}``.
+
+    Raises:
+        ChecklistError: ``fmt`` is ``pdf`` and Chromium is missing or fails.
+    """
+    hosts: dict[str | None, Facts | None] = {host: None}
+    if facts_by_host:
+        hosts = {name: facts for name, facts in facts_by_host.items()}
+    documents: dict[str | None, str | bytes] = {}
+    for name, facts in hosts.items():
+        html_or_md = render(
+            spec,
+            "md" if fmt == "md" else "html",
+            paper,
+            gpu_tdp_w=gpu_tdp_w,
+            gpu_memory_gib=gpu_memory_gib,
+            host=name,
+            facts=facts,
+            facts_from=facts_from,
+        )
+        documents[name] = html_to_pdf(html_or_md) if fmt == "pdf" else html_or_md
+    return documents
+
+
+def write_documents(documents: dict[str | None, str | bytes], output: Path, fmt: Format) -> list[Path]:
+    """Write one file, or with several hosts one ``<host>.<ext>`` per host into directory ``output``.
+
+    Returns:
+        The paths written.
+    """
+    if len(documents) == 1:
+        targets = {output: next(iter(documents.values()))}
+    else:
+        output.mkdir(parents=True, exist_ok=True)
+        targets = {output / f"{name}.{EXTENSIONS[fmt]}": doc for name, doc in documents.items()}
+    for path, doc in targets.items():
+        if isinstance(doc, bytes):
+            path.write_bytes(doc)
+        else:
+            path.write_text(doc, encoding="utf-8")
+    return list(targets)

@@ -299,8 +299,8 @@ def parse_sys_pci(output: str, rc: int) -> tuple[GpuHardware, ...] | Unknown:
 
     Reads the capture's older form too, which lacks ``path`` and ``sriov_totalvfs``.
     """
-    if rc == MISSING_RC or not output.strip():
-        return Unknown(unknown=_first(output) or "sys-pci printed nothing")
+    if rc == MISSING_RC:
+        return Unknown(unknown=_first(output))
     blocks = list(_sysfs_blocks(output))
     if not blocks:
         return Unknown(unknown="no NVIDIA PCI devices in /sys/bus/pci/devices")

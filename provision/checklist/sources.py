@@ -1,0 +1,94 @@
+"""Where a checklist's observed state comes from: a facts file, a raw directory, or this machine.
+
+``checklist_facts`` returns one :class:`~provision.detect.facts.Facts` per host (one document
+per host), or an empty mapping for the blank paper checklist.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+from pydantic import TypeAdapter, ValidationError
+
+from provision.detect.facts import Facts
+from provision.errors import FactsError
+
+_FACTS_LIST = TypeAdapter(list[Facts])
+
+LOCAL_NAMES = ("localhost", "127.0.0.1", "::1")
+
+
+def checklist_facts(
+    facts_file: Path | None, from_raw: Path | None, host: str | None
+) -> tuple[dict[str, Facts], str | None]:
+    """Facts per host name and a description of their origin for the document header.
+
+    Args:
+        facts_file: ``provision detect --json`` output: one host's object or a list of hosts.
+        from_raw: A raw probe directory (``detect --save-raw`` or a capture).
+        host: The host the document is for. It selects one host of a multi-host facts file;
+            without a file or directory, naming this machine (``localhost`` or its host name)
+            probes it, and any other name gives the blank checklist with that name.
+
+    Returns:
+        ``({host: facts}, origin)``; ``({}, None)`` for the blank checklist.
+
+    Raises:
+        FactsError: Unreadable facts file or raw directory, or ``host`` not in the file.
+    """
+    if facts_file is not None:
+        return _select(read_facts_documents(facts_file), host), str(facts_file)
+    if from_raw is not None:
+        from provision.detect.runner import facts_from_raw
+
+        facts = facts_from_raw(from_raw, host=host or "localhost")
+        return {facts.host: facts}, f"raw probe outputs in {from_raw}"
+    if host is not None and is_this_machine(host):
+        facts = detect_for_checklist(host)
+        return {facts.host: facts}, f"probed on {host} when generated"
+    return {}, None
+
+
+def is_this_machine(host: str) -> bool:
+    """``host`` names the machine provision runs on (``localhost``, or its host name / FQDN)."""
+    names = {*LOCAL_NAMES, socket.gethostname(), socket.getfqdn()}
+    return host in names or host.split(".")[0] == socket.gethostname().split(".")[0]
+
+
+def detect_for_checklist(host: str) -> Facts:
+    """Run the GPU and hardware probes here (not the package or venv probes) and parse them."""
+    from provision.detect.hardware import hardware_probes
+    from provision.detect.probes import gpu_probes
+    from provision.detect.runner import facts_from_outputs, run_probes
+
+    return facts_from_outputs(run_probes([*gpu_probes(), *hardware_probes()]), host=host)
+
+
+def read_facts_documents(path: Path) -> list[Facts]:
+    """Facts saved by ``provision detect --json``: one object, or a list (an inventory run).
+
+    Raises:
+        FactsError: Missing file, invalid JSON, or not facts.
+    """
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return _FACTS_LIST.validate_python(data if isinstance(data, list) else [data])
+    except FileNotFoundError:
+        raise FactsError(f"{path}: no such facts file") from None
+    except json.JSONDecodeError as exc:
+        raise FactsError(f"{path}: not JSON ({exc.msg}, line {exc.lineno})") from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise FactsError(f"{path}: not a provision facts file ({where}: {first['msg']})") from None
+
+
+def _select(documents: list[Facts], host: str | None) -> dict[str, Facts]:
+    by_host = {f.host: f for f in documents}
+    if host is None:
+        return by_host
+    if host not in by_host:
+        raise FactsError(f"host {host!r} is not in the facts file; it has: {', '.join(by_host)}")
+    return {host: by_host[host]}
