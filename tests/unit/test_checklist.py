@@ -1,15 +1,19 @@
-"""Checklist v1: shipped defaults, spec merge rules, sizing numbers, Markdown and HTML rendering."""
+"""Checklist: shipped defaults, spec merge rules, sizing numbers, observed states, Markdown and HTML, CLI."""
 
 from __future__ import annotations
 
+import json
 from datetime import date
 from html.parser import HTMLParser
+from pathlib import Path
 from typing import Any, Literal
 
 import pytest
+from typer.testing import CliRunner
 
 from provision.checklist import (
     Checklist,
+    Observation,
     checklist_for,
     load_default_items,
     psu_watts,
@@ -17,6 +21,8 @@ from provision.checklist import (
     render_html,
     render_markdown,
 )
+from provision.cli import cli
+from provision.detect.runner import facts_from_raw
 from provision.errors import ProvisionError, SpecError
 from provision.spec.models import Spec
 
@@ -216,3 +222,144 @@ def test_html_header_without_host_leaves_a_blank() -> None:
 def test_render_entry_point(fmt: Literal["md", "html"], marker: str) -> None:
     text = render(make_spec(), fmt, gpu_tdp_w=300, gpu_memory_gib=48)
     assert text.startswith(marker) and "1250 W" in text
+
+
+# --- Observed state from facts ------------------------------------------------------------------
+
+HARDWARE = Path(__file__).parents[1] / "fixtures" / "hardware"
+
+
+def observed(name: str, spec: Spec | None = None) -> dict[str, Observation]:
+    facts = facts_from_raw(HARDWARE / name)
+    checklist = checklist_for(spec or make_spec(), 350, 48, today=date(2026, 9, 1), facts=facts)
+    return {item.id: item.observation for item in checklist.items if item.observation}
+
+
+def test_synthesized_ff14_host_states() -> None:
+    states = {item_id: obs.status for item_id, obs in observed("synth-2gpu-ff14").items()}
+    assert states == {
+        "above-4g-decoding": "confirmed",
+        "resizable-bar": "confirmed",
+        "csm-off": "confirmed",
+        "pcie-link-speed": "not-confirmed",
+        "power-profile": "not-confirmed",
+        "acs-iommu": "not-confirmed",
+        "sr-iov": "observed",
+        "secure-boot": "observed",
+        "slot-placement": "not-confirmed",
+        "cooling": "observed",
+        "psu-sizing": "not-observable",
+        "host-memory": "confirmed",
+        "fast-storage": "not-observable",
+    }
+
+
+def test_synthesized_ff14_measured_values() -> None:
+    obs = observed("synth-2gpu-ff14")
+    assert obs["acs-iommu"].value.startswith(
+        "ACS redirect on bridge 0000:00:03.1 (ReqRedir+ CmpltRedir+); ACS redirect on bridge 0000:20:01.1"
+    )
+    assert "no iommu=pt" in obs["acs-iommu"].value
+    assert "GPU 1 Gen4 x8 (max Gen4 x16)" in obs["pcie-link-speed"].value
+    assert obs["slot-placement"].value == (
+        "0000:01:00.0 on NUMA node 0, 0000:21:00.0 on NUMA node 1; path GPU0-GPU1 SYS"
+    )
+    assert obs["secure-boot"].value.startswith("enabled (mokutil)")
+
+
+def test_h200_capture_states_and_reasons() -> None:
+    obs = observed("h200-ubuntu2404")
+    assert (
+        obs["above-4g-decoding"].status == "confirmed" and "BAR1 256.0 GiB" in obs["above-4g-decoding"].value
+    )
+    assert obs["resizable-bar"].value == "0000:00:06.0 BAR1 256.0 GiB >= memory 140.4 GiB"
+    assert (obs["csm-off"].status, obs["host-memory"].status) == ("not-confirmed", "not-confirmed")
+    assert obs["host-memory"].value.startswith("host 125.9 GiB for 140.4 GiB GPU memory")
+    assert (
+        obs["acs-iommu"].status == "not-observable"
+        and "sysfs path not in this capture" in obs["acs-iommu"].value
+    )
+    assert obs["secure-boot"].value == "off: legacy (CSM) boot has no Secure Boot"
+
+
+def test_without_facts_no_item_has_a_state() -> None:
+    assert all(item.observation is None for item in build(make_spec()).items)
+
+
+def test_spec_added_item_is_not_observable() -> None:
+    extra = {"id": "nvlink-bridge", "title": "Fit the NVLink bridge", "why": "P2P.", "how": "Seat it."}
+    obs = observed("synth-2gpu-ff14", make_spec({"items": [extra]}))
+    assert obs["nvlink-bridge"] == Observation(
+        status="not-observable", value="no Linux-side check is defined for this item"
+    )
+
+
+def test_states_render_in_markdown_and_html() -> None:
+    facts = facts_from_raw(HARDWARE / "synth-2gpu-ff14", host="gpu-ws-02")
+    md = render(make_spec(), "md", facts=facts, facts_from="facts.json")
+    html = render(make_spec(), "html", facts=facts)
+    assert "**On this host: NOT confirmed.** ACS redirect" in md and "Observed state from:** facts.json" in md
+    assert '<p class="observed not-confirmed">' in html and "gpu-ws-02" in html
+    assert parse_html(html).errors == []
+
+
+# --- CLI ---------------------------------------------------------------------------------------------
+
+SPEC_FILE = str(Path(__file__).parents[2] / "specs" / "h200-ubuntu2404.yaml")
+
+
+def test_cli_from_raw_html(tmp_path: Path) -> None:
+    target = tmp_path / "h200.html"
+    args = [
+        "checklist",
+        SPEC_FILE,
+        "--from-raw",
+        str(HARDWARE / "h200-ubuntu2404"),
+        "-f",
+        "html",
+        "-o",
+        str(target),
+    ]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert "NOT confirmed" in target.read_text(encoding="utf-8")
+
+
+def test_cli_facts_with_two_hosts_writes_one_document_each(tmp_path: Path) -> None:
+    docs = [
+        facts_from_raw(HARDWARE / name, host=host).model_dump(mode="json")
+        for name, host in (("h200-ubuntu2404", "h200"), ("synth-2gpu-ff14", "ws02"))
+    ]
+    (tmp_path / "facts.json").write_text(json.dumps(docs), encoding="utf-8")
+    args = [
+        "checklist",
+        SPEC_FILE,
+        "--facts",
+        str(tmp_path / "facts.json"),
+        "-f",
+        "md",
+        "-o",
+        str(tmp_path / "out"),
+    ]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["h200.md", "ws02.md"]
+
+
+def test_cli_unknown_host_in_facts_and_pdf_without_output(tmp_path: Path) -> None:
+    facts = facts_from_raw(HARDWARE / "synth-2gpu-ff14", host="ws02")
+    (tmp_path / "f.json").write_text(facts.model_dump_json(), encoding="utf-8")
+    result = CliRunner().invoke(
+        cli, ["checklist", SPEC_FILE, "--facts", str(tmp_path / "f.json"), "--host", "x"]
+    )
+    assert result.exit_code == 1 and "host 'x' is not in the facts file; it has: ws02" in result.output
+    result = CliRunner().invoke(cli, ["checklist", SPEC_FILE, "-f", "pdf"])
+    assert result.exit_code == 1 and "--format pdf needs --output FILE" in result.output
+
+
+def test_cli_other_host_name_is_the_blank_checklist() -> None:
+    result = CliRunner().invoke(
+        cli, ["checklist", SPEC_FILE, "--host", "not-this-machine.example", "-f", "html"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "not-this-machine.example" in result.output and "On this host" not in result.output
