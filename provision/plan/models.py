@@ -33,6 +33,8 @@ class Component(StrEnum):
     """Plan steps are ordered by component, in this order."""
 
     REPOSITORY = "repository"
+    KERNEL_MODULES = "kernel_modules"
+    DKMS = "dkms"
     DRIVER = "driver"
     FABRIC_MANAGER = "fabric_manager"
     CUDA_TOOLKIT = "cuda_toolkit"
@@ -41,6 +43,7 @@ class Component(StrEnum):
     HOLDS = "holds"
     PYTHON_VENV = "python_venv"
     PYTHON_WHEELS = "python_wheels"
+    SECURE_BOOT = "secure_boot"
     REBOOT = "reboot"
 
 

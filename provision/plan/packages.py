@@ -107,22 +107,33 @@ def _versioned_step(
     )
 
 
-def holds_step(facts: Facts, catalog: Catalog, new_packages: tuple[str, ...]) -> Step:
-    """Hold every NVIDIA stack package (installed now or by this plan) that is not held yet."""
+def holds_step(facts: Facts, catalog: Catalog, new_packages: tuple[str, ...], guard: str) -> Step:
+    """Hold every NVIDIA stack package (installed now or by this plan) not held yet, and keep
+    unattended-upgrades' blacklist (``guard``, the exact file text) in place."""
     patterns = catalog.packages.stack_patterns
     unheld = _unheld_stack(facts, patterns)
     incoming = tuple(p.split("=")[0] for p in new_packages)
     pending = tuple(dict.fromkeys(unheld + incoming))
-    if not pending:
-        return noop(Component.HOLDS, reason=f"all NVIDIA stack packages ({', '.join(patterns)}) already held")
-    return Step(
-        component=Component.HOLDS,
-        action=Action.HOLD,
-        packages=pending,
-        tags=("holds",),
-        target="held",
-        reason="hold the NVIDIA stack as one unit (with its dependencies) against upgrades (FF-01, FF-02)",
-    )
+    guard_state = _guard_state(facts, guard)
+    if not pending and guard_state is None:
+        return noop(Component.HOLDS, reason=f"all NVIDIA stack packages ({', '.join(patterns)}) held; "
+                    "unattended-upgrades guard in place")
+    why = [w for w in ("hold the NVIDIA stack as one unit, dependencies included (FF-01, FF-02)"
+                       if pending else "", guard_state or "") if w]
+    return Step(component=Component.HOLDS, action=Action.HOLD, packages=pending, tags=("holds",),
+                target="held", current=f"{len(unheld)} unheld" if unheld else None, reason="; ".join(why))
+
+
+def _guard_state(facts: Facts, guard: str) -> str | None:
+    """Why the unattended-upgrades guard must be written, or None when it is in place."""
+    locks = facts.apt_locks
+    if isinstance(locks, Unknown):
+        return f"write the unattended-upgrades guard ({locks.unknown})"
+    if locks.unattended_guard is None:
+        return "write the unattended-upgrades guard (FF-01: unattended-upgrade moved userspace under the module)"
+    if locks.unattended_guard != guard:
+        return "restore the unattended-upgrades guard (it drifted from provision's text)"
+    return None
 
 
 def _unheld_stack(facts: Facts, patterns: tuple[str, ...]) -> tuple[str, ...]:

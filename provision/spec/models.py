@@ -94,6 +94,11 @@ class GpuSpec(Frozen):
 
     model: Identifier = Field(description="Catalog GPU id, e.g. a100x or h200-sxm (provision catalog gpus).")
     count: int = Field(ge=1, le=16, description="Number of GPUs expected by nvidia-smi.")
+    max_path: Literal["NV", "PIX", "PXB", "PHB", "NODE", "SYS"] | None = Field(
+        None,
+        description="Worst acceptable nvidia-smi topo -m path between any two GPUs "
+        "(X < NV# < PIX < PXB < PHB < NODE < SYS); unset: not checked.",
+    )
 
 
 class DriverSpec(Frozen):
@@ -111,7 +116,14 @@ class DriverSpec(Frozen):
         description="nvidia-repo: NVIDIA's CUDA repository; distro: the distribution's archive; "
         "preinstalled: provided by the host image, checked but never installed.",
     )
-    hold: bool = Field(True, description="Hold the installed NVIDIA packages against upgrades.")
+    hold: bool = Field(
+        True, description="Hold the NVIDIA stack packages and keep unattended-upgrades away from them."
+    )
+    console: bool = Field(
+        True,
+        description="Someone can answer the firmware console at the next boot (MOK enrollment under "
+        "Secure Boot); false for headless VMs and remote fleets, where such steps are refused.",
+    )
 
     @model_validator(mode="after")
     def _version_in_branch(self) -> DriverSpec:
@@ -179,6 +191,18 @@ class VerifySpec(Frozen):
     min_h2d_gbps: float | None = Field(None, gt=0, description="Pinned host-to-device GB/s per GPU.")
     max_gpu_temp_c: float | None = Field(None, gt=0, le=120)
     max_memory_temp_c: float | None = Field(None, gt=0, le=120)
+    min_d2h_gbps: float | None = Field(None, gt=0, description="Pinned device-to-host GB/s per GPU.")
+    min_bf16_tflops: float | None = Field(None, gt=0, description="bf16 8192^3 matmul TFLOP/s per GPU.")
+    min_p2p_gbps: float | None = Field(None, gt=0, description="GPU-to-GPU copy GB/s per ordered pair.")
+    min_allreduce_busbw_gbps: float | None = Field(
+        None, gt=0, description="NCCL all-reduce bus bandwidth (nccl-tests busbw), GB/s."
+    )
+    pcie_gen: int | None = Field(None, ge=1, le=6, description="PCIe generation required under load.")
+    pcie_width: Literal[1, 2, 4, 8, 16] | None = Field(None, description="PCIe lanes required under load.")
+    load_seconds: float = Field(5.0, ge=1, le=60, description="bf16 load per GPU (thermals, TFLOP/s).")
+    allreduce_timeout_s: float = Field(
+        90.0, ge=5, le=600, description="Seconds before a hung all-reduce is killed and failed."
+    )
 
 
 class RepositorySpec(Frozen):

@@ -19,6 +19,8 @@ from provision.detect.facts import (
     Venv,
 )
 from provision.detect.runner import facts_from_raw
+from provision.detect.system import AptLocks
+from provision.plan import locks
 from provision.plan.models import Action, Component, Plan
 from provision.plan.planner import make_plan
 from provision.spec.loader import load_spec
@@ -48,6 +50,12 @@ def fresh_ubuntu(**changes: object) -> Facts:
 
 def pkg(name: str, version: str, status: str = "install ok installed") -> Package:
     return Package(name=name, version=version, status=status)
+
+
+def locked(s: Spec) -> AptLocks:
+    """provision's pins and unattended-upgrades guard, as apply writes them."""
+    return AptLocks(preferences=locks.preferences_text(locks.apt_pins(s)),
+                    unattended_guard=locks.unattended_guard_text(CATALOG.packages.stack_patterns))
 
 
 def spec(**changes: object) -> Spec:
@@ -141,10 +149,12 @@ def test_installed_and_held_stack_is_noop_with_reasons() -> None:
         pkg("libnccl-dev", "2.28.3-1+cuda13.0", "hold ok installed"),
     )
     venv = Venv(path="/opt/provision/venv", python="3.12.3", distributions={"torch": "2.11.0+cu130"})
-    plan = make_plan(spec(), fresh_ubuntu(packages=packages, venv=venv), CATALOG)
+    plan = make_plan(spec(), fresh_ubuntu(packages=packages, venv=venv, apt_locks=locked(spec())), CATALOG)
     assert plan.changes == ()
     assert step(plan, Component.DRIVER).reason.startswith("driver 580.95.05 (nvidia-open")
-    assert step(plan, Component.REPOSITORY).reason == "no package to install from NVIDIA's repository"
+    assert step(plan, Component.REPOSITORY).reason == (
+        "no package to install from NVIDIA's repository; apt pins in place"
+    )
     assert step(plan, Component.HOLDS).action is Action.NOOP
 
 
@@ -213,12 +223,15 @@ def test_broken_package_state_blocks() -> None:
 def test_reboot_pending_when_loaded_module_differs() -> None:
     facts = fresh_ubuntu(
         driver=LoadedDriver(version="580.82.07", flavor="open"),
-        packages=(pkg("nvidia-open", "580.95.05-1", "hold ok installed"),),
+        packages=(
+            pkg("nvidia-open", "580.95.05-1", "hold ok installed"),
+            pkg("libnvidia-compute", "580.95.05-1", "hold ok installed"),
+        ),
     )
     plan = make_plan(spec(python=None, cuda=None), facts, CATALOG)
     reboot = step(plan, Component.REBOOT)
     assert reboot.reason == "reboot pending (module 580.82.07 loaded, 580.95.05 installed)"
-    assert plan.changes == ()
+    assert step(plan, Component.DRIVER).action is Action.NOOP
 
 
 def test_existing_venv_with_other_python_is_refused_not_deleted() -> None:

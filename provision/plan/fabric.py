@@ -1,0 +1,129 @@
+"""Fabric manager by topology: only on NVSwitch systems, always at exactly the driver version.
+
+Sources (compat.md §5): NVIDIA Fabric Manager User Guide ("FMUG": NVSwitch systems only; the
+FM version must match the driver); NVIDIA/gpu-driver-container install.sh ("GDC":
+``nvidia-fabricmanager=${DRIVER_VERSION}-1`` from R580, ``-<branch>`` names before; NVLink 5
+needs nvlsm); field failures FF-02 to FF-05.
+"""
+
+from __future__ import annotations
+
+from provision.catalog import Catalog
+from provision.detect.facts import Facts, Unknown
+from provision.plan.models import Action, Component, Finding, Step
+from provision.plan.steps import change_action, installed, noop, upstream
+from provision.spec.models import Spec
+from provision.versions import DriverVersion
+
+SOURCE = "NVIDIA Fabric Manager User Guide; NVIDIA/gpu-driver-container install.sh (compat.md §5)"
+_TAGS = ("repository", "packages")
+
+
+def detected_nvswitch(facts: Facts) -> tuple[bool | None, str]:
+    """Whether the machine shows an NVSwitch fabric, and the evidence (FF-03).
+
+    NVSwitch functions appear in lspci as NVIDIA bridge-class (0680) devices; GPUs on a fabric
+    report a fabric State other than N/A in ``nvidia-smi -q``. None when neither was readable.
+    """
+    pci, fabric = facts.nvidia_pci, facts.fabric
+    switches = [] if isinstance(pci, Unknown) else [d.bdf for d in pci if d.is_nvswitch]
+    if switches:
+        return True, f"{len(switches)} NVSwitch function(s) in lspci ({', '.join(switches[:4])})"
+    if not isinstance(fabric, Unknown) and fabric.nvswitch:
+        return True, "nvidia-smi -q reports a GPU fabric state"
+    if not isinstance(fabric, Unknown) and fabric.states:
+        return False, "nvidia-smi -q shows fabric state N/A on every GPU (no NVSwitch)"
+    if not isinstance(pci, Unknown) and any(d.is_gpu for d in pci):
+        return False, "lspci shows NVIDIA GPUs and no NVSwitch bridge"
+    return None, "NVSwitch presence not observable (no lspci, no nvidia-smi)"
+
+
+def fabric_manager_needed(spec: Spec, facts: Facts, catalog: Catalog) -> tuple[bool, str]:
+    """Facts decide when they can; otherwise the catalog: an NVSwitch baseboard model with 8 GPUs."""
+    seen, evidence = detected_nvswitch(facts)
+    if seen is not None:
+        verdict = "needs the fabric manager" if seen else "needs no fabric manager"
+        return seen, f"{evidence}: {verdict} (FMUG)"
+    model = catalog.gpus[spec.gpus.model]
+    if not model.nvswitch:
+        return False, f"{model.name} has no NVSwitch; fabric manager is only for NVSwitch systems (FMUG)"
+    if spec.gpus.count < 8:
+        return False, (
+            f"{spec.gpus.count} x {model.name}: not an 8-GPU HGX/DGX NVSwitch baseboard; "
+            "fabric manager not needed (FMUG)"
+        )
+    return True, f"{spec.gpus.count} x {model.name} on an NVSwitch baseboard needs the fabric manager (FMUG)"
+
+
+def fabric_findings(spec: Spec, facts: Facts, catalog: Catalog) -> tuple[Finding, ...]:
+    """Refusals for required-without-NVSwitch and disabled-on-NVSwitch, from the machine's facts."""
+    seen, evidence = detected_nvswitch(facts)
+    if seen is False and spec.fabric_manager == "required":
+        return (_finding("fm-required-without-nvswitch", "blocker",
+                         f"fabric_manager: required, but no NVSwitch was found ({evidence}); the service "
+                         "would fail with NV_WARN_NOTHING_TO_DO; set fabric_manager: auto (FF-04)"),)
+    if seen is True and spec.fabric_manager == "disabled":
+        return (_finding("fm-disabled-on-nvswitch", "blocker",
+                         f"NVSwitch system ({evidence}): the fabric manager is required; without it CUDA "
+                         "fails with error 802 'system not yet initialized' (FF-03)"),)
+    installed_fm = _installed_fm(facts)
+    if seen is False and installed_fm:
+        return (_finding("fm-installed-without-nvswitch", "warning",
+                         f"{installed_fm} is installed but there is no NVSwitch ({evidence}); its service "
+                         "fails at every boot with NV_WARN_NOTHING_TO_DO and can be removed (FF-04)"),)
+    return ()
+
+
+def _installed_fm(facts: Facts) -> str | None:
+    if isinstance(facts.packages, Unknown):
+        return None
+    return next((p.name for p in facts.packages if p.installed and p.name.startswith("nvidia-fabricmanager")
+                 and not p.name.endswith("-dev")), None)
+
+
+def exact_driver_version(spec: Spec, facts: Facts) -> DriverVersion | None:
+    """The version the fabric manager must equal: the spec's exact one, else the loaded preinstalled one."""
+    if spec.driver.version is not None:
+        return spec.driver.version
+    if spec.driver.source == "preinstalled" and not isinstance(facts.driver, Unknown):
+        return facts.driver.version
+    return None
+
+
+def fabric_manager_step(spec: Spec, facts: Facts, catalog: Catalog) -> Step | Finding:
+    """Fabric manager (and NVLink 5's subnet manager) at exactly the driver version, or why not."""
+    needed, why = fabric_manager_needed(spec, facts, catalog)
+    if spec.fabric_manager == "disabled" or not needed:
+        return noop(Component.FABRIC_MANAGER, reason="fabric_manager: disabled in the spec"
+                    if spec.fabric_manager == "disabled" else why)
+    version = exact_driver_version(spec, facts)
+    if version is None:
+        return _finding("fabric-manager-needs-exact-driver", "blocker",
+                        "the fabric manager must equal the driver version exactly; set driver.version "
+                        '(e.g. "580.95.05") so both are pinned together (FF-02)')
+    return _fm_package_step(spec, facts, catalog, version)
+
+
+def _fm_package_step(spec: Spec, facts: Facts, catalog: Catalog, version: DriverVersion) -> Step:
+    name = catalog.packages.fabric_manager(version.branch)
+    extra = catalog.packages.nvlink5(version.branch) if catalog.gpus[spec.gpus.model].nvlink5 else ()
+    have = installed(facts, name)
+    current = upstream(have) if have else None
+    missing_extra = tuple(p for p in extra if installed(facts, p) is None)
+    if current == version and not missing_extra:
+        return noop(Component.FABRIC_MANAGER, current=str(current), target=str(version),
+                    reason=f"{name} {current} matches the driver exactly")
+    packages = ((f"{name}={version}-*",) if current != version else ()) + missing_extra
+    return Step(
+        component=Component.FABRIC_MANAGER, action=change_action(current, version) if current != version
+        else Action.INSTALL, current=str(current) if current else "absent", target=str(version),
+        packages=packages, tags=_TAGS,
+        reason=f"{name} pinned to the driver version {version} (FMUG: versions must match; FF-02)"
+        + (f"; NVLink 5 also needs {', '.join(extra)} (GDC; FF-05)" if extra else "")
+        + "; GPUs need a reset or reboot after a fabric manager change (NVIDIA/nccl#1488)",
+    )
+
+
+def _finding(rule: str, severity: str, message: str) -> Finding:
+    return Finding(rule=rule, severity="blocker" if severity == "blocker" else "warning",
+                   message=message, source=SOURCE)

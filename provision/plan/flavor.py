@@ -1,0 +1,77 @@
+"""Kernel module flavour against the GPUs the machine really has (FF-06, FF-07).
+
+The spec rules check the flavour against the spec's GPU model; these rules check it against
+what lspci and nvidia-smi show, so a box with a different or a second card is caught. Rules
+from NVIDIA's Driver Installation Guide "Kernel Modules" via the catalog: open modules need
+Turing or newer (a GSP), Blackwell needs the open modules, and R580 is the last branch for
+Maxwell, Pascal and Volta.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from provision.catalog import Architecture, Catalog
+from provision.detect.facts import Facts, Unknown
+from provision.plan.models import Finding
+
+SOURCE = "NVIDIA Driver Installation Guide, Kernel Modules (DIG); field failures FF-06, FF-07"
+# NVIDIA chip names in lspci/pci.ids start with the architecture's code (GB202, AD102, GA100, ...).
+_CHIP = re.compile(r"\b(GB|GH|AD|GA|TU|GV|GP|GM)\d{3}[A-Z]?\b")
+_CHIP_ARCH = {"GB": "blackwell", "GH": "hopper", "AD": "ada", "GA": "ampere", "TU": "turing", "GV": "volta",
+              "GP": "pascal", "GM": "maxwell"}
+
+
+def detected_gpus(facts: Facts, catalog: Catalog) -> tuple[tuple[str, Architecture], ...]:
+    """(label, architecture) of every GPU seen, from lspci (device id or chip name), else nvidia-smi."""
+    found: list[tuple[str, Architecture]] = []
+    if not isinstance(facts.nvidia_pci, Unknown):
+        for dev in (d for d in facts.nvidia_pci if d.is_gpu):
+            arch = _pci_arch(dev.device_id, dev.description, catalog)
+            if arch is not None:
+                found.append((f"{dev.description} [10de:{dev.device_id}] at {dev.bdf}", arch))
+    if not found and not isinstance(facts.gpus, Unknown):
+        for gpu in facts.gpus:
+            model = catalog.gpu_by_smi_name(gpu.name)
+            if model is not None:
+                found.append((f"GPU {gpu.index} {gpu.name}", model.architecture))
+    return tuple(found)
+
+
+def _pci_arch(device_id: str, description: str, catalog: Catalog) -> Architecture | None:
+    model = catalog.gpu_by_pci_device(f"0x{device_id}")
+    if model is not None:
+        return model.architecture
+    chip = _CHIP.search(description)
+    return Architecture(_CHIP_ARCH[chip[1]]) if chip else None
+
+
+def flavor_findings(flavor: str, branch: int, facts: Facts, catalog: Catalog) -> tuple[Finding, ...]:
+    """Blockers when the detected GPUs cannot run ``flavor`` on ``branch``, or no one flavour fits all."""
+    gpus = detected_gpus(facts, catalog)
+    rules = catalog.kernel_modules
+    open_only = [label for label, arch in gpus if arch in rules.open_required.archs]
+    closed_only = [label for label, arch in gpus if arch in rules.proprietary_required.archs]
+    return tuple(_findings(flavor, branch, open_only, closed_only, rules.pre_turing_last_branch.branch))
+
+
+def _findings(flavor: str, branch: int, open_only: list[str], closed_only: list[str],
+              last_branch: int) -> Iterator[Finding]:
+    if open_only and closed_only:
+        yield _block("flavor-unsatisfiable", f"{open_only[0]} needs the open kernel modules and {closed_only[0]} "
+                     "needs the proprietary ones: no single driver serves both; remove one card")
+        return
+    if open_only and flavor == "proprietary":
+        yield _block("flavor-open-required", f"Blackwell GPU ({open_only[0]}) requires flavor: open; the "
+                     "proprietary module fails with RmInitAdapter (FF-06)")
+    if closed_only and flavor == "open":
+        yield _block("flavor-proprietary-required", f"{closed_only[0]} has no GSP and cannot load the open "
+                     "kernel modules; set flavor: proprietary (FF-07)")
+    if closed_only and branch > last_branch:
+        yield _block("driver-branch-too-new-for-gpu", f"{closed_only[0]} is supported up to branch "
+                     f"{last_branch}; branch {branch} has no driver for it (FF-07)")
+
+
+def _block(rule: str, message: str) -> Finding:
+    return Finding(rule=rule, severity="blocker", message=message, source=SOURCE)
