@@ -1,0 +1,100 @@
+"""Collect what verify needs from the machine, then run every check over it.
+
+``collect`` does the I/O (detection, the two fabric probes, the GPU load program, the all-reduce);
+``evaluate`` is pure: the same inputs always give the same report, which is how the saved H200
+run is replayed in the tests.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+
+from provision.catalog import Catalog
+from provision.detect.facts import Facts, Unknown
+from provision.spec.models import Spec
+from provision.verify import checks_driver, checks_gpu, checks_multi, checks_software, launch, probes
+from provision.verify.context import Context
+from provision.verify.limits import Limits
+from provision.verify.models import CheckResult, Report
+from provision.verify.runs import AllReduceRun, GpuRun, VerifyInputs
+
+Check = Callable[[Context], list[CheckResult]]
+CHECKS: tuple[Check, ...] = (
+    *checks_driver.CHECKS,
+    *checks_gpu.CHECKS,
+    *checks_software.CHECKS,
+    *checks_multi.CHECKS,
+)
+"""Every check, in report order: driver, GPUs and loads, software, multi-GPU."""
+
+
+def collect(spec: Spec, facts: Facts) -> VerifyInputs:
+    """Run the fabric probes and the bounded GPU loads on this machine.
+
+    The GPU program runs only when nvidia-smi sees GPUs and the venv has an interpreter;
+    otherwise the reason is recorded and the GPU checks fail or skip with it.
+    """
+    gpu_run = _gpu_run(spec, facts)
+    return VerifyInputs(
+        facts=facts,
+        fm_version=probes.fm_version(),
+        fabric=probes.fabric_states(),
+        gpu_run=gpu_run,
+        allreduce=_allreduce(spec, gpu_run),
+    )
+
+
+def _gpu_run(spec: Spec, facts: Facts) -> GpuRun | Unknown:
+    if isinstance(facts.gpus, Unknown):
+        return Unknown(unknown=f"no GPU work: {facts.gpus.unknown}")
+    python = launch.python_of(spec.python.venv if spec.python else None)
+    if isinstance(python, Unknown):
+        return python
+    seconds = spec.verify.load_seconds
+    return launch.run_gpus(python, seconds, launch.gpu_timeout(len(facts.gpus), seconds))
+
+
+def _allreduce(spec: Spec, gpu_run: GpuRun | Unknown) -> AllReduceRun | Unknown | None:
+    if isinstance(gpu_run, Unknown) or gpu_run.device_count < 2:
+        return None
+    python = launch.python_of(spec.python.venv if spec.python else None)
+    if isinstance(python, Unknown):
+        return python
+    return launch.run_allreduce(python, gpu_run.device_count, timeout=spec.verify.allreduce_timeout_s)
+
+
+def evaluate(
+    spec: Spec, inputs: VerifyInputs, catalog: Catalog, limits: Limits, checks: Iterable[Check] = CHECKS
+) -> tuple[CheckResult, ...]:
+    """Every check's results over ``inputs`` (pure)."""
+    ctx = Context(spec=spec, inputs=inputs, catalog=catalog, limits=limits)
+    return tuple(r for check in checks for r in check(ctx))
+
+
+def verify(
+    spec: Spec,
+    spec_path: str,
+    facts: Facts,
+    catalog: Catalog,
+    limits: Limits,
+    *,
+    inputs: VerifyInputs | None = None,
+    save_raw: Path | None = None,
+) -> Report:
+    """Collect (unless ``inputs`` replays a saved run), evaluate, and time the whole verify."""
+    started, t0 = datetime.now(UTC), time.monotonic()
+    inputs = inputs or collect(spec, facts)
+    if save_raw is not None:
+        save_raw.mkdir(parents=True, exist_ok=True)
+        (save_raw / "inputs.json").write_text(inputs.model_dump_json(indent=2), encoding="utf-8")
+    results = evaluate(spec, inputs, catalog, limits)
+    return Report(
+        host=inputs.facts.host,
+        spec=spec_path,
+        started_at=started,
+        seconds=time.monotonic() - t0,
+        results=results,
+    )
