@@ -17,14 +17,9 @@ from typing import Literal
 
 from pydantic import Field
 
+from provision.detect.unknown import Unknown as Unknown  # re-exported: facts and their unknowns
 from provision.models import Frozen
 from provision.versions import Dotted, Driver
-
-
-class Unknown(Frozen):
-    """A fact that could not be read, with the reason (e.g. ``lspci: not found``)."""
-
-    unknown: str = Field(description="Why the fact is unknown.")
 
 
 class OsRelease(Frozen):

@@ -21,10 +21,10 @@ from typing import Literal
 
 from pydantic import Field
 
-from provision.detect.facts import Unknown
-from provision.detect.parsers import failure
+from provision.detect.failure import failure
 from provision.detect.probes import Probe
 from provision.detect.raw import MISSING_RC, ProbeOutput
+from provision.detect.unknown import Unknown
 from provision.models import Frozen
 
 SECURE_BOOT_VAR = "/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"

@@ -11,7 +11,7 @@ import ast
 import re
 import shlex
 
-from provision.detect.collector import NOT_FOUND_RC, TIMEOUT_RC
+from provision.detect.collector import NOT_FOUND_RC
 from provision.detect.facts import (
     CudaToolkits,
     Kernel,
@@ -22,7 +22,7 @@ from provision.detect.facts import (
     Unknown,
     Venv,
 )
-from provision.detect.raw import MISSING_RC
+from provision.detect.failure import failure, first_line
 from provision.versions import DottedVersion, DriverVersion
 
 _NO_DRIVER = "NVIDIA kernel module not loaded (no /proc/driver/nvidia/version)"
@@ -37,32 +37,6 @@ _LEADING_VERSION = re.compile(r"^\d+(\.\d+)*")
 _DIST_INFO = re.compile(r"([^/]+?)-([^-/]+)\.dist-info$")
 NOT_RECORDED = "(not recorded)"
 NO_VENV = "no venv given (torch is read from the spec's python.venv)"
-
-
-def first_line(output: str, limit: int = 200) -> str:
-    """The first non-blank line of ``output``, stripped and cut to ``limit`` characters."""
-    line = next((s.strip() for s in output.splitlines() if s.strip()), "no output")
-    return line if len(line) <= limit else line[: limit - 3] + "..."
-
-
-def failure(tool: str, output: str, rc: int) -> Unknown | None:
-    """The Unknown for a probe that did not run cleanly, or None when ``rc`` is 0.
-
-    Args:
-        tool: The command as named in the reason, e.g. ``nvidia-smi``.
-        output: The probe's output.
-        rc: Its exit status (127 not found, 124 timed out, -1 never ran).
-    """
-    # A pipeline (`sh -c 'modinfo nvidia | head'`) exits 0 even when its first command is missing.
-    if rc == NOT_FOUND_RC or re.search(rf"^(sh: \d+: )?{re.escape(tool)}: not found$", output, re.MULTILINE):
-        return Unknown(unknown=f"{tool}: not found")
-    if rc == 0:
-        return None
-    if rc == TIMEOUT_RC:
-        return Unknown(unknown=f"{tool} timed out")
-    if rc == MISSING_RC:
-        return Unknown(unknown=first_line(output))
-    return Unknown(unknown=f"{tool} exited {rc}: {first_line(output)}")
 
 
 def parse_os_release(output: str, rc: int) -> OsRelease | Unknown:

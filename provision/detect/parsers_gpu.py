@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from provision.detect.facts import Gpu, Topology, Unknown
-from provision.detect.parsers import failure, first_line
+from provision.detect.failure import failure, first_line
 from provision.versions import DottedVersion
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")

@@ -82,9 +82,14 @@ def _surroundings(outputs: Mapping[str, ProbeOutput], text: Any) -> dict[str, An
     """Facts of provision.detect.system, each only when its probe ran (else the model's "not probed")."""
     from provision.detect import system
 
-    parsers = {"nvidia_pci": ("lspci-nn", system.parse_lspci), "fabric": ("nvidia-smi-q", system.parse_fabric),
-               "dkms": ("dkms-status", system.parse_dkms), "nouveau": ("nouveau", system.parse_nouveau),
-               "apt_locks": ("apt-locks", system.parse_apt_locks), "mok": ("mok-key", system.parse_mok)}
+    parsers = {
+        "nvidia_pci": ("lspci-nn", system.parse_lspci),
+        "fabric": ("nvidia-smi-q", system.parse_fabric),
+        "dkms": ("dkms-status", system.parse_dkms),
+        "nouveau": ("nouveau", system.parse_nouveau),
+        "apt_locks": ("apt-locks", system.parse_apt_locks),
+        "mok": ("mok-key", system.parse_mok),
+    }
     return {field: parse(*text(probe)) for field, (probe, parse) in parsers.items() if probe in outputs}
 
 

@@ -11,9 +11,9 @@ import re
 
 from pydantic import Field
 
-from provision.detect.parsers import failure
+from provision.detect.failure import failure
 from provision.detect.probes import Probe
-from provision.detect.facts import Unknown
+from provision.detect.unknown import Unknown
 from provision.models import Frozen
 
 UNATTENDED_FILE = "/etc/apt/apt.conf.d/51provision-nvidia-unattended"
@@ -107,7 +107,8 @@ _NOUVEAU_SCRIPT = (
 _APT_LOCKS_SCRIPT = (
     f"for f in {PREFERENCES_FILE} {UNATTENDED_FILE}; do "
     'if [ -f "$f" ]; then echo "=== $f"; cat "$f"; fi; done; '
-    "echo \"=== unattended-upgrades $(dpkg-query -W -f='${db:Status-Abbrev}' unattended-upgrades 2>/dev/null)\""
+    "echo \"=== unattended-upgrades "
+    "$(dpkg-query -W -f='${db:Status-Abbrev}' unattended-upgrades 2>/dev/null)\""
 )
 _MOK_SCRIPT = (
     f'if [ ! -f {DKMS_MOK} ]; then echo "key absent"; exit 0; fi; echo "key present"; '
@@ -116,14 +117,16 @@ _MOK_SCRIPT = (
 
 
 def parse_lspci(output: str, rc: int) -> tuple[PciDevice, ...] | Unknown:
-    """``0000:41:00.0 3D controller [0302]: NVIDIA Corporation GH100 [H200 SXM 141GB] [10de:2335] (rev a1)``."""
+    """Lines like ``0000:41:00.0 3D controller [0302]: NVIDIA Corporation GH100 [10de:2335] (rev a1)``."""
     if (bad := failure("lspci", output, rc)) is not None:
         return bad
     devices = []
     for line in output.splitlines():
         m = re.match(r"^(\S+)\s+(.*?)\s*\[([0-9a-f]{4})\]:\s*(.*?)\s*\[10de:([0-9a-f]{4})\]", line.strip())
         if m:
-            devices.append(PciDevice(bdf=m[1], class_code=m[3], description=f"{m[2]}: {m[4]}", device_id=m[5]))
+            devices.append(
+                PciDevice(bdf=m[1], class_code=m[3], description=f"{m[2]}: {m[4]}", device_id=m[5])
+            )
     return tuple(devices)
 
 
@@ -138,7 +141,7 @@ def parse_fabric(output: str, rc: int) -> FabricState | Unknown:
 
 
 def parse_dkms(output: str, rc: int) -> DkmsStatus | Unknown:
-    """``nvidia/580.95.05, 6.8.0-60-generic, x86_64: installed`` (also the older ``nvidia, ver, ...`` form)."""
+    """``nvidia/580.95.05, 6.8.0-60-generic, x86_64: installed`` (also the older ``nvidia, ver`` form)."""
     if (bad := failure("dkms", output, rc)) is not None:
         return bad
     found = re.findall(r"^nvidia[/,]\s*([\w.]+),\s*([^,\s]+),\s*[^:]+:\s*(\w+)", output, re.M)
@@ -159,8 +162,11 @@ def parse_apt_locks(output: str, rc: int) -> AptLocks | Unknown:
         return Unknown(unknown=f"apt configuration unreadable (exit {rc})")
     sections = dict(re.findall(r"^=== (\S+)\n(.*?)(?=^=== )", output, re.M | re.S))
     status = re.search(r"^=== unattended-upgrades (\S*)", output, re.M)
-    return AptLocks(preferences=sections.get(PREFERENCES_FILE), unattended_guard=sections.get(UNATTENDED_FILE),
-                    unattended_upgrades_installed=bool(status and status[1].endswith("i")))
+    return AptLocks(
+        preferences=sections.get(PREFERENCES_FILE),
+        unattended_guard=sections.get(UNATTENDED_FILE),
+        unattended_upgrades_installed=bool(status and status[1].endswith("i")),
+    )
 
 
 def parse_mok(output: str, rc: int) -> MokState | Unknown:

@@ -16,7 +16,6 @@ from provision.detect.facts import Facts, LoadedDriver, Unknown
 from provision.plan.models import Action, Component, Finding, Step
 from provision.plan.steps import change_action, installed, noop, upstream
 from provision.spec.models import Spec
-from provision.versions import DriverVersion
 
 Flavor = Literal["open", "proprietary"]
 

@@ -59,26 +59,47 @@ def fabric_findings(spec: Spec, facts: Facts, catalog: Catalog) -> tuple[Finding
     """Refusals for required-without-NVSwitch and disabled-on-NVSwitch, from the machine's facts."""
     seen, evidence = detected_nvswitch(facts)
     if seen is False and spec.fabric_manager == "required":
-        return (_finding("fm-required-without-nvswitch", "blocker",
-                         f"fabric_manager: required, but no NVSwitch was found ({evidence}); the service "
-                         "would fail with NV_WARN_NOTHING_TO_DO; set fabric_manager: auto (FF-04)"),)
+        return (
+            _finding(
+                "fm-required-without-nvswitch",
+                "blocker",
+                f"fabric_manager: required, but no NVSwitch was found ({evidence}); the service "
+                "would fail with NV_WARN_NOTHING_TO_DO; set fabric_manager: auto (FF-04)",
+            ),
+        )
     if seen is True and spec.fabric_manager == "disabled":
-        return (_finding("fm-disabled-on-nvswitch", "blocker",
-                         f"NVSwitch system ({evidence}): the fabric manager is required; without it CUDA "
-                         "fails with error 802 'system not yet initialized' (FF-03)"),)
+        return (
+            _finding(
+                "fm-disabled-on-nvswitch",
+                "blocker",
+                f"NVSwitch system ({evidence}): the fabric manager is required; without it CUDA "
+                "fails with error 802 'system not yet initialized' (FF-03)",
+            ),
+        )
     installed_fm = _installed_fm(facts)
     if seen is False and installed_fm:
-        return (_finding("fm-installed-without-nvswitch", "warning",
-                         f"{installed_fm} is installed but there is no NVSwitch ({evidence}); its service "
-                         "fails at every boot with NV_WARN_NOTHING_TO_DO and can be removed (FF-04)"),)
+        return (
+            _finding(
+                "fm-installed-without-nvswitch",
+                "warning",
+                f"{installed_fm} is installed but there is no NVSwitch ({evidence}); its service "
+                "fails at every boot with NV_WARN_NOTHING_TO_DO and can be removed (FF-04)",
+            ),
+        )
     return ()
 
 
 def _installed_fm(facts: Facts) -> str | None:
     if isinstance(facts.packages, Unknown):
         return None
-    return next((p.name for p in facts.packages if p.installed and p.name.startswith("nvidia-fabricmanager")
-                 and not p.name.endswith("-dev")), None)
+    return next(
+        (
+            p.name
+            for p in facts.packages
+            if p.installed and p.name.startswith("nvidia-fabricmanager") and not p.name.endswith("-dev")
+        ),
+        None,
+    )
 
 
 def exact_driver_version(spec: Spec, facts: Facts) -> DriverVersion | None:
@@ -94,13 +115,18 @@ def fabric_manager_step(spec: Spec, facts: Facts, catalog: Catalog) -> Step | Fi
     """Fabric manager (and NVLink 5's subnet manager) at exactly the driver version, or why not."""
     needed, why = fabric_manager_needed(spec, facts, catalog)
     if spec.fabric_manager == "disabled" or not needed:
-        return noop(Component.FABRIC_MANAGER, reason="fabric_manager: disabled in the spec"
-                    if spec.fabric_manager == "disabled" else why)
+        return noop(
+            Component.FABRIC_MANAGER,
+            reason="fabric_manager: disabled in the spec" if spec.fabric_manager == "disabled" else why,
+        )
     version = exact_driver_version(spec, facts)
     if version is None:
-        return _finding("fabric-manager-needs-exact-driver", "blocker",
-                        "the fabric manager must equal the driver version exactly; set driver.version "
-                        '(e.g. "580.95.05") so both are pinned together (FF-02)')
+        return _finding(
+            "fabric-manager-needs-exact-driver",
+            "blocker",
+            "the fabric manager must equal the driver version exactly; set driver.version "
+            '(e.g. "580.95.05") so both are pinned together (FF-02)',
+        )
     return _fm_package_step(spec, facts, catalog, version)
 
 
@@ -111,13 +137,20 @@ def _fm_package_step(spec: Spec, facts: Facts, catalog: Catalog, version: Driver
     current = upstream(have) if have else None
     missing_extra = tuple(p for p in extra if installed(facts, p) is None)
     if current == version and not missing_extra:
-        return noop(Component.FABRIC_MANAGER, current=str(current), target=str(version),
-                    reason=f"{name} {current} matches the driver exactly")
+        return noop(
+            Component.FABRIC_MANAGER,
+            current=str(current),
+            target=str(version),
+            reason=f"{name} {current} matches the driver exactly",
+        )
     packages = ((f"{name}={version}-*",) if current != version else ()) + missing_extra
     return Step(
-        component=Component.FABRIC_MANAGER, action=change_action(current, version) if current != version
-        else Action.INSTALL, current=str(current) if current else "absent", target=str(version),
-        packages=packages, tags=_TAGS,
+        component=Component.FABRIC_MANAGER,
+        action=change_action(current, version) if current != version else Action.INSTALL,
+        current=str(current) if current else "absent",
+        target=str(version),
+        packages=packages,
+        tags=_TAGS,
         reason=f"{name} pinned to the driver version {version} (FMUG: versions must match; FF-02)"
         + (f"; NVLink 5 also needs {', '.join(extra)} (GDC; FF-05)" if extra else "")
         + "; GPUs need a reset or reboot after a fabric manager change (NVIDIA/nccl#1488)",
@@ -125,5 +158,6 @@ def _fm_package_step(spec: Spec, facts: Facts, catalog: Catalog, version: Driver
 
 
 def _finding(rule: str, severity: str, message: str) -> Finding:
-    return Finding(rule=rule, severity="blocker" if severity == "blocker" else "warning",
-                   message=message, source=SOURCE)
+    return Finding(
+        rule=rule, severity="blocker" if severity == "blocker" else "warning", message=message, source=SOURCE
+    )

@@ -19,8 +19,16 @@ from provision.plan.models import Finding
 SOURCE = "NVIDIA Driver Installation Guide, Kernel Modules (DIG); field failures FF-06, FF-07"
 # NVIDIA chip names in lspci/pci.ids start with the architecture's code (GB202, AD102, GA100, ...).
 _CHIP = re.compile(r"\b(GB|GH|AD|GA|TU|GV|GP|GM)\d{3}[A-Z]?\b")
-_CHIP_ARCH = {"GB": "blackwell", "GH": "hopper", "AD": "ada", "GA": "ampere", "TU": "turing", "GV": "volta",
-              "GP": "pascal", "GM": "maxwell"}
+_CHIP_ARCH = {
+    "GB": "blackwell",
+    "GH": "hopper",
+    "AD": "ada",
+    "GA": "ampere",
+    "TU": "turing",
+    "GV": "volta",
+    "GP": "pascal",
+    "GM": "maxwell",
+}
 
 
 def detected_gpus(facts: Facts, catalog: Catalog) -> tuple[tuple[str, Architecture], ...]:
@@ -56,21 +64,34 @@ def flavor_findings(flavor: str, branch: int, facts: Facts, catalog: Catalog) ->
     return tuple(_findings(flavor, branch, open_only, closed_only, rules.pre_turing_last_branch.branch))
 
 
-def _findings(flavor: str, branch: int, open_only: list[str], closed_only: list[str],
-              last_branch: int) -> Iterator[Finding]:
+def _findings(
+    flavor: str, branch: int, open_only: list[str], closed_only: list[str], last_branch: int
+) -> Iterator[Finding]:
     if open_only and closed_only:
-        yield _block("flavor-unsatisfiable", f"{open_only[0]} needs the open kernel modules and {closed_only[0]} "
-                     "needs the proprietary ones: no single driver serves both; remove one card")
+        yield _block(
+            "flavor-unsatisfiable",
+            f"{open_only[0]} needs the open kernel modules and {closed_only[0]} "
+            "needs the proprietary ones: no single driver serves both; remove one card",
+        )
         return
     if open_only and flavor == "proprietary":
-        yield _block("flavor-open-required", f"Blackwell GPU ({open_only[0]}) requires flavor: open; the "
-                     "proprietary module fails with RmInitAdapter (FF-06)")
+        yield _block(
+            "flavor-open-required",
+            f"Blackwell GPU ({open_only[0]}) requires flavor: open; the "
+            "proprietary module fails with RmInitAdapter (FF-06)",
+        )
     if closed_only and flavor == "open":
-        yield _block("flavor-proprietary-required", f"{closed_only[0]} has no GSP and cannot load the open "
-                     "kernel modules; set flavor: proprietary (FF-07)")
+        yield _block(
+            "flavor-proprietary-required",
+            f"{closed_only[0]} has no GSP and cannot load the open "
+            "kernel modules; set flavor: proprietary (FF-07)",
+        )
     if closed_only and branch > last_branch:
-        yield _block("driver-branch-too-new-for-gpu", f"{closed_only[0]} is supported up to branch "
-                     f"{last_branch}; branch {branch} has no driver for it (FF-07)")
+        yield _block(
+            "driver-branch-too-new-for-gpu",
+            f"{closed_only[0]} is supported up to branch "
+            f"{last_branch}; branch {branch} has no driver for it (FF-07)",
+        )
 
 
 def _block(rule: str, message: str) -> Finding:

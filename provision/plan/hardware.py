@@ -28,9 +28,13 @@ def _acs(facts: Facts) -> Iterator[Finding]:
     upstream = {b for g in hw.pci if g.is_gpu and not isinstance(g.upstream, Unknown) for b in g.upstream}
     redirecting = sorted(b for b in upstream if b in hw.acs and _redirects(hw.acs[b].flags))
     if len([g for g in hw.pci if g.is_gpu]) >= 2 and redirecting:
-        yield _warn("acs-redirects-p2p", f"ACS must be disabled on bridges {', '.join(redirecting)}: ReqRedir/"
-                    "CmpltRedir send GPU peer-to-peer traffic through the IOMMU and NCCL can hang or crawl; "
-                    "disable ACS in the firmware or boot with iommu=pt (checklist item acs-iommu)", "FF-14")
+        yield _warn(
+            "acs-redirects-p2p",
+            f"ACS must be disabled on bridges {', '.join(redirecting)}: ReqRedir/"
+            "CmpltRedir send GPU peer-to-peer traffic through the IOMMU and NCCL can hang or crawl; "
+            "disable ACS in the firmware or boot with iommu=pt (checklist item acs-iommu)",
+            "FF-14",
+        )
 
 
 def _redirects(flags: dict[str, bool]) -> bool:
@@ -43,9 +47,13 @@ def _numa(facts: Facts) -> Iterator[Finding]:
         return
     nodes = sorted({g.numa_node for g in hw.pci if g.is_gpu and g.numa_node is not None and g.numa_node >= 0})
     if len(nodes) > 1:
-        yield _warn("gpus-span-numa-nodes", f"the GPUs sit on NUMA nodes {', '.join(map(str, nodes))}: traffic "
-                    "between them crosses the SMP interconnect (SYS); move the cards to one root complex or "
-                    "adjust NPS in the firmware (checklist item slot-placement)", "FF-15")
+        yield _warn(
+            "gpus-span-numa-nodes",
+            f"the GPUs sit on NUMA nodes {', '.join(map(str, nodes))}: traffic "
+            "between them crosses the SMP interconnect (SYS); move the cards to one root complex or "
+            "adjust NPS in the firmware (checklist item slot-placement)",
+            "FF-15",
+        )
 
 
 def _links(facts: Facts) -> Iterator[Finding]:
@@ -54,10 +62,13 @@ def _links(facts: Facts) -> Iterator[Finding]:
     for gpu in facts.gpus:
         now, best = gpu.pcie_width_current, gpu.pcie_width_max
         if now is not None and best is not None and now < best:
-            yield _warn("pcie-link-degraded", f"GPU {gpu.index} ({gpu.pci_bus_id}) trained at x{now} of x{best}: "
-                        "reseat the card, remove risers, check bifurcation and M.2 lane sharing "
-                        "(checklist item pcie-link-speed); link generation is checked under load by verify",
-                        "FF-16")
+            yield _warn(
+                "pcie-link-degraded",
+                f"GPU {gpu.index} ({gpu.pci_bus_id}) trained at x{now} of x{best}: "
+                "reseat the card, remove risers, check bifurcation and M.2 lane sharing "
+                "(checklist item pcie-link-speed); link generation is checked under load by verify",
+                "FF-16",
+            )
 
 
 def _paths(spec: Spec, facts: Facts) -> Iterator[Finding]:
@@ -65,12 +76,20 @@ def _paths(spec: Spec, facts: Facts) -> Iterator[Finding]:
     if spec.gpus.max_path is None or isinstance(topo, Unknown):
         return
     limit = PATH_ORDER.index(spec.gpus.max_path)
-    worse = [f"{a}-{b} {topo.links[a][b]}" for a in topo.gpus for b in topo.gpus
-             if a < b and PATH_ORDER.index(_path_class(topo.links[a][b])) > limit]
+    worse = [
+        f"{a}-{b} {topo.links[a][b]}"
+        for a in topo.gpus
+        for b in topo.gpus
+        if a < b and PATH_ORDER.index(_path_class(topo.links[a][b])) > limit
+    ]
     if worse:
-        yield _warn("topology-path", f"GPU pairs worse than max_path {spec.gpus.max_path}: {', '.join(worse)}; "
-                    "the path is set by slot placement and firmware NUMA settings (checklist item "
-                    "slot-placement)", "FF-15")
+        yield _warn(
+            "topology-path",
+            f"GPU pairs worse than max_path {spec.gpus.max_path}: {', '.join(worse)}; "
+            "the path is set by slot placement and firmware NUMA settings (checklist item "
+            "slot-placement)",
+            "FF-15",
+        )
 
 
 def _path_class(code: str) -> str:

@@ -18,8 +18,12 @@ from provision.plan.steps import installed, noop
 from provision.spec.models import Spec
 
 _IMAGE = re.compile(r"^linux-image-(\d\S*)$")
-_META = {"linux-image-generic": "linux-headers-generic", "linux-image-amd64": "linux-headers-amd64",
-         "linux-image-cloud-amd64": "linux-headers-cloud-amd64", "linux-image-arm64": "linux-headers-arm64"}
+_META = {
+    "linux-image-generic": "linux-headers-generic",
+    "linux-image-amd64": "linux-headers-amd64",
+    "linux-image-cloud-amd64": "linux-headers-cloud-amd64",
+    "linux-image-arm64": "linux-headers-arm64",
+}
 
 
 def dkms_step(spec: Spec, facts: Facts, flavor: str, driver_changes: bool) -> Step | Finding | None:
@@ -30,16 +34,28 @@ def dkms_step(spec: Spec, facts: Facts, flavor: str, driver_changes: bool) -> St
     kernels = _packaged_kernels(facts)
     if facts.kernel.release not in kernels:
         return _custom_kernel(facts.kernel, driver_changes)
-    wanted = ("dkms", *(f"linux-headers-{k}" for k in kernels), *_header_metas(facts),
-              *_compilers(facts.kernel, flavor))
+    wanted = (
+        "dkms",
+        *(f"linux-headers-{k}" for k in kernels),
+        *_header_metas(facts),
+        *_compilers(facts.kernel, flavor),
+    )
     missing = tuple(p for p in wanted if installed(facts, p) is None)
     if not missing:
-        return noop(Component.DKMS, reason=f"dkms, headers for {', '.join(kernels)} and the kernel's compiler "
-                    "are installed")
-    return Step(component=Component.DKMS, action=Action.INSTALL, current="absent" if "dkms" in missing
-                else "partial", target="dkms + headers", packages=missing, tags=("repository", "packages"),
-                reason="DKMS builds the module for the running and every installed kernel, with the kernel's "
-                f"own compiler; without headers the next boot into a new kernel has no GPU (FF-12, FF-13)")
+        return noop(
+            Component.DKMS,
+            reason=f"dkms, headers for {', '.join(kernels)} and the kernel's compiler are installed",
+        )
+    return Step(
+        component=Component.DKMS,
+        action=Action.INSTALL,
+        current="absent" if "dkms" in missing else "partial",
+        target="dkms + headers",
+        packages=missing,
+        tags=("repository", "packages"),
+        reason="DKMS builds the module for the running and every installed kernel, with the kernel's "
+        "own compiler; without headers the next boot into a new kernel has no GPU (FF-12, FF-13)",
+    )
 
 
 def _packaged_kernels(facts: Facts) -> tuple[str, ...]:
@@ -65,9 +81,13 @@ def _compilers(kernel: Kernel, flavor: str) -> tuple[str, ...]:
 def _custom_kernel(kernel: Kernel, driver_changes: bool) -> Finding | None:
     if not driver_changes:
         return None
-    return Finding(rule="kernel-not-packaged", severity="warning", source="field failures FF-12",
-                   message=f"the running kernel {kernel.release} does not come from a distribution package: "
-                   "provision cannot install its headers; DKMS needs them from wherever the kernel came from")
+    return Finding(
+        rule="kernel-not-packaged",
+        severity="warning",
+        source="field failures FF-12",
+        message=f"the running kernel {kernel.release} does not come from a distribution package: "
+        "provision cannot install its headers; DKMS needs them from wherever the kernel came from",
+    )
 
 
 def nouveau_step(facts: Facts) -> Step:
@@ -78,12 +98,20 @@ def nouveau_step(facts: Facts) -> Step:
     if not state.loaded:
         return noop(Component.KERNEL_MODULES, reason="nouveau is not loaded")
     if state.blacklisted_by:
-        return noop(Component.KERNEL_MODULES, current="loaded, blacklisted",
-                    reason=f"nouveau is blacklisted ({', '.join(state.blacklisted_by)}); it goes at the reboot")
-    return Step(component=Component.KERNEL_MODULES, action=Action.CONFIGURE, current="nouveau loaded",
-                target="nouveau blacklisted", tags=("kernel",),
-                reason="blacklist nouveau, regenerate the initramfs and reboot: the in-kernel driver claims the "
-                "GPU before nvidia.ko can (NVIDIA Driver Installation Guide)")
+        return noop(
+            Component.KERNEL_MODULES,
+            current="loaded, blacklisted",
+            reason=f"nouveau is blacklisted ({', '.join(state.blacklisted_by)}); it goes at the reboot",
+        )
+    return Step(
+        component=Component.KERNEL_MODULES,
+        action=Action.CONFIGURE,
+        current="nouveau loaded",
+        target="nouveau blacklisted",
+        tags=("kernel",),
+        reason="blacklist nouveau, regenerate the initramfs and reboot: the in-kernel driver claims the "
+        "GPU before nvidia.ko can (NVIDIA Driver Installation Guide)",
+    )
 
 
 def secure_boot_step(spec: Spec, facts: Facts, driver_changes: bool) -> Step | Finding | None:
@@ -98,11 +126,19 @@ def secure_boot_step(spec: Spec, facts: Facts, driver_changes: bool) -> Step | F
     if not driver_changes and isinstance(mok, Unknown):
         return None
     if not spec.driver.console:
-        return Finding(rule="secure-boot-needs-console", severity="blocker", source="field failures FF-11",
-                       message="Secure Boot is enabled and the DKMS signing key is not enrolled; enrolling it "
-                       "needs the firmware console at the next boot, and driver.console is false (headless). "
-                       "Enroll a key out of band, or disable Secure Boot (checklist item secure-boot)")
-    return Step(component=Component.SECURE_BOOT, action=Action.MANUAL, target="MOK enrolled",
-                reason=f"Secure Boot is on: DKMS signs nvidia.ko with {DKMS_MOK}; run `mokutil --import "
-                f"{DKMS_MOK}` (choose a one-time password), then confirm MOK enrollment at the console on the "
-                "next boot (checklist item secure-boot)")
+        return Finding(
+            rule="secure-boot-needs-console",
+            severity="blocker",
+            source="field failures FF-11",
+            message="Secure Boot is enabled and the DKMS signing key is not enrolled; enrolling it "
+            "needs the firmware console at the next boot, and driver.console is false (headless). "
+            "Enroll a key out of band, or disable Secure Boot (checklist item secure-boot)",
+        )
+    return Step(
+        component=Component.SECURE_BOOT,
+        action=Action.MANUAL,
+        target="MOK enrolled",
+        reason=f"Secure Boot is on: DKMS signs nvidia.ko with {DKMS_MOK}; run `mokutil --import "
+        f"{DKMS_MOK}` (choose a one-time password), then confirm MOK enrollment at the console on the "
+        "next boot (checklist item secure-boot)",
+    )

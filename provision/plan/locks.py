@@ -19,28 +19,48 @@ def apt_pins(spec: Spec) -> list[dict[str, str]]:
     pins: list[dict[str, str]] = []
     if spec.driver.source == "nvidia-repo":
         driver = f"{spec.driver.version}-*" if spec.driver.version else f"{spec.driver.branch}.*"
-        pins.append({"packages": "nvidia-* libnvidia-* xserver-xorg-video-nvidia-*", "version": driver,
-                     "why": f"NVIDIA driver, utilities and fabric manager at {driver}"})
+        pins.append(
+            {
+                "packages": "nvidia-* libnvidia-* xserver-xorg-video-nvidia-*",
+                "version": driver,
+                "why": f"NVIDIA driver, utilities and fabric manager at {driver}",
+            }
+        )
     cuda = spec.cuda
     if cuda is not None and cuda.cudnn is not None:
-        pins.append({"packages": "libcudnn9* cudnn9*", "version": version_glob(cuda.cudnn),
-                     "why": f"cuDNN {cuda.cudnn}"})
+        pins.append(
+            {
+                "packages": "libcudnn9* cudnn9*",
+                "version": version_glob(cuda.cudnn),
+                "why": f"cuDNN {cuda.cudnn}",
+            }
+        )
     if cuda is not None and cuda.nccl is not None:
-        pins.append({"packages": "libnccl*", "version": version_glob(cuda.nccl, f"+cuda{cuda.toolkit}"),
-                     "why": f"NCCL {cuda.nccl} for CUDA {cuda.toolkit}"})
+        pins.append(
+            {
+                "packages": "libnccl*",
+                "version": version_glob(cuda.nccl, f"+cuda{cuda.toolkit}"),
+                "why": f"NCCL {cuda.nccl} for CUDA {cuda.toolkit}",
+            }
+        )
     return pins
 
 
 def preferences_text(pins: list[dict[str, Any]]) -> str:
     """The apt preferences file provision writes, exactly (compared on the next plan for drift)."""
     head = "# Managed by provision: NVIDIA package families pinned to the spec's versions.\n"
-    stanzas = [f"Explanation: {p['why']}\nPackage: {p['packages']}\nPin: version {p['version']}\n"
-               "Pin-Priority: 1001\n" for p in pins]
+    stanzas = [
+        f"Explanation: {p['why']}\nPackage: {p['packages']}\nPin: version {p['version']}\n"
+        "Pin-Priority: 1001\n"
+        for p in pins
+    ]
     return head + "\n".join(stanzas)
 
 
 def unattended_guard_text(patterns: tuple[str, ...]) -> str:
     """apt.conf snippet blacklisting the stack in unattended-upgrades (its entries are regex prefixes)."""
     entries = "".join(f'    "{p.rstrip("*")}";\n' for p in patterns)
-    return ("// Managed by provision: keep unattended-upgrades away from the NVIDIA stack (FF-01).\n"
-            f"Unattended-Upgrade::Package-Blacklist {{\n{entries}}};\n")
+    return (
+        "// Managed by provision: keep unattended-upgrades away from the NVIDIA stack (FF-01).\n"
+        f"Unattended-Upgrade::Package-Blacklist {{\n{entries}}};\n"
+    )

@@ -116,12 +116,28 @@ def holds_step(facts: Facts, catalog: Catalog, new_packages: tuple[str, ...], gu
     pending = tuple(dict.fromkeys(unheld + incoming))
     guard_state = _guard_state(facts, guard)
     if not pending and guard_state is None:
-        return noop(Component.HOLDS, reason=f"all NVIDIA stack packages ({', '.join(patterns)}) held; "
-                    "unattended-upgrades guard in place")
-    why = [w for w in ("hold the NVIDIA stack as one unit, dependencies included (FF-01, FF-02)"
-                       if pending else "", guard_state or "") if w]
-    return Step(component=Component.HOLDS, action=Action.HOLD, packages=pending, tags=("holds",),
-                target="held", current=f"{len(unheld)} unheld" if unheld else None, reason="; ".join(why))
+        return noop(
+            Component.HOLDS,
+            reason=f"all NVIDIA stack packages ({', '.join(patterns)}) held; "
+            "unattended-upgrades guard in place",
+        )
+    why = [
+        w
+        for w in (
+            "hold the NVIDIA stack as one unit, dependencies included (FF-01, FF-02)" if pending else "",
+            guard_state or "",
+        )
+        if w
+    ]
+    return Step(
+        component=Component.HOLDS,
+        action=Action.HOLD,
+        packages=pending,
+        tags=("holds",),
+        target="held",
+        current=f"{len(unheld)} unheld" if unheld else None,
+        reason="; ".join(why),
+    )
 
 
 def _guard_state(facts: Facts, guard: str) -> str | None:
@@ -130,7 +146,9 @@ def _guard_state(facts: Facts, guard: str) -> str | None:
     if isinstance(locks, Unknown):
         return f"write the unattended-upgrades guard ({locks.unknown})"
     if locks.unattended_guard is None:
-        return "write the unattended-upgrades guard (FF-01: unattended-upgrade moved userspace under the module)"
+        return (
+            "write the unattended-upgrades guard (FF-01: unattended-upgrade moved userspace under the module)"
+        )
     if locks.unattended_guard != guard:
         return "restore the unattended-upgrades guard (it drifted from provision's text)"
     return None

@@ -27,8 +27,14 @@ SOURCES_PATH = "/etc/apt/sources.list.d/provision-nvidia-cuda.sources"
 PREFERENCES_PATH = "/etc/apt/preferences.d/provision-nvidia"
 UNATTENDED_PATH = "/etc/apt/apt.conf.d/51provision-nvidia-unattended"
 NOUVEAU_PATH = "/etc/modprobe.d/provision-blacklist-nouveau.conf"
-_APT = {Component.DKMS, Component.DRIVER, Component.FABRIC_MANAGER, Component.CUDA_TOOLKIT,
-        Component.CUDNN, Component.NCCL}
+_APT = {
+    Component.DKMS,
+    Component.DRIVER,
+    Component.FABRIC_MANAGER,
+    Component.CUDA_TOOLKIT,
+    Component.CUDNN,
+    Component.NCCL,
+}
 Built = Step | Finding | None
 
 
@@ -40,9 +46,14 @@ def make_plan(spec: Spec, facts: Facts, catalog: Catalog, spec_path: str | None 
         still listed, for the reader, but apply will not run.
     """
     flavor = resolve_flavor(spec, catalog)
-    findings = [*check_spec(spec, catalog), *check_facts(spec, facts, catalog), *consistency_findings(facts),
-                *fabric.fabric_findings(spec, facts, catalog),
-                *flavor_findings(flavor, spec.driver.branch, facts, catalog), *hardware_findings(spec, facts)]
+    findings = [
+        *check_spec(spec, catalog),
+        *check_facts(spec, facts, catalog),
+        *consistency_findings(facts),
+        *fabric.fabric_findings(spec, facts, catalog),
+        *flavor_findings(flavor, spec.driver.branch, facts, catalog),
+        *hardware_findings(spec, facts),
+    ]
     if any(f.rule == "gpu-model-unknown" for f in findings):
         return _plan(spec, facts, catalog, (), findings, spec_path)
     built = _build(spec, facts, catalog, flavor)
@@ -54,8 +65,13 @@ def make_plan(spec: Spec, facts: Facts, catalog: Catalog, spec_path: str | None 
 def _build(spec: Spec, facts: Facts, catalog: Catalog, flavor: str) -> list[Step | Finding]:
     drv = driver.driver_step(spec, facts, catalog, flavor)  # type: ignore[arg-type]
     changes = isinstance(drv, Step) and drv.changes
-    built: list[Built] = [kernel.nouveau_step(facts), kernel.dkms_step(spec, facts, flavor, changes), drv,
-                          fabric.fabric_manager_step(spec, facts, catalog), *_cuda(spec, facts, catalog)]
+    built: list[Built] = [
+        kernel.nouveau_step(facts),
+        kernel.dkms_step(spec, facts, flavor, changes),
+        drv,
+        fabric.fabric_manager_step(spec, facts, catalog),
+        *_cuda(spec, facts, catalog),
+    ]
     steps = [s for s in built if isinstance(s, Step)]
     built.append(_holds(spec, facts, catalog, steps))
     if spec.python is not None:
@@ -77,13 +93,24 @@ def _cuda(spec: Spec, facts: Facts, catalog: Catalog) -> list[Built]:
 
 def _reboot(facts: Facts, built: list[Built]) -> list[Step]:
     """One reboot step: for a new module, nouveau's blacklist, a fabric manager change, or one pending."""
-    causes = [s for s in built if isinstance(s, Step) and s.changes and s.component in
-              (Component.DRIVER, Component.KERNEL_MODULES, Component.FABRIC_MANAGER)]
+    causes = [
+        s
+        for s in built
+        if isinstance(s, Step)
+        and s.changes
+        and s.component in (Component.DRIVER, Component.KERNEL_MODULES, Component.FABRIC_MANAGER)
+    ]
     if causes:
         names = ", ".join(s.component.value for s in causes)
-        return [Step(component=Component.REBOOT, action=Action.REBOOT, target=causes[0].target,
-                     reason=f"reboot to load the changed kernel side ({names}); a fabric manager change "
-                     "also needs the GPUs reset (NVIDIA/nccl#1488)")]
+        return [
+            Step(
+                component=Component.REBOOT,
+                action=Action.REBOOT,
+                target=causes[0].target,
+                reason=f"reboot to load the changed kernel side ({names}); a fabric manager change "
+                "also needs the GPUs reset (NVIDIA/nccl#1488)",
+            )
+        ]
     pending = reboot_pending(facts)
     return [pending] if pending else []
 
@@ -102,15 +129,29 @@ def _apt_packages(steps: list[Step] | tuple[Step, ...]) -> tuple[str, ...]:
 def _repository(spec: Spec, facts: Facts, built: list[Built]) -> Step:
     steps = [s for s in built if isinstance(s, Step)]
     if _apt_packages(steps):
-        return Step(component=Component.REPOSITORY, action=Action.CONFIGURE, target=SOURCES_PATH,
-                    tags=("repository",), reason=f"NVIDIA CUDA repository for {spec.os.repo_code}, Signed-By "
-                    "a keyring with a pinned fingerprint (deb822), and apt pins for the spec's versions")
+        return Step(
+            component=Component.REPOSITORY,
+            action=Action.CONFIGURE,
+            target=SOURCES_PATH,
+            tags=("repository",),
+            reason=f"NVIDIA CUDA repository for {spec.os.repo_code}, Signed-By "
+            "a keyring with a pinned fingerprint (deb822), and apt pins for the spec's versions",
+        )
     drift = _pins_drift(spec, facts)
     if drift:
-        return Step(component=Component.REPOSITORY, action=Action.CONFIGURE, target=PREFERENCES_PATH,
-                    tags=("repository",), reason=drift)
-    return noop(Component.REPOSITORY, reason="no package to install from NVIDIA's repository; apt pins in place"
-                if spec.driver.hold else "no package to install from NVIDIA's repository")
+        return Step(
+            component=Component.REPOSITORY,
+            action=Action.CONFIGURE,
+            target=PREFERENCES_PATH,
+            tags=("repository",),
+            reason=drift,
+        )
+    return noop(
+        Component.REPOSITORY,
+        reason="no package to install from NVIDIA's repository; apt pins in place"
+        if spec.driver.hold
+        else "no package to install from NVIDIA's repository",
+    )
 
 
 def _pins_drift(spec: Spec, facts: Facts) -> str | None:
@@ -124,10 +165,20 @@ def _pins_drift(spec: Spec, facts: Facts) -> str | None:
     return f"apt pins {PREFERENCES_PATH} {state}; rewrite them so apt cannot move the stack"
 
 
-def _plan(spec: Spec, facts: Facts, catalog: Catalog, steps: tuple[Step, ...], findings: list[Finding],
-          spec_path: str | None) -> Plan:
+def _plan(
+    spec: Spec,
+    facts: Facts,
+    catalog: Catalog,
+    steps: tuple[Step, ...],
+    findings: list[Finding],
+    spec_path: str | None,
+) -> Plan:
     return Plan(
-        spec=spec, spec_path=spec_path, host=facts.host, facts_fingerprint=facts.fingerprint(), steps=steps,
+        spec=spec,
+        spec_path=spec_path,
+        host=facts.host,
+        facts_fingerprint=facts.fingerprint(),
+        steps=steps,
         blockers=tuple(f for f in findings if f.severity == "blocker"),
         warnings=tuple(f for f in findings if f.severity == "warning"),
         reboot_required=any(s.action is Action.REBOOT for s in steps),
@@ -161,9 +212,18 @@ def forbidden_packages(spec: Spec, steps: tuple[Step, ...]) -> tuple[str, ...]:
     always, the other flavour's metas, and any driver package when the driver is preinstalled."""
     metas = ("cuda", "cuda-[0-9]*-[0-9]*", "cuda-drivers*")
     if spec.driver.source == "preinstalled":
-        return (*metas, "nvidia-driver*", "nvidia-open*", "nvidia-kernel*", "nvidia-dkms*", "libnvidia-compute*")
+        return (
+            *metas,
+            "nvidia-driver*",
+            "nvidia-open*",
+            "nvidia-kernel*",
+            "nvidia-dkms*",
+            "libnvidia-compute*",
+        )
     flavor_driver = next((s for s in steps if s.component is Component.DRIVER), None)
-    open_flavor = flavor_driver is not None and any(p.startswith("nvidia-open") for p in flavor_driver.packages)
+    open_flavor = flavor_driver is not None and any(
+        p.startswith("nvidia-open") for p in flavor_driver.packages
+    )
     return (*metas, "nvidia-driver") if open_flavor else ("cuda", "cuda-[0-9]*-[0-9]*", "nvidia-open*")
 
 

@@ -11,7 +11,7 @@ import subprocess
 from collections.abc import Sequence
 
 from provision.detect.facts import Unknown
-from provision.detect.parsers import failure, first_line
+from provision.detect.failure import failure, first_line
 from provision.verify.runs import FabricGpu
 
 FM_VERSION_ARGV = ("nv-fabricmanager", "--version")

@@ -14,9 +14,8 @@ import pytest
 
 from provision.detect import collector
 from provision.detect.facts import Facts, Gpu, Torch, Unknown, Venv
-from provision.detect.parsers import NO_VENV
 from provision.detect.hardware import hardware_probes
-from provision.detect.system import surroundings_probes
+from provision.detect.parsers import NO_VENV
 from provision.detect.probes import all_probes, torch_probe
 from provision.detect.raw import ProbeOutput, format_raw, parse_raw, read_raw, write_raw
 from provision.detect.runner import (
@@ -28,6 +27,7 @@ from provision.detect.runner import (
     facts_from_outputs,
     facts_from_raw,
 )
+from provision.detect.system import surroundings_probes
 from provision.errors import FactsError
 from provision.versions import DriverVersion
 

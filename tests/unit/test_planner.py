@@ -54,8 +54,10 @@ def pkg(name: str, version: str, status: str = "install ok installed") -> Packag
 
 def locked(s: Spec) -> AptLocks:
     """provision's pins and unattended-upgrades guard, as apply writes them."""
-    return AptLocks(preferences=locks.preferences_text(locks.apt_pins(s)),
-                    unattended_guard=locks.unattended_guard_text(CATALOG.packages.stack_patterns))
+    return AptLocks(
+        preferences=locks.preferences_text(locks.apt_pins(s)),
+        unattended_guard=locks.unattended_guard_text(CATALOG.packages.stack_patterns),
+    )
 
 
 def spec(**changes: object) -> Spec:
