@@ -70,7 +70,7 @@ def fabric_findings(spec: Spec, facts: Facts, catalog: Catalog) -> tuple[Finding
     if seen is True and spec.fabric_manager == "disabled":
         return (
             _finding(
-                "fm-disabled-on-nvswitch",
+                "fm-disabled-on-detected-nvswitch",
                 "blocker",
                 f"NVSwitch system ({evidence}): the fabric manager is required; without it CUDA "
                 "fails with error 802 'system not yet initialized' (FF-03)",
