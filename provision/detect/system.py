@@ -107,7 +107,7 @@ _NOUVEAU_SCRIPT = (
 _APT_LOCKS_SCRIPT = (
     f"for f in {PREFERENCES_FILE} {UNATTENDED_FILE}; do "
     'if [ -f "$f" ]; then echo "=== $f"; cat "$f"; fi; done; '
-    "echo \"=== unattended-upgrades "
+    'echo "=== unattended-upgrades '
     "$(dpkg-query -W -f='${db:Status-Abbrev}' unattended-upgrades 2>/dev/null)\""
 )
 _MOK_SCRIPT = (

@@ -21,7 +21,7 @@ def apt_pins(spec: Spec) -> list[dict[str, str]]:
         driver = f"{spec.driver.version}-*" if spec.driver.version else f"{spec.driver.branch}.*"
         pins.append(
             {
-                "packages": "nvidia-* libnvidia-* xserver-xorg-video-nvidia-*",
+                "packages": "nvidia-* libnvidia-* cuda-drivers* xserver-xorg-video-nvidia-*",
                 "version": driver,
                 "why": f"NVIDIA driver, utilities and fabric manager at {driver}",
             }

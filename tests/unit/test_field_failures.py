@@ -31,46 +31,73 @@ def finding(plan: Plan, rule: str) -> str:
 
 
 def nvswitch_box(count: int = 8) -> list[PciDevice]:
-    gpus = [PciDevice(bdf=f"0000:{0x18 + i:02x}:00.0", class_code="0302", device_id="2330",
-                      description="3D controller: NVIDIA Corporation GH100 [H100 SXM5 80GB]") for i in range(count)]
-    switches = [PciDevice(bdf=f"0000:{0x05 + i:02x}:00.0", class_code="0680", device_id="22a3",
-                          description="Bridge: NVIDIA Corporation GH100 [NVSwitch]") for i in range(4)]
+    gpus = [
+        PciDevice(
+            bdf=f"0000:{0x18 + i:02x}:00.0",
+            class_code="0302",
+            device_id="2330",
+            description="3D controller: NVIDIA Corporation GH100 [H100 SXM5 80GB]",
+        )
+        for i in range(count)
+    ]
+    switches = [
+        PciDevice(
+            bdf=f"0000:{0x05 + i:02x}:00.0",
+            class_code="0680",
+            device_id="22a3",
+            description="Bridge: NVIDIA Corporation GH100 [NVSwitch]",
+        )
+        for i in range(4)
+    ]
     return gpus + switches
 
 
 # FF-01: NVML "Driver/library version mismatch" after an unattended upgrade -----------------------
 
-FF01_SPEC = {"driver__branch": 550, "driver__flavor": "proprietary", "driver__version": None, "cuda": None,
-             "python": None}
+FF01_SPEC = {
+    "driver__branch": 550,
+    "driver__flavor": "proprietary",
+    "driver__version": None,
+    "cuda": None,
+    "python": None,
+}
 
 
 def ff01_facts(on_disk: str, status: str = "install ok installed"):  # type: ignore[no-untyped-def]
     return fresh_ubuntu(
         driver=LoadedDriver(version="550.90.07", flavor="proprietary"),
         driver_on_disk=DriverVersion(on_disk),
-        packages=(pkg("cuda-drivers-550", "550.107.02-1", "hold ok installed"),
-                  pkg("libnvidia-compute-550", "550.107.02-0ubuntu0.24.04.1", status),
-                  pkg("nvidia-dkms-550", "550.107.02-0ubuntu0.24.04.1")),
+        packages=(
+            pkg("cuda-drivers-550", "550.107.02-1", "hold ok installed"),
+            pkg("libnvidia-compute-550", "550.107.02-0ubuntu0.24.04.1", status),
+            pkg("nvidia-dkms-550", "550.107.02-0ubuntu0.24.04.1"),
+        ),
     )
 
 
 def test_ff01_reboot_pending_not_reinstall() -> None:
     plan = make_plan(spec(**FF01_SPEC), ff01_facts("550.107.02"), CATALOG)
     assert step(plan, Component.DRIVER).action is Action.NOOP
-    assert step(plan, Component.REBOOT).reason == "reboot pending (module 550.90.07 loaded, 550.107.02 installed)"
+    assert (
+        step(plan, Component.REBOOT).reason
+        == "reboot pending (module 550.90.07 loaded, 550.107.02 installed)"
+    )
 
 
 def test_ff01_broken_package_state_repair_first() -> None:
     plan = make_plan(spec(**FF01_SPEC), ff01_facts("550.107.02", "install ok half-configured"), CATALOG)
-    assert "broken package state: libnvidia-compute-550 (install ok half-configured); run `apt-get " \
-           "--fix-broken install` before anything else (FF-01)" in finding(plan, "broken-package-state")
+    assert (
+        "broken package state: libnvidia-compute-550 (install ok half-configured); run `apt-get "
+        "--fix-broken install` before anything else (FF-01)" in finding(plan, "broken-package-state")
+    )
 
 
 def test_ff01_module_on_disk_differs_from_userspace() -> None:
     plan = make_plan(spec(**FF01_SPEC), ff01_facts("550.90.07"), CATALOG)
     assert "driver-userspace-mismatch" in [b.rule for b in plan.blockers]
     assert "on disk is 550.90.07 but the userspace packages are 550.107.02" in finding(
-        plan, "driver-userspace-mismatch")
+        plan, "driver-userspace-mismatch"
+    )
 
 
 def test_ff01_pin_holds_concrete_packages_and_guards_unattended_upgrades() -> None:
@@ -87,17 +114,28 @@ def test_ff01_pin_holds_concrete_packages_and_guards_unattended_upgrades() -> No
 
 
 def test_ff02_fabric_manager_version_drift() -> None:
-    s = spec(gpus__model="h100-sxm", gpus__count=8, driver__branch=535, driver__version="535.216.03",
-             cuda=None, python=None)
-    facts = fresh_ubuntu(nvidia_pci=tuple(nvswitch_box()),
-                         packages=(pkg("nvidia-fabricmanager-535", "535.183.01-1", "hold ok installed"),))
+    s = spec(
+        gpus__model="h100-sxm",
+        gpus__count=8,
+        driver__branch=535,
+        driver__version="535.216.03",
+        cuda=None,
+        python=None,
+    )
+    facts = fresh_ubuntu(
+        nvidia_pci=tuple(nvswitch_box()),
+        packages=(pkg("nvidia-fabricmanager-535", "535.183.01-1", "hold ok installed"),),
+    )
     plan = make_plan(s, facts, CATALOG)
     fm = step(plan, Component.FABRIC_MANAGER)
     assert (fm.action, fm.current, fm.target) == (Action.UPGRADE, "535.183.01", "535.216.03")
     assert fm.packages == ("nvidia-fabricmanager-535=535.216.03-*",)
     assert "GPUs need a reset or reboot" in fm.reason
     pins = plan.extravars["provision_repository"]["preferences"]
-    assert "Package: nvidia-* libnvidia-* xserver-xorg-video-nvidia-*\nPin: version 535.216.03-*" in pins
+    assert (
+        "Package: nvidia-* libnvidia-* cuda-drivers* xserver-xorg-video-nvidia-*\nPin: version 535.216.03-*"
+        in pins
+    )
 
 
 def test_ff02_package_name_changes_at_r580() -> None:
@@ -111,8 +149,9 @@ def test_ff02_package_name_changes_at_r580() -> None:
 
 def test_ff03_nvswitch_detected_and_fm_disabled_is_refused() -> None:
     s = spec(gpus__model="h100-sxm", gpus__count=8, fabric_manager="disabled")
-    facts = fresh_ubuntu(nvidia_pci=tuple(nvswitch_box()),
-                         fabric=FabricState(states=(("In Progress", "N/A"),) * 8))
+    facts = fresh_ubuntu(
+        nvidia_pci=tuple(nvswitch_box()), fabric=FabricState(states=(("In Progress", "N/A"),) * 8)
+    )
     plan = make_plan(s, facts, CATALOG)
     assert "CUDA fails with error 802" in finding(plan, "fm-disabled-on-detected-nvswitch")
     assert "4 NVSwitch function(s) in lspci" in finding(plan, "fm-disabled-on-detected-nvswitch")
@@ -127,14 +166,22 @@ def test_ff03_fabric_state_alone_reveals_nvswitch() -> None:
 
 # FF-04: fabric manager on a machine without NVSwitch -----------------------------------------------
 
-PCIE_PAIR = tuple(PciDevice(bdf=f"0000:{b}:00.0", class_code="0302", device_id="20b5",
-                            description="3D controller: NVIDIA Corporation GA100") for b in ("41", "61"))
+PCIE_PAIR = tuple(
+    PciDevice(
+        bdf=f"0000:{b}:00.0",
+        class_code="0302",
+        device_id="20b5",
+        description="3D controller: NVIDIA Corporation GA100",
+    )
+    for b in ("41", "61")
+)
 
 
 def test_ff04_required_without_nvswitch_is_refused() -> None:
     plan = make_plan(spec(fabric_manager="required"), fresh_ubuntu(nvidia_pci=PCIE_PAIR), CATALOG)
     assert "no NVSwitch was found (lspci shows NVIDIA GPUs and no NVSwitch bridge)" in finding(
-        plan, "fm-required-without-nvswitch")
+        plan, "fm-required-without-nvswitch"
+    )
 
 
 def test_ff04_auto_skips_and_warns_about_an_installed_fm() -> None:
@@ -156,10 +203,18 @@ def test_ff05_nvlink5_adds_subnet_manager() -> None:
 
 # FF-06 / FF-07: module flavour by the GPUs the machine has ---------------------------------------------
 
-RTX_5090 = PciDevice(bdf="0000:01:00.0", class_code="0300", device_id="2b85",
-                     description="VGA compatible controller: NVIDIA Corporation GB202 [GeForce RTX 5090]")
-GT_1030 = PciDevice(bdf="0000:09:00.0", class_code="0300", device_id="1d01",
-                    description="VGA compatible controller: NVIDIA Corporation GP108 [GeForce GT 1030]")
+RTX_5090 = PciDevice(
+    bdf="0000:01:00.0",
+    class_code="0300",
+    device_id="2b85",
+    description="VGA compatible controller: NVIDIA Corporation GB202 [GeForce RTX 5090]",
+)
+GT_1030 = PciDevice(
+    bdf="0000:09:00.0",
+    class_code="0300",
+    device_id="1d01",
+    description="VGA compatible controller: NVIDIA Corporation GP108 [GeForce GT 1030]",
+)
 
 
 def test_ff06_blackwell_with_proprietary_flavor_is_refused() -> None:
@@ -198,8 +253,11 @@ def test_ff08_toolkit_only_and_metas_forbidden_in_the_simulated_transaction() ->
 
 
 def test_ff08_preinstalled_driver_forbids_any_driver_package() -> None:
-    plan = make_plan(spec(driver__source="preinstalled", driver__version=None, python=None),
-                     fresh_ubuntu(driver=LoadedDriver(version="580.95.05", flavor="open")), CATALOG)
+    plan = make_plan(
+        spec(driver__source="preinstalled", driver__version=None, python=None),
+        fresh_ubuntu(driver=LoadedDriver(version="580.95.05", flavor="open")),
+        CATALOG,
+    )
     forbidden = re.compile("^Inst " + plan.extravars["provision_apt_forbidden_regex"] + " ")
     assert forbidden.match("Inst nvidia-driver-open (580.126.20-1 repo)")
     assert forbidden.match("Inst libnvidia-compute (580.126.20-1 repo)")
@@ -210,15 +268,23 @@ def test_ff08_preinstalled_driver_forbids_any_driver_package() -> None:
 
 
 def test_ff09_wheel_without_the_gpu_arch_is_refused() -> None:
-    s = spec(gpus__model="rtx-5090", gpus__count=1, cuda=None,
-             python={"interpreter": "3.12", "venv": "/opt/v", "torch": "2.6.0", "cuda_variant": "cu124"})
+    s = spec(
+        gpus__model="rtx-5090",
+        gpus__count=1,
+        cuda=None,
+        python={"interpreter": "3.12", "venv": "/opt/v", "torch": "2.6.0", "cuda_variant": "cu124"},
+    )
     message = next(f.message for f in check_spec(s, CATALOG) if f.rule == "torch-arch-missing")
     assert "12.0" in message and "2.7" in message and "cu128" in message
 
 
 def test_ff09_index_url_pinned_to_the_variant() -> None:
-    s = spec(gpus__model="rtx-5090", gpus__count=1, cuda=None,
-             python={"interpreter": "3.12", "venv": "/opt/v", "torch": "2.7.0", "cuda_variant": "cu128"})
+    s = spec(
+        gpus__model="rtx-5090",
+        gpus__count=1,
+        cuda=None,
+        python={"interpreter": "3.12", "venv": "/opt/v", "torch": "2.7.0", "cuda_variant": "cu128"},
+    )
     py = make_plan(s, fresh_ubuntu(), CATALOG).extravars["provision_python"]
     assert py["torch_index_url"] == "https://download.pytorch.org/whl/cu128"
     assert py["torch_requirements"] == ["torch==2.7.0+cu128"]
@@ -234,8 +300,9 @@ def test_ff10_cu130_on_driver_575_is_refused() -> None:
 
 
 def test_ff11_secure_boot_needs_mok_enrollment_at_the_console() -> None:
-    facts = facts_from_raw(SYNTH_FF14).model_copy(update={
-        "os": fresh_ubuntu().os, "packages": (), "mok": MokState(key_present=True, enrolled=False)})
+    facts = facts_from_raw(SYNTH_FF14).model_copy(
+        update={"os": fresh_ubuntu().os, "packages": (), "mok": MokState(key_present=True, enrolled=False)}
+    )
     plan = make_plan(spec(), facts, CATALOG)
     sb = step(plan, Component.SECURE_BOOT)
     assert sb.action is Action.MANUAL
@@ -250,15 +317,25 @@ def test_ff11_headless_machine_is_refused() -> None:
 
 # FF-12 / FF-13: DKMS, headers for every kernel, the kernel's own compiler ------------------------------
 
-UBUNTU_KERNEL = Kernel(release="6.8.0-60-generic", machine="x86_64",
-                       compiler="x86_64-linux-gnu-gcc-12 (Ubuntu 12.3.0-1ubuntu1~22.04) 12.3.0")
+UBUNTU_KERNEL = Kernel(
+    release="6.8.0-60-generic",
+    machine="x86_64",
+    compiler="x86_64-linux-gnu-gcc-12 (Ubuntu 12.3.0-1ubuntu1~22.04) 12.3.0",
+)
 
 
 def test_ff12_headers_for_every_installed_kernel() -> None:
-    facts = fresh_ubuntu(kernel=UBUNTU_KERNEL, packages=(
-        pkg("linux-image-6.8.0-60-generic", "6.8.0-60.63"), pkg("linux-image-6.8.0-65-generic", "6.8.0-65.68"),
-        pkg("linux-image-generic", "6.8.0-65.68"), pkg("linux-headers-6.8.0-60-generic", "6.8.0-60.63"),
-        pkg("dkms", "3.0.11-1ubuntu13")), dkms=DkmsStatus(modules=(("570.172.08", "6.8.0-60-generic", "installed"),)))
+    facts = fresh_ubuntu(
+        kernel=UBUNTU_KERNEL,
+        packages=(
+            pkg("linux-image-6.8.0-60-generic", "6.8.0-60.63"),
+            pkg("linux-image-6.8.0-65-generic", "6.8.0-65.68"),
+            pkg("linux-image-generic", "6.8.0-65.68"),
+            pkg("linux-headers-6.8.0-60-generic", "6.8.0-60.63"),
+            pkg("dkms", "3.0.11-1ubuntu13"),
+        ),
+        dkms=DkmsStatus(modules=(("570.172.08", "6.8.0-60-generic", "installed"),)),
+    )
     dkms = step(make_plan(spec(), facts, CATALOG), Component.DKMS)
     assert dkms.packages == ("linux-headers-6.8.0-65-generic", "linux-headers-generic", "gcc-12", "g++-12")
 
@@ -288,20 +365,41 @@ def test_ff14_acs_on_gpu_bridges_is_reported() -> None:
 
 
 def test_ff15_numa_split_and_path_worse_than_required() -> None:
-    facts = facts_from_raw(SYNTH_FF14).model_copy(update={
-        "os": fresh_ubuntu().os,
-        "topology": Topology(gpus=("GPU0", "GPU1"), links={"GPU0": {"GPU0": "X", "GPU1": "SYS"},
-                                                           "GPU1": {"GPU0": "SYS", "GPU1": "X"}})})
+    facts = facts_from_raw(SYNTH_FF14).model_copy(
+        update={
+            "os": fresh_ubuntu().os,
+            "topology": Topology(
+                gpus=("GPU0", "GPU1"),
+                links={"GPU0": {"GPU0": "X", "GPU1": "SYS"}, "GPU1": {"GPU0": "SYS", "GPU1": "X"}},
+            ),
+        }
+    )
     plan = make_plan(spec(gpus__max_path="PXB"), facts, CATALOG)
     assert "NUMA nodes 0, 1" in finding(plan, "gpus-span-numa-nodes")
     assert "GPU0-GPU1 SYS" in finding(plan, "topology-path")
 
 
 def test_ff16_degraded_link_width_is_reported_and_idle_gen_is_not() -> None:
-    gpus = (Gpu(index=0, name="NVIDIA A100X", pci_bus_id="00000000:41:00.0", pcie_gen_current=1, pcie_gen_max=4,
-                pcie_width_current=16, pcie_width_max=16),
-            Gpu(index=1, name="NVIDIA A100X", pci_bus_id="00000000:61:00.0", pcie_gen_current=4, pcie_gen_max=4,
-                pcie_width_current=8, pcie_width_max=16))
+    gpus = (
+        Gpu(
+            index=0,
+            name="NVIDIA A100X",
+            pci_bus_id="00000000:41:00.0",
+            pcie_gen_current=1,
+            pcie_gen_max=4,
+            pcie_width_current=16,
+            pcie_width_max=16,
+        ),
+        Gpu(
+            index=1,
+            name="NVIDIA A100X",
+            pci_bus_id="00000000:61:00.0",
+            pcie_gen_current=4,
+            pcie_gen_max=4,
+            pcie_width_current=8,
+            pcie_width_max=16,
+        ),
+    )
     plan = make_plan(spec(), fresh_ubuntu(gpus=gpus), CATALOG)
     messages = [f.message for f in plan.warnings if f.rule == "pcie-link-degraded"]
     assert len(messages) == 1 and messages[0].startswith("GPU 1 (00000000:61:00.0) trained at x8 of x16")

@@ -1,0 +1,93 @@
+"""Playbook behaviour behind the field failures, on the real Debian root (FF-01, FF-02, FF-08)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from provision.apply import runner
+from provision.plan.models import Plan
+from tests.integration.harness.services import NvidiaRepo, WheelIndex
+from tests.integration.harness.target import Target
+from tests.integration.test_apply import provision, runs, write_spec  # noqa: F401 (runs is a fixture)
+
+STACK_AT_580 = ("nvidia-open", "nvidia-driver-open", "libnvidia-compute", "nvidia-utils")
+
+
+def apply_ok(spec: Path, target: Target) -> str:
+    result = provision("apply", str(spec), "-i", str(target.inventory), "--yes")
+    assert result.exit_code == 0, result.output
+    return str(result.output)
+
+
+def test_ff01_holds_and_pins_survive_an_upgrade(
+    target: Target,
+    nvidia_repo: NvidiaRepo,
+    wheel_index: WheelIndex,
+    tmp_path: Path,
+    runs: Path,  # noqa: F811
+) -> None:
+    spec = write_spec(tmp_path / "spec.yaml", nvidia_repo.url, nvidia_repo, wheel_index, python=None)
+    apply_ok(spec, target)
+    upgrade = target.run(["apt-get", "-y", "dist-upgrade"], check=True)  # 590.48.01 is in the repository
+    assert "0 upgraded" in upgrade.stdout
+    status = target.dpkg_status()
+    assert all(status[name] == ("580.95.05-1", "hold ok installed") for name in STACK_AT_580)
+    guard = (target.root / "etc/apt/apt.conf.d/51provision-nvidia-unattended").read_text()
+    assert 'Unattended-Upgrade::Package-Blacklist {\n    "nvidia-";' in guard
+    replan = provision("plan", str(spec), "-i", str(target.inventory), "--detailed-exitcode")
+    assert replan.exit_code == 0, replan.output
+
+
+def test_ff02_drifted_fabric_manager_goes_back_to_the_driver_version(
+    target: Target,
+    nvidia_repo: NvidiaRepo,
+    wheel_index: WheelIndex,
+    tmp_path: Path,
+    runs: Path,  # noqa: F811
+) -> None:
+    spec = write_spec(
+        tmp_path / "spec.yaml",
+        nvidia_repo.url,
+        nvidia_repo,
+        wheel_index,
+        python=None,
+        gpus={"model": "h100-sxm", "count": 8},
+    )
+    apply_ok(spec, target)
+    assert target.dpkg_status()["nvidia-fabricmanager"] == ("580.95.05-1", "hold ok installed")
+    target.run(
+        ["apt-get", "-y", "--allow-change-held-packages", "install", "nvidia-fabricmanager=590.48.01-1"],
+        check=True,
+    )  # the gpu-driver-container#735 drift, by hand
+    drift = provision("plan", str(spec), "-i", str(target.inventory), "--detailed-exitcode")
+    assert drift.exit_code == 2
+    assert "590.48.01 -> 580.95.05" in drift.output
+    apply_ok(spec, target)
+    assert target.dpkg_status()["nvidia-fabricmanager"] == ("580.95.05-1", "hold ok installed")
+
+
+def test_ff08_transaction_pulling_a_driver_is_refused_and_nothing_installed(
+    target: Target,
+    nvidia_repo: NvidiaRepo,
+    wheel_index: WheelIndex,
+    tmp_path: Path,
+    runs: Path,  # noqa: F811
+) -> None:
+    spec = write_spec(tmp_path / "spec.yaml", nvidia_repo.url, nvidia_repo, wheel_index, python=None)
+    saved = tmp_path / "plan.json"
+    assert provision("plan", str(spec), "-i", str(target.inventory), "--out", str(saved)).exit_code == 0
+    plan = Plan.model_validate_json(saved.read_text())
+    # What a careless recipe would ask for: the `cuda-13-0` meta, which depends on cuda-drivers.
+    bad = plan.model_copy(update={"extravars": {**plan.extravars, "provision_apt_packages": ["cuda-13-0"]}})
+    before = target.dpkg_status()
+    result = runner.run_playbook({"target": bad}, target.inventory, runner.new_run_dir(runs, "ff08"))
+    assert not result.succeeded
+    assert any("cuda-drivers" in f and "FF-08" in f for f in result.hosts["target"].failures), result.hosts
+    assert target.dpkg_status() == before
+
+
+def test_spec_file_is_yaml(tmp_path: Path, nvidia_repo: NvidiaRepo, wheel_index: WheelIndex) -> None:
+    spec = write_spec(tmp_path / "s.yaml", nvidia_repo.url, nvidia_repo, wheel_index)
+    assert yaml.safe_load(spec.read_text())["os"] == {"distro": "debian", "version": "12"}
