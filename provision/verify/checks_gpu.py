@@ -295,28 +295,12 @@ def _gpu_temp(ctx: Context, load: GpuLoad) -> CheckResult:
         return unknown(
             "gpu-temperature", title, "no temperature samples during the load", subject=subject, status="skip"
         )
-    limit = resolve(
-        ctx.limits,
-        ctx.spec.verify,
-        ctx.spec.gpus.model,
-        "max_gpu_temp_c",
-        default(ctx.limits, "max_gpu_temp_c"),
-    )
-    assert limit is not None
+    limit = _temperature_limit(ctx, "max_gpu_temp_c")
     card = load.gpu_max_operating_c
     if card is not None and card < limit.value and ctx.spec.verify.max_gpu_temp_c is None:
         limit = Resolved(value=card, source="card's own limit: temperature.gpu + temperature.gpu.tlimit")
-    return compare(
-        "gpu-temperature",
-        title,
-        max(temps),
-        "C",
-        limit,
-        "<=",
-        subject=subject,
-        detail=f"max of {len(temps)} samples over the bf16 load",
-        hint="Improve airflow / fan curves; check the power limit and the heatsink.",
-    )
+    hint = "Improve airflow / fan curves; check the power limit and the heatsink."
+    return _hottest("gpu-temperature", title, temps, limit, subject=subject, hint=hint)
 
 
 def _memory_temp(ctx: Context, load: GpuLoad) -> CheckResult:
@@ -330,25 +314,24 @@ def _memory_temp(ctx: Context, load: GpuLoad) -> CheckResult:
             subject=subject,
             status="skip",
         )
-    limit = resolve(
-        ctx.limits,
-        ctx.spec.verify,
-        ctx.spec.gpus.model,
-        "max_memory_temp_c",
-        default(ctx.limits, "max_memory_temp_c"),
-    )
-    assert limit is not None
-    return compare(
-        "memory-temperature",
-        title,
-        max(temps),
-        "C",
-        limit,
-        "<=",
-        subject=subject,
-        detail=f"max of {len(temps)} samples over the bf16 load",
-        hint="HBM throttles above 95 C: improve airflow, or lower memory clocks (seed articles).",
-    )
+    limit = _temperature_limit(ctx, "max_memory_temp_c")
+    hint = "HBM throttles above 95 C: improve airflow, or lower memory clocks (seed articles)."
+    return _hottest("memory-temperature", title, temps, limit, subject=subject, hint=hint)
+
+
+def _temperature_limit(ctx: Context, key: ModelKey) -> Resolved:
+    """The spec's, else the model's, else ``verify.yaml``'s default limit ``key`` in C."""
+    limit = resolve(ctx.limits, ctx.spec.verify, ctx.spec.gpus.model, key, default(ctx.limits, key))
+    assert limit is not None  # a default is given, so resolve always finds one
+    return limit
+
+
+def _hottest(
+    check_id: str, title: str, temps: list[float], limit: Resolved, *, subject: str, hint: str
+) -> CheckResult:
+    """The highest of ``temps`` (C, sampled over the bf16 load) held to ``limit``."""
+    detail = f"max of {len(temps)} samples over the bf16 load"
+    return compare(check_id, title, max(temps), "C", limit, "<=", subject=subject, detail=detail, hint=hint)
 
 
 CHECKS = (gpu_count, identity, kernels, pcie, thermals)
