@@ -6,7 +6,7 @@ Entry point for the CLI: :func:`render`.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypedDict, Unpack
 
 from provision.checklist.items import (
     Checklist,
@@ -77,16 +77,17 @@ def render(
     return render_markdown(checklist)
 
 
-def render_pdf(
-    spec: Spec,
-    paper: Paper = "a4",
-    *,
-    gpu_tdp_w: int | None = None,
-    gpu_memory_gib: float | None = None,
-    host: str | None = None,
-    facts: Facts | None = None,
-    facts_from: str | None = None,
-) -> bytes:
+class RenderOptions(TypedDict, total=False):
+    """The keyword arguments of :func:`render`, for callers that pass them through."""
+
+    gpu_tdp_w: int | None
+    gpu_memory_gib: float | None
+    host: str | None
+    facts: Facts | None
+    facts_from: str | None
+
+
+def render_pdf(spec: Spec, paper: Paper = "a4", **options: Unpack[RenderOptions]) -> bytes:
     """Render the printable HTML and print it to PDF with headless Chromium.
 
     Arguments as for :func:`render`.
@@ -94,17 +95,7 @@ def render_pdf(
     Raises:
         ChecklistError: Chromium is not installed or failed to print.
     """
-    html = render(
-        spec,
-        "html",
-        paper,
-        gpu_tdp_w=gpu_tdp_w,
-        gpu_memory_gib=gpu_memory_gib,
-        host=host,
-        facts=facts,
-        facts_from=facts_from,
-    )
-    return html_to_pdf(html)
+    return html_to_pdf(render(spec, "html", paper, **options))
 
 
 Format = Literal["md", "html", "pdf"]
