@@ -107,8 +107,12 @@ def _reboot(facts: Facts, built: list[Built]) -> list[Step]:
                 component=Component.REBOOT,
                 action=Action.REBOOT,
                 target=causes[0].target,
-                reason=f"reboot to load the changed kernel side ({names}); a fabric manager change "
-                "also needs the GPUs reset (NVIDIA/nccl#1488)",
+                reason=f"reboot to load the changed kernel side ({names})"
+                + (
+                    "; the fabric manager change also needs the GPUs reset (NVIDIA/nccl#1488)"
+                    if any(s.component is Component.FABRIC_MANAGER for s in causes)
+                    else ""
+                ),
             )
         ]
     pending = reboot_pending(facts)
