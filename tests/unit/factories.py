@@ -1,19 +1,32 @@
-"""Builders for planner tests: a fresh Ubuntu box's facts, packages, specs with overrides."""
+"""Builders for planner tests: a fresh Ubuntu box's facts, packages, specs with overrides.
+
+Also the data-driven parser cases' machinery shared by test_parsers and test_hardware.
+"""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
 
 from provision.catalog import load_catalog
 from provision.detect.facts import CudaToolkits, Facts, Kernel, OsRelease, Package, Unknown
+from provision.detect.raw import ProbeOutput, parse_raw
 from provision.detect.system import AptLocks
 from provision.plan import locks
 from provision.plan.models import Component, Plan, Step
 from provision.spec.loader import load_spec
 from provision.spec.models import Spec
+from provision.versions import DottedVersion
 
 ROOT = Path(__file__).resolve().parents[2]
-H200_RAW = ROOT / "tests" / "fixtures" / "detect" / "h200-ubuntu2404"
+DETECT_FIXTURES = ROOT / "tests" / "fixtures" / "detect"
+H200_RAW = DETECT_FIXTURES / "h200-ubuntu2404"
+# The same capture in the workspace's shared folder, when it is checked out next to the repository.
+SHARED_H200 = ROOT.parent / "shared" / "fixtures" / "h200-ubuntu2404"
 CATALOG = load_catalog()
 
 
@@ -60,3 +73,55 @@ def spec(**changes: object) -> Spec:
 
 def step(plan: Plan, component: Component) -> Step:
     return next(s for s in plan.steps if s.component is component)
+
+
+# --- Data-driven parser cases: <cases>/<probe id>/<case>.txt with the expected parse in <case>.json ---
+
+Parser = Callable[[str, int], Any]
+
+
+def jsonable(value: Any) -> Any:
+    """A parse result as plain JSON data (models dumped, versions as text)."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, tuple | list):
+        return [jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {k: jsonable(v) for k, v in value.items()}
+    return str(value) if isinstance(value, DottedVersion) else value
+
+
+def probe(path: Path) -> ProbeOutput:
+    """A raw probe file (``detect --save-raw`` format) as its ProbeOutput."""
+    return parse_raw(path.read_text(encoding="utf-8"), str(path))
+
+
+def case_files(cases: Path) -> list[Path]:
+    """Every case of every probe id under ``cases``, sorted."""
+    return sorted(cases.glob("*/*.txt"))
+
+
+def case_id(case: Path) -> str:
+    """``<probe id>/<case>``, the pytest id of a case."""
+    return f"{case.parent.name}/{case.stem}"
+
+
+def parse_case(case: Path, parsers: Mapping[str, Parser]) -> Any:
+    """The case parsed by its probe id's parser, as JSON data."""
+    out = probe(case)
+    return jsonable(parsers[case.parent.name](out.output, out.rc))
+
+
+def expected(case: Path) -> Any:
+    """The case's expected parse (``<case>.json``)."""
+    return json.loads(case.with_suffix(".json").read_text(encoding="utf-8"))
+
+
+def write_missing_expectations(cases: Path, parsers: Mapping[str, Parser]) -> None:
+    """Write ``<case>.json`` from the current parse where it is missing; read it before committing."""
+    for case in case_files(cases):
+        target = case.with_suffix(".json")
+        if not target.exists():
+            text = json.dumps(parse_case(case, parsers), indent=2, ensure_ascii=False)
+            target.write_text(text + "\n", encoding="utf-8")
+            print("wrote", target)

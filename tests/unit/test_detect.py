@@ -30,10 +30,7 @@ from provision.detect.runner import (
 from provision.detect.system import surroundings_probes
 from provision.errors import FactsError
 from provision.versions import DriverVersion
-
-FIXTURES = Path(__file__).parents[1] / "fixtures" / "detect"
-H200 = FIXTURES / "h200-ubuntu2404"
-SHARED_H200 = Path(__file__).parents[2].parent / "shared" / "fixtures" / "h200-ubuntu2404"
+from tests.unit.factories import H200_RAW, SHARED_H200
 
 
 def _script(directory: Path, name: str, body: str) -> None:
@@ -64,7 +61,7 @@ def test_read_raw_missing_dir(tmp_path: Path) -> None:
 
 
 def test_read_raw_of_the_copied_fixture() -> None:
-    outputs = read_raw(H200)
+    outputs = read_raw(H200_RAW)
     assert outputs["driver-version"].command == "cat /proc/driver/nvidia/version"
     assert outputs["lspci-tv"].rc == 127 and outputs["nvcc"].output.startswith("/usr/local/cuda/bin/nvcc\n")
 
@@ -83,14 +80,14 @@ def _assert_h200(facts: Facts) -> None:
 
 
 def test_facts_from_copied_fixture_dir_round_trips_json() -> None:
-    facts = facts_from_raw(H200, host="h200")
+    facts = facts_from_raw(H200_RAW, host="h200")
     _assert_h200(facts)
     assert Facts.model_validate_json(facts.model_dump_json()) == facts
     assert facts.venv == Unknown(unknown=NO_VENV)
 
 
 def test_facts_from_raw_takes_the_venv_a_capture_did_not_record() -> None:
-    facts = facts_from_raw(H200, venv="/opt/torch/.venv")
+    facts = facts_from_raw(H200_RAW, venv="/opt/torch/.venv")
     assert isinstance(facts.torch, Torch) and facts.torch.venv == "/opt/torch/.venv"
 
 
@@ -136,7 +133,7 @@ def test_probe_ids_match_the_fixture_stems() -> None:
     } <= ids
     # Probes added after the H200 capture have no shared fixture; their cases live in test_system.py.
     later = {"modinfo", "venv"} | {p.id for p in (*surroundings_probes(), *hardware_probes())}
-    assert ids - later <= {p.stem for p in H200.glob("*.txt")}
+    assert ids - later <= {p.stem for p in H200_RAW.glob("*.txt")}
 
 
 # --- Collector: real processes ---------------------------------------------------------------------
@@ -186,7 +183,7 @@ def fake_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A PATH with fake nvidia-smi, dpkg-query and modinfo that print the H200 captures."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    raw = read_raw(H200)
+    raw = read_raw(H200_RAW)
     for probe_id in ("query-gpu", "topo-m", "dpkg-nvidia"):
         (bin_dir / f"{probe_id}.out").write_text(raw[probe_id].output)
     _script(

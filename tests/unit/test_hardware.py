@@ -9,14 +9,11 @@ says it was synthesized; ``<case>.json`` is the expected parse (``{"boot_mode": 
 
 from __future__ import annotations
 
-import json
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
 
 from provision.detect.facts import Unknown
 from provision.detect.hardware import (
@@ -36,7 +33,8 @@ from provision.detect.hardware import (
     upstream_bridges,
 )
 from provision.detect.probes import all_probes
-from provision.detect.raw import parse_raw, read_raw
+from provision.detect.raw import read_raw
+from tests.unit.factories import case_files, case_id, expected, parse_case, write_missing_expectations
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "hardware"
 CASES = FIXTURES / "cases"
@@ -54,17 +52,6 @@ PARSERS: dict[str, Callable[[str, int], Any]] = {
     "sys-pci": parse_sys_pci,
     "iommu": parse_iommu,
 }
-
-
-def jsonable(value: Any) -> Any:
-    """A parse result as plain JSON data."""
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
-    if isinstance(value, tuple | list):
-        return [jsonable(v) for v in value]
-    if isinstance(value, dict):
-        return {k: jsonable(v) for k, v in value.items()}
-    return value
 
 
 def only_gpu(hw: Hardware) -> GpuHardware:
@@ -181,28 +168,12 @@ def test_acs_model_round_trips() -> None:
 # --- Data-driven cases ------------------------------------------------------------------------------
 
 
-def case_files() -> list[Path]:
-    return sorted(CASES.glob("*/*.txt"))
-
-
-@pytest.mark.parametrize("path", case_files(), ids=lambda p: f"{p.parent.name}/{p.stem}")
+@pytest.mark.parametrize("path", case_files(CASES), ids=case_id)
 def test_case(path: Path) -> None:
     text = path.read_text(encoding="utf-8")
     assert text.startswith("# synthesized"), "first line must say where the case comes from"
-    out = parse_raw(text, str(path))
-    expected = json.loads(path.with_suffix(".json").read_text(encoding="utf-8"))
-    assert jsonable(PARSERS[path.parent.name](out.output, out.rc)) == expected
-
-
-def _write_missing_expectations() -> None:
-    for path in case_files():
-        target = path.with_suffix(".json")
-        if not target.exists():
-            out = parse_raw(path.read_text(encoding="utf-8"), str(path))
-            result = jsonable(PARSERS[path.parent.name](out.output, out.rc))
-            target.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-            sys.stdout.write(f"wrote {target}\n")
+    assert parse_case(path, PARSERS) == expected(path)
 
 
 if __name__ == "__main__":
-    _write_missing_expectations()
+    write_missing_expectations(CASES, PARSERS)

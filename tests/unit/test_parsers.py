@@ -8,14 +8,12 @@ then read it before committing.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
 
 from provision.detect.facts import Gpu, Kernel, LoadedDriver, Package, Topology, Torch, Unknown
 from provision.detect.parsers import (
@@ -32,12 +30,20 @@ from provision.detect.parsers import (
     parse_venv,
 )
 from provision.detect.parsers_gpu import parse_query_gpu, parse_topology
-from provision.detect.raw import ProbeOutput, parse_raw
 from provision.versions import DottedVersion
+from tests.unit.factories import (
+    DETECT_FIXTURES,
+    H200_RAW,
+    SHARED_H200,
+    case_files,
+    case_id,
+    expected,
+    parse_case,
+    probe,
+    write_missing_expectations,
+)
 
-FIXTURES = Path(__file__).parents[1] / "fixtures" / "detect"
-H200 = FIXTURES / "h200-ubuntu2404"
-CASES = FIXTURES / "cases"
+CASES = DETECT_FIXTURES / "cases"
 
 PARSERS: dict[str, Callable[[str, int], Any]] = {
     "os-release": parse_os_release,
@@ -55,21 +61,8 @@ PARSERS: dict[str, Callable[[str, int], Any]] = {
 }
 
 
-def jsonable(value: Any) -> Any:
-    """A parse result as plain JSON data (models dumped, versions as text)."""
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
-    if isinstance(value, tuple):
-        return [jsonable(v) for v in value]
-    return str(value) if isinstance(value, DottedVersion) else value
-
-
-def probe(path: Path) -> ProbeOutput:
-    return parse_raw(path.read_text(encoding="utf-8"), str(path))
-
-
 def parse_fixture(name: str) -> Any:
-    out = probe(H200 / f"{name}.txt")
+    out = probe(H200_RAW / f"{name}.txt")
     return PARSERS[name](out.output, out.rc)
 
 
@@ -142,16 +135,15 @@ def test_h200_modinfo_missing_is_unknown() -> None:
 
 @pytest.mark.parametrize("name", ["lspci-nv", "lspci-tv"])
 def test_h200_lspci_not_found(name: str) -> None:
-    out = probe(H200 / f"{name}.txt")
+    out = probe(H200_RAW / f"{name}.txt")
     assert failure("lspci", out.output, out.rc) == Unknown(unknown="lspci: not found")
 
 
 def test_shared_copies_match_the_originals() -> None:
-    shared = Path(__file__).parents[2].parent / "shared" / "fixtures" / "h200-ubuntu2404"
-    if not shared.is_dir():
+    if not SHARED_H200.is_dir():
         pytest.skip("../shared/fixtures is not checked out next to the repository")
-    for copy in sorted(H200.glob("*.txt")):
-        assert copy.read_text() == (shared / copy.name).read_text(), copy.name
+    for copy in sorted(H200_RAW.glob("*.txt")):
+        assert copy.read_text() == (SHARED_H200 / copy.name).read_text(), copy.name
 
 
 # --- Unknowns and edge cases -----------------------------------------------------------------------
@@ -217,30 +209,12 @@ def test_topology_ff15_sys_across_numa() -> None:
 # --- Data-driven cases -----------------------------------------------------------------------------
 
 
-def _cases() -> list[Path]:
-    return sorted(CASES.glob("*/*.txt"))
-
-
-def _expected_path(case: Path) -> Path:
-    return case.with_suffix(".json")
-
-
-@pytest.mark.parametrize("case", _cases(), ids=lambda p: f"{p.parent.name}/{p.stem}")
+@pytest.mark.parametrize("case", case_files(CASES), ids=case_id)
 def test_case(case: Path) -> None:
-    out = probe(case)
-    got = jsonable(PARSERS[case.parent.name](out.output, out.rc))
-    assert got == json.loads(_expected_path(case).read_text())
-
-
-def _write_missing_expectations() -> None:
-    for case in _cases():
-        if not _expected_path(case).exists():
-            out = probe(case)
-            got = jsonable(PARSERS[case.parent.name](out.output, out.rc))
-            _expected_path(case).write_text(json.dumps(got, indent=2) + "\n")
-            print("wrote", _expected_path(case))
+    got = parse_case(case, PARSERS)
+    assert got == expected(case)
 
 
 if __name__ == "__main__":
-    _write_missing_expectations()
+    write_missing_expectations(CASES, PARSERS)
     sys.exit(0)
