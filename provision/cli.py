@@ -263,7 +263,7 @@ def apply(
             target=workflow.Target(inventory=inventory, limit=limit, forks=forks),
             as_json=as_json,
             runs_dir=runs_dir or runner.default_runs_dir(),
-            console=out,
+            console=err if as_json else out,  # with --json, stdout carries only the JSON report
         )
     )
 
@@ -271,7 +271,9 @@ def apply(
 @cli.command()
 @user_errors()
 def checklist(
-    spec: SpecArg,
+    spec: Annotated[
+        Path | None, typer.Argument(help="Spec file (YAML); optional when -i/--fleet map hosts to specs.")
+    ] = None,
     *,
     fmt: Annotated[
         str,
@@ -297,10 +299,15 @@ def checklist(
             "(localhost or its host name) to probe it here; any other name only fills the header.",
         ),
     ] = None,
+    inventory: InvOpt = None,
+    limit: LimitOpt = None,
+    fleet: FleetOpt = None,
 ) -> None:
     """The BIOS and hardware checklist: the manual steps, and what this host's Linux shows for each.
 
     Without --facts, --from-raw or --host naming this machine, it is the blank paper checklist.
+    With an inventory (-i) or a fleet file, every host is detected through Ansible and -o DIR gets
+    one document per host (its own spec, or SPEC for all) and an index with per-host counts.
     """
     from provision.catalog import load_catalog
     from provision.checklist import Format, render_documents, write_documents
@@ -310,6 +317,13 @@ def checklist(
         raise ProvisionError("--format must be md, html or pdf, --paper a4 or letter")
     if output is None and fmt == "pdf":
         raise ProvisionError("--format pdf needs --output FILE")
+    if inventory is not None or fleet is not None:
+        _fleet_checklist(spec, inventory, fleet, limit, output, cast(Format, fmt), paper)
+        return
+    if spec is None:
+        raise ProvisionError(
+            "give a SPEC, or an inventory (-i) or fleet file (--fleet) that maps hosts to specs"
+        )
     loaded, _ = workflow.spec_from(spec)
     gpu = load_catalog().gpus.get(loaded.gpus.model)
     by_host, origin = checklist_facts(facts, from_raw, host)
@@ -336,10 +350,31 @@ def checklist(
             sys.stdout.write(str(text))
 
 
+def _fleet_checklist(
+    spec: Path | None,
+    inventory: Path | None,
+    fleet: Path | None,
+    limit: str | None,
+    output: Path | None,
+    fmt: Literal["md", "html", "pdf"],
+    paper: str,
+) -> None:
+    from provision.fleet import commands as fleet_commands
+    from provision.fleet.checklist import write_fleet_checklists
+
+    if output is None:
+        raise ProvisionError("a fleet checklist is one document per host: give --output DIR")
+    hosts = fleet_commands.resolve(spec, inventory, fleet, limit)
+    for path in write_fleet_checklists(hosts, fmt, cast(Literal["a4", "letter"], paper), output):
+        err.print(f"Wrote {path}")
+
+
 @cli.command()
 @user_errors()
 def verify(
-    spec: SpecArg,
+    spec: Annotated[
+        Path | None, typer.Argument(help="Spec file (YAML); optional when -i/--fleet map hosts to specs.")
+    ] = None,
     *,
     as_json: JsonOpt = False,
     junit: Annotated[
@@ -351,15 +386,51 @@ def verify(
     inputs: Annotated[
         Path | None, typer.Option("--inputs", help="Check a saved inputs.json instead of this machine.")
     ] = None,
+    inventory: InvOpt = None,
+    limit: LimitOpt = None,
+    fleet: FleetOpt = None,
+    forks: Annotated[
+        int | None, typer.Option("--forks", min=1, help="Hosts Ansible works on at once (default 5).")
+    ] = None,
 ) -> None:
     """Prove the machine works: driver, GPUs, PCIe and kernels under load, libraries, P2P, NCCL, thermals.
 
-    Exit 0 when no check failed (warnings and skips allowed), 1 otherwise.
+    Exit 0 when no check failed (warnings and skips allowed), 1 otherwise. With an inventory (-i) or
+    a fleet file, every host is verified against its spec (or SPEC for all) and a combined report
+    follows: per-host tables, a summary, --json of all hosts, --junit with one testsuite per host.
     """
     from provision.verify.command import emit, run_verify
 
+    if inventory is not None or fleet is not None:
+        if inputs is not None:
+            raise ProvisionError(
+                "--inputs replays one machine's saved inputs; it does not go with -i/--fleet"
+            )
+        raise typer.Exit(_fleet_verify(spec, inventory, fleet, limit, forks, save_raw, as_json, junit))
+    if spec is None:
+        raise ProvisionError(
+            "give a SPEC, or an inventory (-i) or fleet file (--fleet) that maps hosts to specs"
+        )
     report = run_verify(spec, inputs_file=inputs, save_raw=save_raw)
     raise typer.Exit(emit(report, out, as_json, junit))
+
+
+def _fleet_verify(
+    spec: Path | None,
+    inventory: Path | None,
+    fleet: Path | None,
+    limit: str | None,
+    forks: int | None,
+    save_raw: Path | None,
+    as_json: bool,
+    junit: Path | None,
+) -> int:
+    from provision.fleet import commands as fleet_commands
+    from provision.fleet.verify import verify_fleet
+    from provision.fleet.verify_report import emit_fleet
+
+    hosts = fleet_commands.resolve(spec, inventory, fleet, limit)
+    return emit_fleet(verify_fleet(hosts, forks, save_raw=save_raw), out, as_json, junit)
 
 
 if __name__ == "__main__":

@@ -6,8 +6,11 @@ not converged (see README, "Exit codes").
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -30,23 +33,73 @@ def apply_workflow(
     runs_dir: Path,
     console: Console,
 ) -> int:
-    """Run ``provision apply`` for a spec or saved plan at ``path``; returns the exit code."""
+    """Run ``provision apply`` for a spec or saved plan at ``path``; returns the exit code.
+
+    With ``as_json`` the outcome is also written to stdout as one JSON document:
+    ``{"outcome": "nothing-to-do" | "dry-run" | "refused" | "applied" | "failed", "converged": bool,
+    "run_dir": str | None, "hosts": {host: {ok, changed, failed, unreachable, failures}},
+    "plans": [Plan, ...]}``.
+    """
+    report = _Report(as_json)
+    try:
+        return _apply(
+            path, dry_run=dry_run, yes=yes, target=target, runs_dir=runs_dir, console=console, report=report
+        )
+    finally:
+        report.emit()
+
+
+def _apply(
+    path: Path,
+    *,
+    dry_run: bool,
+    yes: bool,
+    target: app.Target,
+    runs_dir: Path,
+    console: Console,
+    report: _Report,
+) -> int:
     spec, saved = app.spec_from(path)
     plans = app.plan_all(spec, app.gather(spec, target), saved.spec_path if saved else str(path))
     if saved is not None:
         app.check_drift(saved, plans[saved.host] if saved.host in plans else next(iter(plans.values())))
     for plan in plans.values():
         render_plan(plan, console)
+    report.data["plans"] = [json.loads(p.model_dump_json()) for p in plans.values()]
+    if any(p.refused for p in plans.values()):
+        report.outcome("refused", converged=False)
     app.refuse_if_blocked(plans)
     pending = {h: p for h, p in plans.items() if p.changes}
     if not pending:
         console.print("Nothing to do: Ansible was not started.")
-        return 0
+        return report.outcome("nothing-to-do", converged=True)
     if dry_run:
         console.print("Dry run: nothing was changed.")
-        return 0
+        return report.outcome("dry-run", converged=False)
     _confirm(yes, console)
-    return _run(spec.name, pending, target, runs_dir, console)
+    return _run(spec.name, pending, target, runs_dir, console, report)
+
+
+class _Report:
+    """The --json outcome of one apply, filled as the workflow goes."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.data: dict[str, Any] = {
+            "outcome": None,
+            "converged": False,
+            "run_dir": None,
+            "hosts": {},
+            "plans": [],
+        }
+
+    def outcome(self, outcome: str, *, converged: bool) -> int:
+        self.data.update(outcome=outcome, converged=converged)
+        return 0 if outcome in ("nothing-to-do", "dry-run", "applied") else 1
+
+    def emit(self) -> None:
+        if self.enabled and self.data["outcome"] is not None:
+            sys.stdout.write(json.dumps(self.data, indent=2) + "\n")
 
 
 def _confirm(yes: bool, console: Console) -> None:
@@ -58,7 +111,9 @@ def _confirm(yes: bool, console: Console) -> None:
         raise ProvisionError("apply cancelled; nothing was changed")
 
 
-def _run(label: str, plans: dict[str, Plan], target: app.Target, runs_dir: Path, console: Console) -> int:
+def _run(
+    label: str, plans: dict[str, Plan], target: app.Target, runs_dir: Path, console: Console, report: _Report
+) -> int:
     run_dir = runner.new_run_dir(runs_dir, label)
     inventory = target.inventory or runner.local_inventory(run_dir)
     with Progress(console) as progress:
@@ -76,7 +131,9 @@ def _run(label: str, plans: dict[str, Plan], target: app.Target, runs_dir: Path,
     console.print(f"Run directory (logs, plans, Ansible artifacts): {run_dir}")
     if any(p.reboot_required for p in plans.values()):
         console.print("[bold magenta]Reboot required[/] to load the new kernel modules.")
-    return 0 if converged else 1
+    report.data["run_dir"] = str(run_dir)
+    report.data["hosts"] = {h.host: dataclasses.asdict(h) for h in result.hosts.values()}
+    return report.outcome("applied" if converged else "failed", converged=converged)
 
 
 def _converged(plans: dict[str, Plan], target: app.Target, console: Console) -> bool:

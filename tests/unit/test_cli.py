@@ -119,3 +119,12 @@ def test_checklist_markdown_and_html(tmp_path: Path) -> None:
     html = run("checklist", A100X_SPEC, "--format", "html", "-o", str(out))
     assert html.exit_code == 0, html.output
     assert out.read_text().lstrip().lower().startswith("<!doctype html>")
+
+
+def test_apply_json_reports_a_refusal_on_stdout() -> None:
+    # Detects this machine: the CI and development machines run Debian 12, not the spec's Ubuntu.
+    result = CliRunner().invoke(cli, ["apply", A100X_SPEC, "--dry-run", "--json"])
+    assert result.exit_code == 1
+    report = json.loads(result.stdout)
+    assert report["outcome"] == "refused"
+    assert report["plans"][0]["blockers"][0]["rule"] == "os-mismatch"
