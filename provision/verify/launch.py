@@ -63,10 +63,11 @@ def run_gpus(python: Path, seconds: float, timeout: float, copy_mib: int = 256) 
     with tempfile.TemporaryDirectory(prefix="provision-verify-") as tmp:
         proc, out, err = _start(argv, Path(tmp), "gpus")
         timed_out = not _wait_all([proc], timeout)
-        return _gpu_run(proc.returncode, _read(out), _read(err), timed_out, timeout)
+        return gpu_run_from(proc.returncode, _read(out), _read(err), timed_out, timeout)
 
 
-def _gpu_run(rc: int, stdout: str, stderr: str, timed_out: bool, timeout: float) -> GpuRun | Unknown:
+def gpu_run_from(rc: int, stdout: str, stderr: str, timed_out: bool, timeout: float) -> GpuRun | Unknown:
+    """The ``gpus`` mode's result from its exit status and output, wherever it ran (here or over Ansible)."""
     if timed_out:
         return Unknown(unknown=f"GPU load program did not finish within {timeout:.0f} s and was killed")
     doc = last_json(stdout)

@@ -43,10 +43,23 @@ def _cells(r: CheckResult) -> tuple[str, str, str, str]:
 
 def junit_xml(report: Report) -> str:
     """JUnit XML: one testsuite, one testcase per result; fail -> <failure>, skip -> <skipped>."""
+    return junit_document([junit_suite(report)])
+
+
+def junit_document(suites: list[ET.Element]) -> str:
+    """A ``<testsuites>`` document holding ``suites``, with the XML declaration."""
+    root = ET.Element("testsuites", name="provision verify")
+    root.extend(suites)
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def junit_suite(report: Report, name: str = "provision verify") -> ET.Element:
+    """One ``<testsuite>`` of ``report``: a testcase per result."""
     counts = report.counts()
     suite = ET.Element(
         "testsuite",
-        name="provision verify",
+        name=name,
         tests=str(len(report.results)),
         failures=str(counts["fail"]),
         errors="0",
@@ -56,10 +69,7 @@ def junit_xml(report: Report) -> str:
     )
     for r in report.results:
         suite.append(_testcase(r))
-    root = ET.Element("testsuites", name="provision verify")
-    root.append(suite)
-    ET.indent(root)
-    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+    return suite
 
 
 def _testcase(r: CheckResult) -> ET.Element:

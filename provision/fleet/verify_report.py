@@ -1,0 +1,84 @@
+"""The combined verify report of a fleet: per-host tables and a summary, JSON, and JUnit XML."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from provision.fleet.verify import FleetVerify, HostVerify
+from provision.verify.render import STYLE, junit_document, junit_suite, render_table
+
+STATUSES = ("pass", "warn", "fail", "skip")
+
+
+def render_fleet_verify(fleet: FleetVerify, console: Console) -> None:
+    """Each host's table (an unreachable host's reason first), then the summary table."""
+    for host in fleet.hosts.values():
+        if host.unreachable:
+            console.print(f"[bold]{escape(host.host)}[/]: [red]{escape(host.unreachable)}[/]", soft_wrap=True)
+        render_table(host.report, console)
+    console.print(summary_table(fleet))
+
+
+def summary_table(fleet: FleetVerify) -> Table:
+    """One row per host: its counts of pass, warn, fail and skip, and the spec it was held to."""
+    table = Table(title=f"Fleet verify: {len(fleet.hosts)} host(s)", title_justify="left")
+    table.add_column("host")
+    for status in STATUSES:
+        table.add_column(status, justify="right")
+    table.add_column("spec / reason", overflow="fold")
+    for host in fleet.hosts.values():
+        counts = host.report.counts()
+        cells = [f"[{STYLE[s]}]{counts[s]}[/]" if counts[s] else "0" for s in STATUSES]
+        note = host.unreachable or str(host.spec_path)
+        name = f"[red]{escape(host.host)}[/]" if host.failed else escape(host.host)
+        table.add_row(name, *cells, escape(note))
+    return table
+
+
+def fleet_verify_json(fleet: FleetVerify) -> dict[str, Any]:
+    """All hosts as JSON data.
+
+    Shape: ``{"summary": {"hosts": {host: counts}, "failed": [hosts]}, "hosts": {host: {"spec",
+    "unreachable", "counts", "failed", "report"}}}``; ``report`` is the single-host ``--json``
+    report document.
+    """
+    return {
+        "summary": {
+            "hosts": {h: v.report.counts() for h, v in fleet.hosts.items()},
+            "failed": fleet.failed,
+        },
+        "hosts": {h: _host_json(v) for h, v in fleet.hosts.items()},
+    }
+
+
+def _host_json(host: HostVerify) -> dict[str, Any]:
+    return {
+        "spec": str(host.spec_path),
+        "unreachable": host.unreachable,
+        "counts": host.report.counts(),
+        "failed": host.failed,
+        "report": host.report.model_dump(mode="json"),
+    }
+
+
+def fleet_junit_xml(fleet: FleetVerify) -> str:
+    """JUnit XML with one ``<testsuite>`` per host (named ``provision verify <host>``)."""
+    return junit_document([junit_suite(v.report, f"provision verify {h}") for h, v in fleet.hosts.items()])
+
+
+def emit_fleet(fleet: FleetVerify, console: Console, as_json: bool, junit: Path | None) -> int:
+    """Print the tables or the JSON, write JUnit XML if asked; returns the exit code (1: a host failed)."""
+    if as_json:
+        sys.stdout.write(json.dumps(fleet_verify_json(fleet), indent=2) + "\n")
+    else:
+        render_fleet_verify(fleet, console)
+    if junit is not None:
+        junit.write_text(fleet_junit_xml(fleet), encoding="utf-8")
+    return fleet.exit_code()

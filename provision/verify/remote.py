@@ -1,0 +1,324 @@
+"""Collect verify inputs on remote hosts: one ansible-runner play over every host, results from its events.
+
+The play copies the detection collector (with the verify probe ``nv-fabricmanager --version``
+added to the host's probe list) and the GPU load program to a temporary directory on each host,
+runs the collector, then runs ``<venv>/bin/python -I gpuload.py gpus ...`` as an argv under
+:data:`provision.verify.launch.CHILD_ENV` and an Ansible ``async`` deadline (the async wrapper kills
+the program's process group when it passes), when the host's ``nvidia-smi`` answered and the
+venv's interpreter exists. The controller parses everything with the same parsers as a local run.
+
+Not run remotely in this pass: the multi-process NCCL all-reduce. On a host with two or more
+GPUs its check is a skip with :data:`REMOTE_ALLREDUCE` as the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from provision.detect.facts import Facts, Unknown
+from provision.detect.probes import Probe, all_probes
+from provision.detect.raw import ProbeOutput
+from provision.detect.runner import (
+    COLLECTOR_TASK,
+    collector_results,
+    collector_source,
+    facts_from_outputs,
+    interpreter_path,
+    outputs_from_json,
+    probes_json,
+)
+from provision.errors import FactsError
+from provision.verify import launch
+from provision.verify.probes import FM_VERSION_ARGV, parse_fabric, parse_fm_version
+from provision.verify.runs import GpuRun, VerifyInputs
+
+GPU_TASK = "Run the GPU load program in the spec's venv."
+FM_PROBE = Probe(id="fm-version", argv=FM_VERSION_ARGV, timeout=20.0)
+REMOTE_ALLREDUCE = (
+    "not run on remote hosts: the multi-process NCCL all-reduce runs only with `provision verify SPEC` "
+    "on the machine itself"
+)
+ASYNC_POLL_S = 2
+"""How often Ansible polls the GPU program (seconds); the deadline is the async value."""
+
+
+@dataclass(frozen=True)
+class HostJob:
+    """What verify runs on one host, from its spec.
+
+    Attributes:
+        venv: The spec's ``python.venv``; None runs no GPU work.
+        load_seconds: bf16 load per GPU (``verify.load_seconds``), seconds.
+        gpu_count: GPUs the spec expects; sizes the GPU program's deadline as launch.py does.
+    """
+
+    venv: str | None
+    load_seconds: float
+    gpu_count: int
+
+    @property
+    def timeout_s(self) -> int:
+        """The GPU program's deadline in whole seconds (:func:`launch.gpu_timeout`, rounded up)."""
+        return int(launch.gpu_timeout(self.gpu_count, self.load_seconds)) + 1
+
+    def probes(self) -> list[Probe]:
+        """Detection's probes for the venv, plus the fabric manager's version."""
+        return [*all_probes(self.venv), FM_PROBE]
+
+
+@dataclass(frozen=True)
+class GpuOutcome:
+    """What the GPU task did on one host: ran (rc, output), was skipped, or failed before running."""
+
+    ran: bool
+    rc: int = 0
+    stdout: str = ""
+    stderr: str = ""
+    message: str = ""
+
+
+def verify_remote(
+    inventory: str, jobs: Mapping[str, HostJob], forks: int | None = None
+) -> dict[str, VerifyInputs | str]:
+    """Verify inputs of every host in ``jobs``, gathered in one ansible-runner run.
+
+    Args:
+        inventory: The inventory file (or INI text) the hosts come from.
+        jobs: Inventory hostname -> what to run there; the play is limited to these hosts.
+        forks: Hosts Ansible works on at once; None keeps Ansible's default (5).
+
+    Returns:
+        Per host its :class:`VerifyInputs`, or the reason nothing could be read
+        (``host unreachable: ...``, ``host failed at ...``).
+
+    Raises:
+        FactsError: ansible-playbook failed before any host reported.
+    """
+    started = datetime.now(UTC)
+    with tempfile.TemporaryDirectory(prefix="provision-verify-") as tmp:
+        events, rc, tail = _run_play(Path(tmp), inventory, jobs, forks)
+    collected = collector_results(events)
+    if not collected and rc != 0:
+        raise FactsError(f"ansible-playbook failed (rc {rc}) before any host reported: {tail}")
+    gpu = gpu_outcomes(events)
+    return {
+        host: _host_inputs(host, result, gpu.get(host), jobs[host], started)
+        for host, result in collected.items()
+        if host in jobs
+    }
+
+
+def _host_inputs(
+    host: str, result: str | dict[str, Any], gpu: GpuOutcome | None, job: HostJob, started: datetime
+) -> VerifyInputs | str:
+    if isinstance(result, str):
+        return result
+    outputs = outputs_from_json(result)
+    return inputs_from(host, outputs, gpu, job, started)
+
+
+def inputs_from(
+    host: str,
+    outputs: Mapping[str, ProbeOutput],
+    gpu: GpuOutcome | None,
+    job: HostJob,
+    started: datetime | None = None,
+) -> VerifyInputs:
+    """One host's verify inputs from its collector outputs and its GPU task outcome (pure)."""
+    facts = facts_from_outputs(outputs, host=host, collected_at=started)
+    gpu_run = remote_gpu_run(facts, gpu, job)
+    many = isinstance(gpu_run, GpuRun) and gpu_run.device_count >= 2
+    return VerifyInputs(
+        facts=facts,
+        fm_version=parse_fm_version(*_text(outputs, FM_PROBE.id)),
+        fabric=parse_fabric(*_text(outputs, "nvidia-smi-q")),
+        gpu_run=gpu_run,
+        allreduce=Unknown(unknown=REMOTE_ALLREDUCE) if many else None,
+    )
+
+
+def _text(outputs: Mapping[str, ProbeOutput], probe_id: str) -> tuple[str, int]:
+    out = outputs.get(probe_id) or ProbeOutput.missing(probe_id)
+    return out.output, out.rc
+
+
+def remote_gpu_run(facts: Facts, gpu: GpuOutcome | None, job: HostJob) -> GpuRun | Unknown:
+    """The GPU program's result, or why it did not run, with the reasons a local run gives."""
+    if isinstance(facts.gpus, Unknown):
+        return Unknown(unknown=f"no GPU work: {facts.gpus.unknown}")
+    if job.venv is None:
+        no_venv = launch.python_of(None)
+        assert isinstance(no_venv, Unknown)  # without a venv it is always the reason
+        return no_venv
+    if gpu is None or not gpu.ran:
+        why = gpu.message if gpu else "Ansible reported nothing for the GPU task"
+        return Unknown(unknown=why or f"{job.venv}/bin/python: no such interpreter (create the venv)")
+    timed_out = "did not complete within" in gpu.message
+    return launch.gpu_run_from(gpu.rc, gpu.stdout, gpu.stderr, timed_out, job.timeout_s)
+
+
+def gpu_outcomes(events: Iterable[Mapping[str, Any]]) -> dict[str, GpuOutcome]:
+    """Per host, what the GPU task's ``runner_on_ok|failed|skipped`` event says."""
+    outcomes: dict[str, GpuOutcome] = {}
+    for event in events:
+        data = event.get("event_data", {})
+        host, res = data.get("host"), data.get("res") or {}
+        if not isinstance(host, str) or data.get("task") != GPU_TASK:
+            continue
+        kind = event.get("event")
+        if kind in ("runner_on_ok", "runner_on_failed") and "rc" in res:
+            outcomes[host] = GpuOutcome(
+                True, int(res["rc"]), str(res.get("stdout", "")), str(res.get("stderr", ""))
+            )
+        elif kind in ("runner_on_ok", "runner_on_failed"):
+            outcomes[host] = GpuOutcome(True, -1, message=str(res.get("msg", "no result")))
+        elif kind == "runner_on_skipped":
+            outcomes[host] = GpuOutcome(False)
+    return outcomes
+
+
+def _run_play(
+    data_dir: Path, inventory: str, jobs: Mapping[str, HostJob], forks: int | None
+) -> tuple[list[dict[str, Any]], int, str]:
+    import ansible_runner  # slow to import; only the fleet path needs it
+
+    extravars = _write_project(data_dir / "project", jobs)
+    source = str(Path(inventory).resolve()) if Path(inventory).exists() else inventory
+    run = ansible_runner.run(
+        private_data_dir=str(data_dir),
+        playbook="verify.yml",
+        inventory=source,
+        limit=",".join(jobs),
+        extravars=extravars,
+        forks=forks,
+        envvars={
+            "PATH": interpreter_path(),
+            "ANSIBLE_SSH_CONTROL_PATH_DIR": str(data_dir / "cp"),
+            "ANSIBLE_HOST_KEY_CHECKING": "True",  # as detection: never trust a new machine silently
+            "ANSIBLE_RETRY_FILES_ENABLED": "False",
+        },
+        suppress_env_files=True,
+        quiet=True,
+    )
+    tail = (run.stdout.read().strip().splitlines() or ["no output"])[-1]
+    return list(run.events), int(run.rc), tail
+
+
+def _write_project(project: Path, jobs: Mapping[str, HostJob]) -> dict[str, Any]:
+    """Write the scripts, one probe list per distinct venv, and the play; return the extravars."""
+    project.mkdir(parents=True, exist_ok=True)
+    (project / "collector.py").write_text(collector_source(), encoding="utf-8")
+    (project / "gpuload.py").write_text(launch.SCRIPT.read_text(encoding="utf-8"), encoding="utf-8")
+    files: dict[str | None, str] = {}
+    for job in jobs.values():
+        if job.venv not in files:
+            files[job.venv] = f"probes-{len(files)}.json"
+            (project / files[job.venv]).write_text(probes_json(job.probes()), encoding="utf-8")
+    (project / "verify.yml").write_text(json.dumps(verify_play(), indent=1), encoding="utf-8")
+    return {"provision_verify_hosts": {h: host_vars(j, files[j.venv]) for h, j in jobs.items()}}
+
+
+def host_vars(job: HostJob, probes_file: str) -> dict[str, Any]:
+    """The play's per-host variables: the probe list's file, the venv's python, load and deadline."""
+    return {
+        "probes": probes_file,
+        "python": f"{job.venv}/bin/python" if job.venv else "",
+        "seconds": str(job.load_seconds),
+        "timeout": job.timeout_s,
+    }
+
+
+def verify_play() -> list[dict[str, Any]]:
+    """The verify playbook as data (JSON is YAML): copy, collect, run the GPU program, clean up."""
+    job = "provision_verify_hosts[inventory_hostname]"
+    workdir = "{{ provision_verify_dir.path }}"
+    copies = [_copy(src, name, workdir) for src, name in _copied(job)]
+    return [
+        {
+            "name": "Gather provision verify inputs.",
+            "hosts": "all",
+            "gather_facts": False,
+            "tasks": [
+                {
+                    "name": "Create a temporary directory for the verify programs.",
+                    "ansible.builtin.tempfile": {"state": "directory", "prefix": "provision-verify-"},
+                    "register": "provision_verify_dir",
+                },
+                {"block": [*copies, _collect(workdir), _stat(job), _gpu(job, workdir)], "always": [_clean()]},
+            ],
+        }
+    ]
+
+
+def _copied(job: str) -> list[tuple[str, str]]:
+    return [
+        ("collector.py", "collector.py"),
+        (f"{{{{ {job}.probes }}}}", "probes.json"),
+        ("gpuload.py", "gpuload.py"),
+    ]
+
+
+def _copy(src: str, name: str, workdir: str) -> dict[str, Any]:
+    return {
+        "name": f"Copy {name} to the host.",
+        "ansible.builtin.copy": {
+            "src": f"{{{{ playbook_dir }}}}/{src}",
+            "dest": f"{workdir}/{name}",
+            "mode": "0600",
+        },
+    }
+
+
+def _collect(workdir: str) -> dict[str, Any]:
+    python = (
+        "{{ ansible_facts.discovered_interpreter_python"
+        " | default(ansible_python_interpreter | default('python3')) }}"
+    )
+    return {
+        "name": COLLECTOR_TASK,
+        "changed_when": False,
+        "ansible.builtin.command": {"argv": [python, f"{workdir}/collector.py", f"{workdir}/probes.json"]},
+        "register": "provision_verify_collected",
+    }
+
+
+def _stat(job: str) -> dict[str, Any]:
+    return {
+        "name": "Look for the venv's interpreter.",
+        "ansible.builtin.stat": {"path": f"{{{{ {job}.python }}}}"},
+        "register": "provision_verify_python",
+        "when": f"{job}.python | length > 0",
+    }
+
+
+def _gpu(job: str, workdir: str) -> dict[str, Any]:
+    argv = [f"{{{{ {job}.python }}}}", "-I", f"{workdir}/gpuload.py", "gpus"]
+    argv += ["--seconds", f"{{{{ {job}.seconds }}}}", "--copy-mib", "256"]
+    answered = "(provision_verify_collected.stdout | from_json)['query-gpu']['rc'] == 0"
+    return {
+        "name": GPU_TASK,
+        "ansible.builtin.command": {"argv": argv},
+        "environment": dict(launch.CHILD_ENV),
+        "async": f"{{{{ {job}.timeout }}}}",
+        "poll": ASYNC_POLL_S,
+        "changed_when": False,
+        "failed_when": False,
+        "when": [
+            f"{job}.python | length > 0",
+            "provision_verify_python.stat.executable | default(false)",
+            answered,
+        ],
+    }
+
+
+def _clean() -> dict[str, Any]:
+    return {
+        "name": "Remove the verify programs' temporary directory.",
+        "ansible.builtin.file": {"path": "{{ provision_verify_dir.path }}", "state": "absent"},
+    }

@@ -1,0 +1,125 @@
+"""Fleet verify and checklist end to end: four real sshd targets without GPUs, one of them stopped.
+
+gpu1 gets a stand-in ``nvidia-smi`` (the H200 capture's GPU row) and a venv interpreter that
+records its environment, so the GPU load program really runs there through Ansible and fails
+for want of torch; the others have no nvidia-smi at all.
+"""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from provision.cli import cli
+from provision.verify.launch import CHILD_ENV
+from tests.fleet.conftest import FleetTargets
+
+ROOT = Path(__file__).parents[2]
+SPEC = ROOT / "specs" / "dual-a100x.yaml"
+VENV = "/opt/provision/venv"
+QUERY_GPU = ROOT / "tests" / "fixtures" / "detect" / "h200-ubuntu2404" / "query-gpu.txt"
+GPU_CHECKS = ("cuda-device-count", "cuda-kernel", "bf16-tflops", "pcie-link", "pcie-h2d", "gpu-temperature")
+
+
+def provision(*args: str | Path) -> Any:
+    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
+
+
+@pytest.fixture()
+def inventory(fleet: FleetTargets, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """All four targets held to the dual-A100X spec; gpu4's sshd stopped; gpu1 with a stand-in GPU."""
+    monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.setenv("COLUMNS", "200")
+    lines = ["[gpu]", *(fleet.host_line(h, provision_spec=str(SPEC)) for h in fleet.targets)]
+    path = fleet.directory / "hosts.ini"
+    path.write_text("\n".join(lines) + "\n")
+    _stand_in_gpu(fleet.targets["gpu1"].root)
+    fleet.stop_sshd("gpu4")
+    return path
+
+
+def _stand_in_gpu(root: Path) -> None:
+    rows = [line for line in QUERY_GPU.read_text().splitlines()[1:] if not line.startswith("[exit")]
+    _script(
+        root / "usr/local/bin/nvidia-smi",
+        'case "$*" in *--query-gpu=index,name*) cat <<"EOF"\n' + "\n".join(rows) + "\nEOF\n;;\n"
+        '*) echo "stand-in nvidia-smi: $*" >&2; exit 9;;\nesac\n',
+    )
+    _script(
+        root / VENV.lstrip("/") / "bin/python",
+        'case "$*" in *gpuload.py*) env > /tmp/gpuload-env; echo "$@" > /tmp/gpuload-argv;; esac\n'
+        'exec /usr/bin/python3 "$@"\n',
+    )
+
+
+def _script(path: Path, body: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(0o755)
+
+
+def test_verify_reports_every_host_with_reasons_and_the_unreachable_one(
+    fleet: FleetTargets, inventory: Path, tmp_path: Path
+) -> None:
+    junit = tmp_path / "verify.xml"
+    result = provision("verify", "-i", inventory, "--json", "--junit", junit, "--forks", "4")
+    assert result.exit_code == 1, result.output
+    doc = json.loads(result.stdout)
+    assert doc["summary"]["failed"] == ["gpu1", "gpu2", "gpu3", "gpu4"]
+    hosts = doc["hosts"]
+    assert hosts["gpu4"]["unreachable"].startswith("host unreachable:")
+    assert {r["status"] for r in hosts["gpu4"]["report"]["results"]} == {"fail"}
+    assert all(r["detail"] == hosts["gpu4"]["unreachable"] for r in hosts["gpu4"]["report"]["results"])
+    for name in ("gpu1", "gpu2", "gpu3"):
+        assert hosts[name]["unreachable"] is None
+        results = hosts[name]["report"]["results"]
+        gpu = [r for r in results if r["id"] in GPU_CHECKS]
+        assert gpu and all(r["status"] in ("fail", "skip") and r["detail"] for r in gpu), name
+    by_id = {r["id"]: r for r in hosts["gpu2"]["report"]["results"]}
+    assert by_id["cuda-device-count"]["detail"].startswith("no GPU work: ")
+    count = next(r for r in hosts["gpu1"]["report"]["results"] if r["id"] == "cuda-device-count")
+    assert count["detail"] == "GPU load program: ModuleNotFoundError: No module named 'torch'"
+    _assert_gpu_program_ran_as_launch_does(fleet.targets["gpu1"].root)
+    _assert_junit(junit)
+
+
+def _assert_gpu_program_ran_as_launch_does(root: Path) -> None:
+    argv = (root / "tmp/gpuload-argv").read_text().split()
+    assert argv[0] == "-I" and argv[1].endswith("/gpuload.py") and argv[2:4] == ["gpus", "--seconds"]
+    env = dict(
+        line.split("=", 1) for line in (root / "tmp/gpuload-env").read_text().splitlines() if "=" in line
+    )
+    assert {k: env.get(k) for k in CHILD_ENV} == CHILD_ENV
+
+
+def _assert_junit(path: Path) -> None:
+    suites = ET.parse(path).getroot().findall("testsuite")
+    assert [s.get("hostname") for s in suites] == ["gpu1", "gpu2", "gpu3", "gpu4"]
+    assert all(int(s.get("failures", "0")) > 0 and s.findall("testcase") for s in suites)
+
+
+def test_verify_text_shows_host_tables_and_the_summary(fleet: FleetTargets, inventory: Path) -> None:
+    result = provision("verify", "-i", inventory, "-l", "gpu2,gpu4")
+    assert result.exit_code == 1, result.output
+    assert "Fleet verify: 2 host(s)" in result.output
+    assert "provision verify" in result.output and "on gpu2" in result.output
+    assert "gpu4: host unreachable:" in result.output
+
+
+def test_checklist_writes_one_document_per_host_and_an_index(fleet: FleetTargets, inventory: Path) -> None:
+    out = fleet.directory / "checklists"
+    result = provision("checklist", "-i", inventory, "-o", out)
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in out.iterdir()) == ["gpu1.md", "gpu2.md", "gpu3.md", "gpu4.md", "index.md"]
+    index = (out / "index.md").read_text()
+    for name in ("gpu1", "gpu2", "gpu3"):
+        assert f"| {name} | {SPEC} |" in index and "| detected |" in index
+        document = (out / f"{name}.md").read_text()
+        assert f"**Host:** {name}" in document and "detected through Ansible from" in document
+    assert "| gpu4 |" in index and "unreachable: host unreachable:" in index
+    assert "not observable" in (out / "gpu4.md").read_text().lower()
