@@ -7,6 +7,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from provision.detect.facts import Facts, Gpu, Unknown
+from provision.detect.system import PciDevice
 
 
 def render_facts(facts: Facts, console: Console) -> None:
@@ -56,19 +57,62 @@ def _rows(facts: Facts) -> list[tuple[str, str]]:
             ),
         ),
         ("torch", _or_unknown(facts.torch, lambda t: f"{t.version} (CUDA {t.cuda}) in {t.venv}")),
+        ("nvswitch", _or_unknown(facts.nvidia_pci, _nvswitch)),
+        (
+            "fabric",
+            _or_unknown(facts.fabric, lambda f: ", ".join(f"{a} / {b}" for a, b in f.states) or "none"),
+        ),
+        (
+            "dkms",
+            _or_unknown(
+                facts.dkms,
+                lambda d: (
+                    "; ".join(f"{v} {k}: {st}" for v, k, st in d.modules) or "no nvidia module registered"
+                ),
+            ),
+        ),
+        (
+            "nouveau",
+            _or_unknown(
+                facts.nouveau,
+                lambda n: (
+                    ("loaded" if n.loaded else "not loaded")
+                    + (f", blacklisted by {', '.join(n.blacklisted_by)}" if n.blacklisted_by else "")
+                ),
+            ),
+        ),
+        (
+            "apt locks",
+            _or_unknown(
+                facts.apt_locks,
+                lambda a: (
+                    f"pins {'present' if a.preferences else 'absent'}, "
+                    f"unattended-upgrades guard {'present' if a.unattended_guard else 'absent'}"
+                ),
+            ),
+        ),
+        ("secure boot", _secure_boot(facts)),
     ]
 
 
-def _gpus(gpus: tuple[Gpu, ...]) -> str:
-    lines = [
-        f"{g.index}: {g.name}, cc {g.compute_capability}, {g.memory_total_mib} MiB, "
-        f"PCIe gen {g.pcie_gen_current}/{g.pcie_gen_max} x{g.pcie_width_current}/{g.pcie_width_max}"
-        for g in gpus
-    ]
-    return "\n".join(lines) or "none"
+def _nvswitch(devices: tuple[PciDevice, ...]) -> str:
+    switches = [d.bdf for d in devices if d.is_nvswitch]
+    return f"{len(switches)} NVSwitch function(s)" if switches else "no NVSwitch in lspci"
 
 
-def _or_unknown(value: object, describe: object) -> str:
-    if isinstance(value, Unknown):
-        return f"[yellow]unknown:[/] {escape(value.unknown)}"
-    return escape(str(describe(value)))  # type: ignore[operator]
+def _secure_boot(facts: Facts) -> str:
+    hw = facts.hardware
+    if isinstance(hw, Unknown):
+        return _or_unknown(hw, str)
+    state = _or_unknown(
+        hw.secure_boot, lambda sb: ("enabled" if sb.enabled else "disabled") + f" ({sb.source})"
+    )
+    return state + _mok(facts)
+
+
+def _mok(facts: Facts) -> str:
+    if isinstance(facts.mok, Unknown):
+        return ""
+    if not facts.mok.key_present:
+        return "; DKMS key absent"
+    return f"; DKMS key {'enrolled' if facts.mok.enrolled else 'not enrolled'}"
