@@ -28,7 +28,7 @@ from provision.fleet.apply import FleetOptions, apply_fleet
 from tests.integration.harness import golden, services
 from tests.integration.harness import target as target_mod
 from tests.integration.harness.server import start_server
-from tests.integration.test_apply import write_spec
+from tests.integration.helpers import write_spec
 
 
 def main() -> None:

@@ -25,6 +25,7 @@ golden_root = integration.golden_root
 http_server = integration.http_server
 nvidia_repo = integration.nvidia_repo
 wheel_index = integration.wheel_index
+runs = integration.runs
 TARGET_FIXTURES = {"fleet", "golden_root", "nvidia_repo", "wheel_index"}
 
 

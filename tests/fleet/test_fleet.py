@@ -12,25 +12,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
 from provision.apply import runner
-from provision.cli import cli
 from tests.fleet.conftest import FleetTargets
 from tests.integration.harness.services import NvidiaRepo, WheelIndex
-from tests.integration.test_apply import STACK, write_spec
-
-
-def provision(*args: str) -> Any:
-    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+from tests.integration.helpers import STACK, provision, write_spec
 
 
 @pytest.fixture()
-def runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("PROVISION_RUNS_DIR", str(tmp_path / "runs"))
-    monkeypatch.setenv("NO_COLOR", "1")
+def runs(runs: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The integration tests' run directory, with a 200-column terminal."""
     monkeypatch.setenv("COLUMNS", "200")
-    return tmp_path / "runs"
+    return runs
 
 
 def write_inventory(fleet: FleetTargets, spec_by_group: dict[str, list[str]]) -> Path:

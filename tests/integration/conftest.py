@@ -10,6 +10,7 @@ Session scope:
 Function scope:
     target        harness.target.Target: root, host, port, ssh_key, inventory, workdir,
                   run(argv), ssh(*argv), dpkg_status(), installed()
+    runs          Path: the run directory provision writes to (PROVISION_RUNS_DIR), no colour
 
 Every test under tests/integration is marked ``integration``. They are skipped, with the
 reason, only when not running as root or when debootstrap/overlayfs are missing; CI runs as
@@ -118,3 +119,11 @@ def target(golden_root: golden.GoldenRoot, tmp_path: Path) -> Iterator[target_mo
     finally:
         with timings.timed("target down"):
             box.close()
+
+
+@pytest.fixture()
+def runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Where provision writes its runs for this test, with colour off so output can be matched."""
+    monkeypatch.setenv("PROVISION_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setenv("NO_COLOR", "1")
+    return tmp_path / "runs"

@@ -8,71 +8,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
-from typer.testing import CliRunner
 
 from provision.apply import runner
-from provision.cli import cli
 from tests.integration.harness.services import NvidiaRepo, WheelIndex
 from tests.integration.harness.target import Target
-
-STACK = {
-    "nvidia-driver-pinning-580": "580.95.05-1",
-    "nvidia-open": "580.95.05-1",
-    "nvidia-driver-open": "580.95.05-1",
-    "libnvidia-compute": "580.95.05-1",
-    "nvidia-kernel-open-dkms": "580.95.05-1",
-    "nvidia-utils": "580.95.05-1",
-    "cuda-toolkit-13-0": "13.0.2-1",
-    "cuda-nvcc-13-0": "13.0.88-1",
-    "libcudnn9-cuda-13": "9.14.0.64-1",
-    "libcudnn9-dev-cuda-13": "9.14.0.64-1",
-    "libnccl2": "2.28.3-1+cuda13.0",
-    "libnccl-dev": "2.28.3-1+cuda13.0",
-}
-
-
-def write_spec(
-    path: Path, repo_url: str, nvidia_repo: NvidiaRepo, wheel_index: WheelIndex, **over: Any
-) -> Path:
-    """A spec for the Debian 12 target, pointing at the signed stand-in repository and wheel index."""
-    spec: dict[str, Any] = {
-        "schema_version": 1,
-        "name": "debian12-target",
-        "os": {"distro": "debian", "version": "12"},
-        "gpus": {"model": "a100x", "count": 2},
-        "driver": {"branch": 580, "flavor": "open", "version": "580.95.05", "source": "nvidia-repo"},
-        "cuda": {"toolkit": "13.0", "cudnn": "9.14", "nccl": "2.28.3"},
-        "python": {
-            "interpreter": "3.11",
-            "venv": "/opt/provision/venv",
-            "torch": "2.11.0",
-            "cuda_variant": "cu130",
-            "index_url": wheel_index.url,
-        },
-        "repository": {
-            "url": repo_url,
-            "key_url": nvidia_repo.key_url,
-            "fingerprint": nvidia_repo.fingerprint,
-        },
-    }
-    spec.update(over)
-    path.write_text(yaml.safe_dump(spec))
-    return path
-
-
-def provision(*args: str) -> Any:
-    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
-
-
-@pytest.fixture()
-def runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("PROVISION_RUNS_DIR", str(tmp_path / "runs"))
-    monkeypatch.setenv("NO_COLOR", "1")
-    return tmp_path / "runs"
+from tests.integration.helpers import STACK, provision, write_spec
 
 
 def test_apply_installs_holds_converges_and_reapplies_nothing(

@@ -10,7 +10,7 @@ from provision.apply import runner
 from provision.plan.models import Plan
 from tests.integration.harness.services import NvidiaRepo, WheelIndex
 from tests.integration.harness.target import Target
-from tests.integration.test_apply import provision, runs, write_spec  # noqa: F401 (runs is a fixture)
+from tests.integration.helpers import provision, write_spec
 
 STACK_AT_580 = ("nvidia-open", "nvidia-driver-open", "libnvidia-compute", "nvidia-utils")
 
@@ -26,7 +26,7 @@ def test_ff01_holds_and_pins_survive_an_upgrade(
     nvidia_repo: NvidiaRepo,
     wheel_index: WheelIndex,
     tmp_path: Path,
-    runs: Path,  # noqa: F811
+    runs: Path,
 ) -> None:
     spec = write_spec(tmp_path / "spec.yaml", nvidia_repo.url, nvidia_repo, wheel_index, python=None)
     apply_ok(spec, target)
@@ -45,7 +45,7 @@ def test_ff02_drifted_fabric_manager_goes_back_to_the_driver_version(
     nvidia_repo: NvidiaRepo,
     wheel_index: WheelIndex,
     tmp_path: Path,
-    runs: Path,  # noqa: F811
+    runs: Path,
 ) -> None:
     spec = write_spec(
         tmp_path / "spec.yaml",
@@ -73,7 +73,7 @@ def test_ff08_transaction_pulling_a_driver_is_refused_and_nothing_installed(
     nvidia_repo: NvidiaRepo,
     wheel_index: WheelIndex,
     tmp_path: Path,
-    runs: Path,  # noqa: F811
+    runs: Path,
 ) -> None:
     spec = write_spec(tmp_path / "spec.yaml", nvidia_repo.url, nvidia_repo, wheel_index, python=None)
     saved = tmp_path / "plan.json"
