@@ -95,6 +95,21 @@ def _rows(facts: Facts) -> list[tuple[str, str]]:
     ]
 
 
+def _gpus(gpus: tuple[Gpu, ...]) -> str:
+    lines = [
+        f"{g.index}: {g.name}, cc {g.compute_capability}, {g.memory_total_mib} MiB, "
+        f"PCIe gen {g.pcie_gen_current}/{g.pcie_gen_max} x{g.pcie_width_current}/{g.pcie_width_max}"
+        for g in gpus
+    ]
+    return "\n".join(lines) or "none"
+
+
+def _or_unknown(value: object, describe: object) -> str:
+    if isinstance(value, Unknown):
+        return f"[yellow]unknown:[/] {escape(value.unknown)}"
+    return escape(str(describe(value)))  # type: ignore[operator]
+
+
 def _nvswitch(devices: tuple[PciDevice, ...]) -> str:
     switches = [d.bdf for d in devices if d.is_nvswitch]
     return f"{len(switches)} NVSwitch function(s)" if switches else "no NVSwitch in lspci"

@@ -128,3 +128,16 @@ def test_apply_json_reports_a_refusal_on_stdout() -> None:
     report = json.loads(result.stdout)
     assert report["outcome"] == "refused"
     assert report["plans"][0]["blockers"][0]["rule"] == "os-mismatch"
+
+
+def test_detect_summary_names_every_fact() -> None:
+    result = run("detect", "--from-raw", H200_RAW, H200_SPEC)
+    assert result.exit_code == 0, result.output
+    for line in (
+        "580.159.04 (open kernel modules, loaded)",
+        "0: NVIDIA H200, cc 9.0, 143771 MiB",
+        "2.11.0+cu130 (CUDA 13.0) in /opt/torch/.venv",
+        "unknown: lspci: not found",
+        "not loaded",
+    ):
+        assert line in result.output, line
