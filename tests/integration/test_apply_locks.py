@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import pytest
 import yaml
 
 from provision.apply import runner
@@ -15,6 +18,18 @@ from tests.integration.helpers import provision, write_spec
 STACK_AT_580 = ("nvidia-open", "nvidia-driver-open", "libnvidia-compute", "nvidia-utils")
 
 
+@pytest.fixture()
+def apt_spec(tmp_path: Path, nvidia_repo: NvidiaRepo, wheel_index: WheelIndex) -> Callable[..., Path]:
+    """Writes the target's spec without ``python`` (these tests are about apt); keywords replace sections."""
+
+    def write(**over: Any) -> Path:
+        return write_spec(
+            tmp_path / "spec.yaml", nvidia_repo.url, nvidia_repo, wheel_index, python=None, **over
+        )
+
+    return write
+
+
 def apply_ok(spec: Path, target: Target) -> str:
     result = provision("apply", str(spec), "-i", str(target.inventory), "--yes")
     assert result.exit_code == 0, result.output
@@ -22,13 +37,9 @@ def apply_ok(spec: Path, target: Target) -> str:
 
 
 def test_ff01_holds_and_pins_survive_an_upgrade(
-    target: Target,
-    nvidia_repo: NvidiaRepo,
-    wheel_index: WheelIndex,
-    tmp_path: Path,
-    runs: Path,
+    target: Target, apt_spec: Callable[..., Path], runs: Path
 ) -> None:
-    spec = write_spec(tmp_path / "spec.yaml", nvidia_repo.url, nvidia_repo, wheel_index, python=None)
+    spec = apt_spec()
     apply_ok(spec, target)
     upgrade = target.run(["apt-get", "-y", "dist-upgrade"], check=True)  # 590.48.01 is in the repository
     assert "0 upgraded" in upgrade.stdout
@@ -41,20 +52,9 @@ def test_ff01_holds_and_pins_survive_an_upgrade(
 
 
 def test_ff02_drifted_fabric_manager_goes_back_to_the_driver_version(
-    target: Target,
-    nvidia_repo: NvidiaRepo,
-    wheel_index: WheelIndex,
-    tmp_path: Path,
-    runs: Path,
+    target: Target, apt_spec: Callable[..., Path], runs: Path
 ) -> None:
-    spec = write_spec(
-        tmp_path / "spec.yaml",
-        nvidia_repo.url,
-        nvidia_repo,
-        wheel_index,
-        python=None,
-        gpus={"model": "h100-sxm", "count": 8},
-    )
+    spec = apt_spec(gpus={"model": "h100-sxm", "count": 8})
     apply_ok(spec, target)
     assert target.dpkg_status()["nvidia-fabricmanager"] == ("580.95.05-1", "hold ok installed")
     target.run(
@@ -69,13 +69,9 @@ def test_ff02_drifted_fabric_manager_goes_back_to_the_driver_version(
 
 
 def test_ff08_transaction_pulling_a_driver_is_refused_and_nothing_installed(
-    target: Target,
-    nvidia_repo: NvidiaRepo,
-    wheel_index: WheelIndex,
-    tmp_path: Path,
-    runs: Path,
+    target: Target, apt_spec: Callable[..., Path], tmp_path: Path, runs: Path
 ) -> None:
-    spec = write_spec(tmp_path / "spec.yaml", nvidia_repo.url, nvidia_repo, wheel_index, python=None)
+    spec = apt_spec()
     saved = tmp_path / "plan.json"
     assert provision("plan", str(spec), "-i", str(target.inventory), "--out", str(saved)).exit_code == 0
     plan = Plan.model_validate_json(saved.read_text())
