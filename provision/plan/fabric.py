@@ -55,9 +55,28 @@ def fabric_manager_needed(spec: Spec, facts: Facts, catalog: Catalog) -> tuple[b
     return True, f"{spec.gpus.count} x {model.name} on an NVSwitch baseboard needs the fabric manager (FMUG)"
 
 
+def managed_elsewhere(facts: Facts) -> bool:
+    """The fabric is up (Completed/Success on every GPU) with no NVSwitch visible and no fabric
+    manager installed here: it is run outside this OS, as for a VM given GPUs of an HGX board
+    under shared NVSwitch virtualization (FMUG; seen on the device tool's two-H200 VM)."""
+    fabric, pci = facts.fabric, facts.nvidia_pci
+    if isinstance(fabric, Unknown) or not fabric.states or not fabric.completed:
+        return False
+    switches_visible = not isinstance(pci, Unknown) and any(d.is_nvswitch for d in pci)
+    return not switches_visible and _installed_fm(facts) is None
+
+
+ELSEWHERE = (
+    "the GPU fabric is Completed/Success with no NVSwitch visible and no fabric manager in this OS: "
+    "it is managed outside (shared NVSwitch virtualization); nothing to install here (FMUG)"
+)
+
+
 def fabric_findings(spec: Spec, facts: Facts, catalog: Catalog) -> tuple[Finding, ...]:
     """Refusals for required-without-NVSwitch and disabled-on-NVSwitch, from the machine's facts."""
     seen, evidence = detected_nvswitch(facts)
+    if managed_elsewhere(facts):
+        return ()
     if seen is False and spec.fabric_manager == "required":
         return (
             _finding(
@@ -119,6 +138,8 @@ def fabric_manager_step(spec: Spec, facts: Facts, catalog: Catalog) -> Step | Fi
             Component.FABRIC_MANAGER,
             reason="fabric_manager: disabled in the spec" if spec.fabric_manager == "disabled" else why,
         )
+    if managed_elsewhere(facts):
+        return noop(Component.FABRIC_MANAGER, reason=ELSEWHERE)
     version = exact_driver_version(spec, facts)
     if version is None:
         return _finding(

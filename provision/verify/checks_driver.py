@@ -175,6 +175,16 @@ def _fm_version(ctx: Context, why: str) -> CheckResult:
     title = "fabric manager version = driver"
     loaded, fm = ctx.facts.driver, ctx.inputs.fm_version
     hint = "Install nvidia-fabricmanager at exactly the loaded driver's version and hold it (FF-02)."
+    if isinstance(fm, Unknown) and fm.unknown.endswith(": not found") and _fabric_up(ctx):
+        return result(
+            "fabricmanager-version",
+            title,
+            "skip",
+            detail=(
+                "no fabric manager in this OS and every GPU's fabric is Completed/Success: the fabric is "
+                "managed outside it (shared NVSwitch virtualization, e.g. a VM on an HGX host; FMUG)"
+            ),
+        )
     if isinstance(loaded, Unknown) or isinstance(fm, Unknown):
         reason = loaded if isinstance(loaded, Unknown) else fm
         return unknown("fabricmanager-version", title, reason, hint=hint)
@@ -185,6 +195,15 @@ def _fm_version(ctx: Context, why: str) -> CheckResult:
         measured=Measured(value=fm),
         threshold=Threshold(op="==", value=loaded.version.text, source=f"FF-02 ({FF}); {why}"),
         hint=hint,
+    )
+
+
+def _fabric_up(ctx: Context) -> bool:
+    fabric = ctx.inputs.fabric
+    return (
+        not isinstance(fabric, Unknown)
+        and bool(fabric)
+        and all((f.state, f.status) == ("Completed", "Success") for f in fabric)
     )
 
 

@@ -72,9 +72,23 @@ def slowest_link(ctx: Context, indices: list[int]) -> tuple[int, int] | None:
 
 
 def _floor(ctx: Context, key: ModelKey, fraction: str, indices: list[int]) -> Resolved | None:
+    """Spec override, else the model's row when every pair is on NVLink (where the rows were
+    measured), else the PCIe formula for the slowest link."""
     link = slowest_link(ctx, indices)
     derived = link_fraction(ctx.limits, fraction, *link) if link is not None else None
-    return resolve(ctx.limits, ctx.spec.verify, ctx.spec.gpus.model, key, derived)
+    if _nvlinked(ctx, indices):
+        return resolve(ctx.limits, ctx.spec.verify, ctx.spec.gpus.model, key, derived)
+    override: float | None = getattr(ctx.spec.verify, key)
+    return Resolved(value=override, source=f"spec verify.{key}") if override is not None else derived
+
+
+def _nvlinked(ctx: Context, indices: list[int]) -> bool:
+    """Whether ``topo -m`` shows NV# between every two of the GPUs ``indices``."""
+    topo = ctx.facts.topology
+    if isinstance(topo, Unknown):
+        return False
+    names = [f"GPU{i}" for i in indices]
+    return all(path_class(topo.links.get(a, {}).get(b, "")) == "NV" for a in names for b in names if a != b)
 
 
 def _pair(ctx: Context, pair: str, gbps: float) -> CheckResult:
