@@ -169,6 +169,7 @@ class Facts(Frozen):
     nouveau: _system.NouveauState | Unknown = _NOT_PROBED
     apt_locks: _system.AptLocks | Unknown = _NOT_PROBED
     mok: _system.MokState | Unknown = _NOT_PROBED
+    origins: _system.PackageOrigins | Unknown = _NOT_PROBED
     hardware: _hardware.Hardware | Unknown = Unknown(unknown="hardware not probed")
 
     def package(self, name: str) -> Package | None:

@@ -89,6 +89,7 @@ def _surroundings(outputs: Mapping[str, ProbeOutput], text: Any) -> dict[str, An
         "nouveau": ("nouveau", system.parse_nouveau),
         "apt_locks": ("apt-locks", system.parse_apt_locks),
         "mok": ("mok-key", system.parse_mok),
+        "origins": ("apt-origins", system.parse_origins),
     }
     return {field: parse(*text(probe)) for field, (probe, parse) in parsers.items() if probe in outputs}
 

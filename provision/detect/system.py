@@ -80,6 +80,17 @@ class AptLocks(Frozen):
     unattended_upgrades_installed: bool = False
 
 
+class PackageOrigins(Frozen):
+    """Where each installed NVIDIA driver package came from (``apt-cache policy``, FF-08).
+
+    ``origins`` maps a package name to the host of the repository that serves its installed
+    version (``developer.download.nvidia.com``, ``archive.ubuntu.com``), or ``local`` when only
+    dpkg knows it (a runfile, a removed repository, a hand-installed .deb).
+    """
+
+    origins: dict[str, str] = Field(default_factory=dict)
+
+
 class MokState(Frozen):
     """Whether DKMS's machine owner key is enrolled in shim (``mokutil --test-key``)."""
 
@@ -96,6 +107,7 @@ def surroundings_probes() -> list[Probe]:
         Probe(id="nouveau", argv=("sh", "-c", _NOUVEAU_SCRIPT), timeout=5.0),
         Probe(id="apt-locks", argv=("sh", "-c", _APT_LOCKS_SCRIPT), timeout=5.0),
         Probe(id="mok-key", argv=("sh", "-c", _MOK_SCRIPT), timeout=10.0),
+        Probe(id="apt-origins", argv=("sh", "-c", _ORIGINS_SCRIPT), timeout=20.0),
     ]
 
 
@@ -109,6 +121,11 @@ _APT_LOCKS_SCRIPT = (
     'if [ -f "$f" ]; then echo "=== $f"; cat "$f"; fi; done; '
     'echo "=== unattended-upgrades '
     "$(dpkg-query -W -f='${db:Status-Abbrev}' unattended-upgrades 2>/dev/null)\""
+)
+# The driver's packages, by name pattern, and where apt says their installed version comes from.
+_ORIGINS_SCRIPT = (
+    "dpkg-query -W -f='${Package} ${db:Status-Abbrev}\\n' 'nvidia-*' 'libnvidia-*' 'cuda-drivers*' "
+    "2>/dev/null | awk '$2 ~ /^.i/ {print $1}' | xargs -r apt-cache policy"
 )
 _MOK_SCRIPT = (
     f'if [ ! -f {DKMS_MOK} ]; then echo "key absent"; exit 0; fi; echo "key present"; '
@@ -178,3 +195,25 @@ def parse_mok(output: str, rc: int) -> MokState | Unknown:
     if "mokutil: not found" in output or "not found" in output.split("key present", 1)[1][:80]:
         return MokState(key_present=True, enrolled=None)
     return MokState(key_present=True, enrolled="is already enrolled" in output)
+
+
+def parse_origins(output: str, rc: int) -> PackageOrigins | Unknown:
+    """``apt-cache policy`` blocks: the repository host of each package's installed (``***``) version."""
+    if (bad := failure("apt-cache", output, rc)) is not None:
+        return bad
+    origins: dict[str, str] = {}
+    for block in re.split(r"^(?=\S+:$)", output, flags=re.M):
+        name, installed = _policy_block(block)
+        if name and installed is not None:
+            origins[name] = installed
+    return PackageOrigins(origins=origins)
+
+
+def _policy_block(block: str) -> tuple[str | None, str | None]:
+    """(package, origin host of the installed version) of one ``apt-cache policy`` block."""
+    head = re.match(r"^(\S+):$", block, re.M)
+    star = re.search(r"^ \*\*\* \S+ \d+\n((?:^ {8}.*\n?)*)", block, re.M)
+    if head is None or star is None:
+        return (head[1] if head else None), None
+    hosts = re.findall(r"^\s+-?\d+\s+\w+://([^/\s]+)", star[1], re.M)
+    return head[1], hosts[0] if hosts else "local"

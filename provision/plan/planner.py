@@ -18,6 +18,7 @@ from provision.plan.consistency import consistency_findings, reboot_pending
 from provision.plan.flavor import flavor_findings
 from provision.plan.hardware import hardware_findings
 from provision.plan.models import Action, Component, Finding, Plan, Step
+from provision.plan.origins import origin_findings
 from provision.plan.steps import noop
 from provision.spec.models import Spec
 from provision.spec.rules import check_spec, resolve_flavor
@@ -53,6 +54,7 @@ def make_plan(spec: Spec, facts: Facts, catalog: Catalog, spec_path: str | None 
         *fabric.fabric_findings(spec, facts, catalog),
         *flavor_findings(flavor, spec.driver.branch, facts, catalog),
         *hardware_findings(spec, facts),
+        *origin_findings(spec, facts, catalog),
     ]
     if any(f.rule == "gpu-model-unknown" for f in findings):
         return _plan(spec, facts, catalog, (), findings, spec_path)

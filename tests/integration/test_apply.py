@@ -40,7 +40,14 @@ def test_apply_installs_holds_converges_and_reapplies_nothing(
 
     replan = provision("plan", str(spec), "-i", inv, "--detailed-exitcode", "--json")
     assert replan.exit_code == 0, replan.output
-    assert json.loads(replan.output)["summary"] == "No changes. The machine matches the spec."
+    replanned = json.loads(replan.output)
+    assert replanned["summary"] == "No changes. The machine matches the spec."
+    assert replanned["warnings"] == [] or all(w["rule"] != "mixed-driver-sources" for w in replanned["warnings"])
+
+    facts = json.loads(provision("detect", "-i", inv, "--json").output)[0]
+    repo_host = nvidia_repo.url.split("/")[2]
+    assert facts["origins"]["origins"]["nvidia-open"] == repo_host  # apt-cache policy, real apt
+    assert set(facts["origins"]["origins"].values()) == {repo_host}
 
     second = provision("apply", str(spec), "-i", inv, "--yes")
     assert second.exit_code == 0, second.output

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from provision.detect.facts import Gpu, Kernel, LoadedDriver, Topology
 from provision.detect.runner import facts_from_raw
-from provision.detect.system import DkmsStatus, FabricState, MokState, NouveauState, PciDevice
+from provision.detect.system import DkmsStatus, FabricState, MokState, NouveauState, PackageOrigins, PciDevice
 from provision.plan.models import Action, Component, Plan
 from provision.plan.planner import make_plan
 from provision.spec.rules import check_spec
@@ -250,6 +250,23 @@ def test_ff08_toolkit_only_and_metas_forbidden_in_the_simulated_transaction() ->
         assert forbidden.match(f"Inst {name} (1 repo)"), name
     for name in ("cuda-toolkit-12-8", "nvidia-open", "libnvidia-compute"):
         assert not forbidden.match(f"Inst {name} (1 repo)"), name
+
+
+def test_ff08_driver_packages_from_two_origins_are_reported() -> None:
+    origins = PackageOrigins(
+        origins={
+            "libnvidia-compute-580": "archive.ubuntu.com",
+            "nvidia-fabricmanager-580": "developer.download.nvidia.com",
+        }
+    )
+    plan = make_plan(spec(), fresh_ubuntu(origins=origins), CATALOG)
+    assert finding(plan, "mixed-driver-sources").startswith(
+        "the driver's packages come from 2 origins (archive.ubuntu.com: libnvidia-compute-580; "
+        "developer.download.nvidia.com: nvidia-fabricmanager-580)"
+    )
+    assert finding(plan, "driver-origin-not-spec").startswith(
+        "libnvidia-compute-580 come from another origin"
+    )
 
 
 def test_ff08_preinstalled_driver_forbids_any_driver_package() -> None:
