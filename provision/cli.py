@@ -34,6 +34,9 @@ err = Console(stderr=True, highlight=False)
 SpecArg = Annotated[
     Path, typer.Argument(help="Spec file (YAML), e.g. specs/dual-a100x.yaml.", show_default=False)
 ]
+MappedSpecArg = Annotated[
+    Path | None, typer.Argument(help="Spec file (YAML); optional when -i/--fleet map hosts to specs.")
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of text.")]
 FactsOpt = Annotated[
     Path | None, typer.Option("--facts", help="Plan against facts saved by `detect --json`.")
@@ -156,9 +159,7 @@ def detect(
 @cli.command()
 @user_errors()
 def plan(
-    spec: Annotated[
-        Path | None, typer.Argument(help="Spec file (YAML); optional when -i/--fleet map hosts to specs.")
-    ] = None,
+    spec: MappedSpecArg = None,
     *,
     as_json: JsonOpt = False,
     facts: FactsOpt = None,
@@ -271,9 +272,7 @@ def apply(
 @cli.command()
 @user_errors()
 def checklist(
-    spec: Annotated[
-        Path | None, typer.Argument(help="Spec file (YAML); optional when -i/--fleet map hosts to specs.")
-    ] = None,
+    spec: MappedSpecArg = None,
     *,
     fmt: Annotated[
         str,
@@ -372,9 +371,7 @@ def _fleet_checklist(
 @cli.command()
 @user_errors()
 def verify(
-    spec: Annotated[
-        Path | None, typer.Argument(help="Spec file (YAML); optional when -i/--fleet map hosts to specs.")
-    ] = None,
+    spec: MappedSpecArg = None,
     *,
     as_json: JsonOpt = False,
     junit: Annotated[
