@@ -1,12 +1,14 @@
 """Human-readable plan output, in the spirit of ``terraform plan``.
 
-Symbols: ``+`` install, ``~`` upgrade/downgrade/configure, ``-`` remove,
-``#`` hold, ``!`` manual, ``↻`` reboot, ``=`` no change (with its reason).
+Symbols: ``+`` install, ``~`` upgrade/downgrade/configure, ``-`` remove, ``#`` hold,
+``!`` manual, ``↻`` reboot, ``=`` no change (with its reason). Long reasons wrap inside their
+column so that the symbols and component names stay readable.
 """
 
 from __future__ import annotations
 
-from rich.console import Console, Group
+from rich.console import Console
+from rich.table import Table
 from rich.text import Text
 
 from provision.plan.models import Action, Finding, Plan, Step
@@ -27,32 +29,44 @@ _SYMBOL = {
 def render_plan(plan: Plan, console: Console) -> None:
     """Print ``plan`` for a person: header, steps, findings and a summary line."""
     console.print(Text(f"Plan for {plan.spec_name} on {plan.host}", style="bold"))
-    console.print(Group(*(_step(s) for s in plan.steps)))
-    for finding in (*plan.blockers, *plan.warnings):
-        console.print(_finding(finding))
+    steps = Table.grid(padding=(0, 1))
+    for column in ("symbol", "component", "action"):
+        steps.add_column(column, no_wrap=True)
+    steps.add_column("change", overflow="fold")
+    for step in plan.steps:
+        _add_step(steps, step)
+    console.print(steps)
+    if plan.blockers or plan.warnings:
+        console.print(_findings((*plan.blockers, *plan.warnings)))
     console.print(Text(summary(plan), style="bold red" if plan.refused else "bold"))
 
 
-def _step(step: Step) -> Text:
+def _add_step(table: Table, step: Step) -> None:
     symbol, style = _SYMBOL[step.action]
-    line = Text(f"  {symbol} ", style=style)
-    line.append(f"{step.component.value:<15}", style="bold" if step.changes else "dim")
-    line.append(f" {step.action.value:<9}", style=style)
+    change = ""
     if step.current or step.target:
-        line.append(f" {step.current or '-'} -> {step.target or '-'}")
-    line.append(f"\n      {step.reason}", style="dim")
+        change = f"{step.current} -> {step.target or '-'}" if step.current else f"-> {step.target}"
+    table.add_row(
+        Text(f" {symbol}", style=style),
+        Text(step.component.value, style="bold" if step.changes else "dim"),
+        Text(step.action.value, style=style),
+        change,
+    )
+    table.add_row("", "", "", Text(step.reason, style="dim"))
     if step.packages:
-        line.append(f"\n      packages: {' '.join(step.packages)}", style="dim")
-    return line
+        table.add_row("", "", "", Text(f"packages: {' '.join(step.packages)}", style="dim"))
 
 
-def _finding(finding: Finding) -> Text:
-    style = "red" if finding.severity == "blocker" else "yellow"
-    label = "refused" if finding.severity == "blocker" else "warning"
-    text = Text(f"{label} [{finding.rule}]: ", style=f"bold {style}")
-    text.append(finding.message)
-    text.append(f"\n      source: {finding.source}", style="dim")
-    return text
+def _findings(findings: tuple[Finding, ...]) -> Table:
+    table = Table.grid(padding=(0, 1))
+    table.add_column("label", no_wrap=True)
+    table.add_column("message", overflow="fold")
+    for finding in findings:
+        style = "red" if finding.severity == "blocker" else "yellow"
+        label = "refused" if finding.severity == "blocker" else "warning"
+        table.add_row(Text(label, style=f"bold {style}"), Text(f"[{finding.rule}] {finding.message}"))
+        table.add_row("", Text(f"source: {finding.source}", style="dim"))
+    return table
 
 
 def summary(plan: Plan) -> str:
