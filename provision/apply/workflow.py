@@ -127,7 +127,8 @@ def _run(
         )
         for failure in host.failures:
             console.print(f"  [red]failed:[/] {escape(failure)}", soft_wrap=True)
-    converged = result.succeeded and _converged(plans, target, console)
+    # Re-plan even after a failure, so that what is left undone is said, not hidden.
+    converged = _converged(plans, target, console) and result.succeeded
     console.print(f"Run directory (logs, plans, Ansible artifacts): {run_dir}")
     if any(p.reboot_required for p in plans.values()):
         console.print("[bold magenta]Reboot required[/] to load the new kernel modules.")
