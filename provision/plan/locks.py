@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from provision.plan.steps import version_glob
+from provision.plan.steps import CUDNN_VERSION_PARTS, NCCL_VERSION_PARTS, version_glob
 from provision.spec.models import Spec
 
 
@@ -31,7 +31,7 @@ def apt_pins(spec: Spec) -> list[dict[str, str]]:
         pins.append(
             {
                 "packages": "libcudnn9* cudnn9*",
-                "version": version_glob(cuda.cudnn),
+                "version": version_glob(cuda.cudnn, full_parts=CUDNN_VERSION_PARTS),
                 "why": f"cuDNN {cuda.cudnn}",
             }
         )
@@ -39,7 +39,7 @@ def apt_pins(spec: Spec) -> list[dict[str, str]]:
         pins.append(
             {
                 "packages": "libnccl*",
-                "version": version_glob(cuda.nccl, f"+cuda{cuda.toolkit}"),
+                "version": version_glob(cuda.nccl, f"+cuda{cuda.toolkit}", NCCL_VERSION_PARTS),
                 "why": f"NCCL {cuda.nccl} for CUDA {cuda.toolkit}",
             }
         )

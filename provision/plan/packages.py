@@ -13,7 +13,15 @@ import fnmatch
 from provision.catalog import Catalog
 from provision.detect.facts import CudaToolkits, Facts, Unknown
 from provision.plan.models import Action, Component, Step
-from provision.plan.steps import change_action, installed, noop, upstream, version_glob
+from provision.plan.steps import (
+    CUDNN_VERSION_PARTS,
+    NCCL_VERSION_PARTS,
+    change_action,
+    installed,
+    noop,
+    upstream,
+    version_glob,
+)
 from provision.spec.models import CudaSpec
 from provision.versions import DottedVersion
 
@@ -67,18 +75,25 @@ def cudnn_step(cuda: CudaSpec, facts: Facts, catalog: Catalog) -> Step:
     """cuDNN runtime and headers for the toolkit's CUDA major, at the spec's version (prefix)."""
     assert cuda.cudnn is not None
     names = catalog.packages.cudnn(cuda.toolkit.major)
-    return _versioned_step(Component.CUDNN, names, cuda.cudnn, facts, suffix="")
+    return _versioned_step(Component.CUDNN, names, cuda.cudnn, facts, "", CUDNN_VERSION_PARTS)
 
 
 def nccl_step(cuda: CudaSpec, facts: Facts, catalog: Catalog) -> Step:
     """NCCL runtime and headers built for the toolkit's CUDA release (``+cudaX.Y``)."""
     assert cuda.nccl is not None
     names = catalog.packages.nccl()
-    return _versioned_step(Component.NCCL, names, cuda.nccl, facts, suffix=f"+cuda{cuda.toolkit}")
+    return _versioned_step(
+        Component.NCCL, names, cuda.nccl, facts, f"+cuda{cuda.toolkit}", NCCL_VERSION_PARTS
+    )
 
 
 def _versioned_step(
-    component: Component, names: tuple[str, ...], target: DottedVersion, facts: Facts, suffix: str
+    component: Component,
+    names: tuple[str, ...],
+    target: DottedVersion,
+    facts: Facts,
+    suffix: str,
+    full_parts: int,
 ) -> Step:
     have = installed(facts, names[0])
     current = upstream(have) if have else None
@@ -95,7 +110,7 @@ def _versioned_step(
             target=str(target),
             reason=f"{', '.join(names)} {have.version if have else ''} installed, matches {target}",
         )
-    glob = version_glob(target, suffix)
+    glob = version_glob(target, suffix, full_parts)
     return Step(
         component=component,
         action=change_action(current, target),

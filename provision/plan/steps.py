@@ -26,14 +26,21 @@ def upstream(pkg: Package) -> DottedVersion | None:
         return None
 
 
-def version_glob(target: DottedVersion, suffix: str = "") -> str:
+CUDNN_VERSION_PARTS = 4
+"""cuDNN versions have four fields: ``9.14.0.64-1`` (H200 capture), ``9.20.0.48-1`` (compat.md §4c)."""
+NCCL_VERSION_PARTS = 3
+"""NCCL versions have three fields: ``2.28.3-1+cuda13.0`` (H200 capture, compat.md §4c)."""
+
+
+def version_glob(target: DottedVersion, suffix: str = "", full_parts: int = 3) -> str:
     """An apt version pattern (fnmatch, as ansible.builtin.apt accepts) for ``target``.
 
-    A full version (``9.14.0.64``) matches any Debian revision: ``9.14.0.64-*``;
-    a prefix (``9.14``) matches every release under it: ``9.14.*``. ``suffix``
-    is appended (``+cuda13.0`` for NCCL).
+    A full version (``full_parts`` fields or more, ``9.14.0.64`` for cuDNN) matches
+    any Debian revision: ``9.14.0.64-*``; a prefix (``9.14`` or ``9.14.0``) matches
+    every release under it: ``9.14.0.*``, as :meth:`DottedVersion.matches` does.
+    ``suffix`` is appended (``+cuda13.0`` for NCCL).
     """
-    full = len(target.parts) >= 3
+    full = len(target.parts) >= full_parts
     return f"{target}-*{suffix}" if full else f"{target}.*{suffix}"
 
 

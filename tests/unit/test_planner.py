@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import fnmatch
+
 import pytest
 
 from provision.detect.facts import LoadedDriver, OsRelease, Torch, Venv
@@ -195,3 +197,26 @@ def test_plan_round_trips_through_json() -> None:
 def test_planner_is_deterministic() -> None:
     facts = fresh_ubuntu()
     assert make_plan(spec(), facts, CATALOG) == make_plan(spec(), facts, CATALOG)
+
+
+@pytest.mark.parametrize(
+    ("cudnn", "nccl", "cudnn_glob", "nccl_glob"),
+    [
+        ("9.14", "2.28", "9.14.*", "2.28.*+cuda13.0"),
+        # cuDNN has four fields, so 9.14.0 is a prefix: "9.14.0-*" would match no cuDNN release.
+        ("9.14.0", "2.28.3", "9.14.0.*", "2.28.3-*+cuda13.0"),
+        ("9.14.0.64", "2.28.3", "9.14.0.64-*", "2.28.3-*+cuda13.0"),
+    ],
+)
+def test_library_globs_match_the_packaged_versions(
+    cudnn: str, nccl: str, cudnn_glob: str, nccl_glob: str
+) -> None:
+    s = spec(cuda__cudnn=cudnn, cuda__nccl=nccl)
+    plan = make_plan(s, fresh_ubuntu(), CATALOG)
+    assert step(plan, Component.CUDNN).packages[0] == f"libcudnn9-cuda-13={cudnn_glob}"
+    assert step(plan, Component.NCCL).packages[0] == f"libnccl2={nccl_glob}"
+    prefs = plan.extravars["provision_repository"]["preferences"]
+    assert f"Pin: version {cudnn_glob}\n" in prefs and f"Pin: version {nccl_glob}\n" in prefs
+    # The versions NVIDIA's repository ships (H200 capture, compat.md §4c).
+    assert fnmatch.fnmatchcase("9.14.0.64-1", cudnn_glob)
+    assert fnmatch.fnmatchcase("2.28.3-1+cuda13.0", nccl_glob)
