@@ -6,7 +6,6 @@ tests can drive whole workflows without a terminal.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,7 +43,7 @@ def gather(spec: Spec | None, target: Target, save_raw: Path | None = None) -> d
     if target.facts_file is not None:
         return {f.host: f for f in [read_facts(target.facts_file)]}
     if target.from_raw is not None:
-        facts = detect.facts_from_raw(target.from_raw)
+        facts = detect.facts_from_raw(target.from_raw, host=target.from_raw.resolve().name)
         return {facts.host: facts}
     if target.inventory is not None:
         return detect.detect_remote(str(target.inventory), target.limit, venv)
@@ -63,9 +62,15 @@ def read_facts(path: Path) -> Facts:
     except FileNotFoundError:
         raise FactsError(f"{path}: no such facts file") from None
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise FactsError(f"{path}: not a provision facts file ({where}: {first['msg']})") from None
+        raise FactsError(f"{path}: not a provision facts file ({first_error(exc)})") from None
+
+
+def first_error(exc: ValidationError) -> str:
+    """``field.path: message`` of the first pydantic error, and how many more there are."""
+    errors = exc.errors()
+    where = ".".join(str(p) for p in errors[0]["loc"])
+    more = f"; {len(errors) - 1} more" if len(errors) > 1 else ""
+    return f"{where + ': ' if where else ''}{errors[0]['msg']}{more}"
 
 
 def plan_all(
@@ -86,8 +91,8 @@ def load_plan(path: Path) -> Plan:
         return Plan.model_validate_json(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise FactsError(f"{path}: no such plan file") from None
-    except (ValidationError, json.JSONDecodeError) as exc:
-        raise FactsError(f"{path}: not a provision plan ({str(exc).splitlines()[0]})") from None
+    except ValidationError as exc:
+        raise FactsError(f"{path}: not a provision plan ({first_error(exc)})") from None
 
 
 def is_plan_file(path: Path) -> bool:

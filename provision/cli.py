@@ -16,6 +16,7 @@ from rich.markup import escape
 
 from provision import app as workflow
 from provision.errors import ProvisionError, SpecError
+from provision.output import write_output
 from provision.plan.models import Plan
 from provision.plan.render import render_plan, summary
 
@@ -209,7 +210,7 @@ def _show_plans(plans: dict[str, Plan], as_json: bool) -> None:
 def _save_plan(plans: dict[str, Plan], path: Path) -> None:
     if len(plans) != 1:
         raise ProvisionError("--out saves one host's plan; use --limit to choose one host")
-    path.write_text(next(iter(plans.values())).model_dump_json(indent=2))
+    write_output(path, next(iter(plans.values())).model_dump_json(indent=2))
     err.print(f"Saved the plan to {path}; run `provision apply {path}` to apply exactly this plan.")
 
 

@@ -100,12 +100,15 @@ def _packet(data: bytes) -> tuple[int, bytes, int]:
     if not data or not data[0] & 0x80:
         raise KeyringError("the repository key is not OpenPGP data")
     if data[0] & 0x40:  # new format: tag in low 6 bits, variable length
-        tag, (length, start) = data[0] & 0x3F, _new_length(data, 1)
+        # Zero padding lets a cut-off length header read as a length the bounds check rejects.
+        tag, (length, start) = data[0] & 0x3F, _new_length(data + b"\0" * 5, 1)
     else:  # old format: tag in bits 5-2, length type in bits 1-0
         tag, size = (data[0] >> 2) & 0x0F, {0: 1, 1: 2, 2: 4}.get(data[0] & 0x03, 0)
         if not size:
             raise KeyringError("indeterminate-length OpenPGP packets are not supported")
         length, start = int.from_bytes(data[1 : 1 + size], "big"), 1 + size
+    if start + length > len(data):  # a short body would be fingerprinted or written as if whole
+        raise KeyringError("the repository key is truncated (an OpenPGP packet ends early)")
     return tag, data[start : start + length], start + length
 
 

@@ -98,9 +98,11 @@ def run_playbook(
     """
     import ansible_runner  # deferred: detect and plan work on machines without Ansible
 
+    host_vars = {h: p.extravars for h, p in plans.items()}
+    _refuse_templates(host_vars)
     _save_plans(plans, run_dir)
     extravars = {
-        "provision_plans": {h: p.extravars for h, p in plans.items()},
+        "provision_plans": host_vars,
         "provision_keyring_file": str(_keyring(plans, run_dir)),
     }
     tags = sorted({t for p in plans.values() for t in p.tags})
@@ -124,6 +126,27 @@ def run_playbook(
 def _save_plans(plans: dict[str, Plan], run_dir: Path) -> None:
     for host, plan in plans.items():
         (run_dir / f"plan-{host}.json").write_text(plan.model_dump_json(indent=2))
+
+
+_JINJA_OPENERS = ("{{", "{%", "{#")
+
+
+def _refuse_templates(value: Any, where: str = "plan") -> None:
+    """Raise ApplyError if a string in ``value`` holds a Jinja delimiter.
+
+    Ansible templates every variable it reads, extravars included, so a planned value such as
+    ``{{ lookup('pipe', 'id') }}`` would run on the controller. The spec already refuses braces;
+    this keeps any other path (a hand-edited plan, a new field) from reaching Ansible.
+    """
+    if isinstance(value, str):
+        if any(opener in value for opener in _JINJA_OPENERS):
+            raise ApplyError(f"{where} holds Ansible template syntax ({value!r}); refusing to run Ansible")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _refuse_templates(item, f"{where}.{key}")
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _refuse_templates(item, where)
 
 
 def _keyring(plans: dict[str, Plan], run_dir: Path) -> Path:

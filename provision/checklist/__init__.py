@@ -20,6 +20,7 @@ from provision.checklist.observe import Observation, observe
 from provision.checklist.pdf import ChecklistError, html_to_pdf
 from provision.checklist.render import Paper, render_html, render_markdown
 from provision.detect.facts import Facts
+from provision.output import write_output
 from provision.spec.models import Spec
 
 __all__ = [
@@ -152,8 +153,5 @@ def write_documents(documents: dict[str | None, str | bytes], output: Path, fmt:
         output.mkdir(parents=True, exist_ok=True)
         targets = {output / f"{name}.{EXTENSIONS[fmt]}": doc for name, doc in documents.items()}
     for path, doc in targets.items():
-        if isinstance(doc, bytes):
-            path.write_bytes(doc)
-        else:
-            path.write_text(doc, encoding="utf-8")
+        write_output(path, doc)
     return list(targets)

@@ -70,9 +70,12 @@ def parse_raw(text: str, name: str = "<raw>") -> ProbeOutput:
 
 def write_raw(directory: Path, outputs: Mapping[str, ProbeOutput]) -> None:
     """Write one ``<id>.txt`` per probe into ``directory`` (created if needed)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    for probe_id, out in outputs.items():
-        (directory / f"{probe_id}.txt").write_text(format_raw(out), encoding="utf-8")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        for probe_id, out in outputs.items():
+            (directory / f"{probe_id}.txt").write_text(format_raw(out), encoding="utf-8")
+    except OSError as exc:
+        raise FactsError(f"cannot write raw probe outputs to {directory}: {exc.strerror or exc}") from None
 
 
 def read_raw(directory: Path) -> dict[str, ProbeOutput]:

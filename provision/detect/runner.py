@@ -145,9 +145,12 @@ def facts_from_raw(directory: Path, host: str = "localhost", venv: str | None = 
     ``venv``: see :func:`facts_from_outputs` (the H200 capture does not record its venv).
 
     Raises:
-        FactsError: If the directory is missing or holds a malformed file.
+        FactsError: If the directory is missing, holds no probe output, or a malformed file.
     """
-    return facts_from_outputs(read_raw(directory), host=host, venv=venv)
+    outputs = read_raw(directory)
+    if not outputs:
+        raise FactsError(f"{directory}: no probe outputs (<probe>.txt files) in this directory")
+    return facts_from_outputs(outputs, host=host, venv=venv)
 
 
 def detect_remote(inventory: str, limit: str | None = None, venv: str | None = None) -> dict[str, Facts]:

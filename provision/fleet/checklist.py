@@ -21,6 +21,7 @@ from provision.detect.facts import Facts, Unknown
 from provision.detect.runner import unknown_facts
 from provision.fleet.mapping import Fleet
 from provision.fleet.orchestrate import detect_fleet, load_specs, unreachable_reason
+from provision.output import write_output
 from provision.spec.models import Spec
 
 COLUMNS = ("confirmed", "not-confirmed", "observed", "not-observable")
@@ -105,10 +106,7 @@ def _render(spec: Spec, fmt: Format, paper: Paper, facts: Facts, origin: str) ->
 
 
 def _write(path: Path, document: str | bytes) -> None:
-    if isinstance(document, bytes):
-        path.write_bytes(document)
-    else:
-        path.write_text(document, encoding="utf-8")
+    write_output(path, document)
 
 
 def render_index(rows: list[IndexRow], fmt: Format, paper: Paper, inventory: Path) -> str | bytes:

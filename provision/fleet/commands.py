@@ -21,6 +21,7 @@ __all__ = ["FleetOptions", "apply_command", "detect_facts", "fleet_mode", "plan_
 from provision.fleet.mapping import Fleet, load_fleet
 from provision.fleet.orchestrate import HostPlan, detect_fleet, load_specs, plan_fleet
 from provision.fleet.summary import fleet_plan_json, render_fleet_plan
+from provision.output import write_output
 
 
 def fleet_mode(spec: Path | None, inventory: Path | None, fleet_file: Path | None) -> bool:
@@ -66,7 +67,7 @@ def _save_one(hosts: dict[str, HostPlan], path: Path) -> None:
     plans = [h.plan for h in hosts.values()]
     if len(plans) != 1 or plans[0] is None:
         raise ProvisionError("--out saves one reachable host's plan; use --limit to choose one host")
-    path.write_text(plans[0].model_dump_json(indent=2))
+    write_output(path, plans[0].model_dump_json(indent=2))
 
 
 def apply_command(fleet: Fleet, options: FleetOptions, console: Console) -> int:

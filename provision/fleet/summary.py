@@ -27,7 +27,7 @@ def render_fleet_plan(fleet_plan: FleetPlan, console: Console) -> None:
             render_plan(host.plan, console)
         else:
             console.print(
-                f"[bold]{escape(host.host)}[/]: [red]unreachable[/] {escape(host.unreachable or '')}"
+                f"[bold]{escape(host.host)}[/]: [red]{escape(host.unreachable or 'unreachable')}[/]"
             )
     console.print(summary_table(fleet_plan))
 

@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from provision.fleet.verify import FleetVerify, HostVerify
+from provision.output import write_output
 from provision.verify.render import STYLE, junit_document, junit_suite, render_table
 
 STATUSES = ("pass", "warn", "fail", "skip")
@@ -80,5 +81,5 @@ def emit_fleet(fleet: FleetVerify, console: Console, as_json: bool, junit: Path 
     else:
         render_fleet_verify(fleet, console)
     if junit is not None:
-        junit.write_text(fleet_junit_xml(fleet), encoding="utf-8")
+        write_output(junit, fleet_junit_xml(fleet))
     return fleet.exit_code()

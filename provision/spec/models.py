@@ -61,6 +61,14 @@ Pep440 = Annotated[
 ]
 
 
+def _no_template(value: str) -> str:
+    # Spec values travel to Ansible as extravars, and Ansible evaluates "{{ }}" in any variable
+    # it reads: "{{ lookup('pipe', ...) }}" in a URL would run a command on the controller.
+    if "{" in value or "}" in value:
+        raise ValueError("may not contain '{' or '}' (Ansible would evaluate them as a template)")
+    return value
+
+
 def _requirement(value: str) -> str:
     try:
         req = Requirement(value)
@@ -71,7 +79,16 @@ def _requirement(value: str) -> str:
     return str(req)
 
 
-PipRequirement = Annotated[str, AfterValidator(_requirement)]
+PipRequirement = Annotated[str, AfterValidator(_no_template), AfterValidator(_requirement)]
+
+
+def _url_without_braces(value: HttpUrl) -> HttpUrl:
+    _no_template(str(value))
+    return value
+
+
+SafeUrl = Annotated[HttpUrl, AfterValidator(_url_without_braces)]
+"""An http(s) URL without ``{`` or ``}``: RFC 3986 never allows them unencoded."""
 
 
 class OsSpec(Frozen):
@@ -155,7 +172,7 @@ class PythonSpec(Frozen):
     cuda_variant: Annotated[str, Field(pattern=r"^cu\d{3}$")] | None = Field(
         None, description="PyTorch CUDA wheel variant, e.g. cu130."
     )
-    index_url: HttpUrl | None = Field(
+    index_url: SafeUrl | None = Field(
         None, description="Wheel index; default https://download.pytorch.org/whl/<cuda_variant>."
     )
     packages: tuple[PipRequirement, ...] = Field((), description="Extra pip requirements.")
@@ -208,10 +225,10 @@ class VerifySpec(Frozen):
 class RepositorySpec(Frozen):
     """Override of NVIDIA's apt repository (a mirror); still signed, fingerprint pinned."""
 
-    url: HttpUrl = Field(
+    url: SafeUrl = Field(
         description="Base URL holding InRelease for the distro, e.g. .../repos/ubuntu2404/x86_64/."
     )
-    key_url: HttpUrl = Field(description="URL of the OpenPGP signing key (binary or armored).")
+    key_url: SafeUrl = Field(description="URL of the OpenPGP signing key (binary or armored).")
     fingerprint: Annotated[str, Field(pattern=r"^[0-9A-F]{40}$")] = Field(
         description="Full 40-hex-digit fingerprint the key must have."
     )

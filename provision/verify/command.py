@@ -11,6 +11,7 @@ from rich.console import Console
 
 from provision.catalog import load_catalog
 from provision.errors import FactsError
+from provision.output import write_output
 from provision.spec.loader import load_spec
 from provision.verify.limits import shipped_limits
 from provision.verify.models import Report
@@ -53,5 +54,5 @@ def emit(report: Report, console: Console, as_json: bool, junit: Path | None) ->
     else:
         render_table(report, console)
     if junit is not None:
-        junit.write_text(junit_xml(report), encoding="utf-8")
+        write_output(junit, junit_xml(report))
     return 1 if report.failed else 0

@@ -141,3 +141,33 @@ def test_detect_summary_names_every_fact() -> None:
         "not loaded",
     ):
         assert line in result.output, line
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["plan", H200_SPEC, "--from-raw", H200_RAW, "--out", "/nonexistent-dir/p.json"],
+            "error: cannot write /nonexistent-dir/p.json: No such file or directory",
+        ),
+        (
+            ["checklist", A100X_SPEC, "--format", "html", "-o", "/nonexistent-dir/c.html"],
+            "error: cannot write /nonexistent-dir/c.html: No such file or directory",
+        ),
+        (["detect", "--save-raw", str(ROOT / "README.md")], "cannot write raw probe outputs to"),
+    ],
+)
+def test_unwritable_outputs_are_one_line(args: list[str], message: str) -> None:
+    result = run(*args)
+    assert result.exit_code == 1
+    assert message in result.output and "Traceback" not in result.output
+
+
+def test_empty_raw_directory_and_bad_plan_file(tmp_path: Path) -> None:
+    empty = run("detect", "--from-raw", str(tmp_path))
+    assert empty.exit_code == 1 and "no probe outputs" in empty.output
+    bad = tmp_path / "plan.json"
+    bad.write_text("{}")
+    result = run("apply", str(bad), "--dry-run")
+    assert result.exit_code == 1
+    assert "not a provision plan (spec: Field required; 3 more)" in result.output
