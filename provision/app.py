@@ -46,9 +46,22 @@ def gather(spec: Spec | None, target: Target, save_raw: Path | None = None) -> d
         facts = detect.facts_from_raw(target.from_raw, host=target.from_raw.resolve().name)
         return {facts.host: facts}
     if target.inventory is not None:
-        return detect.detect_remote(str(target.inventory), target.limit, venv)
+        return _remote(target.inventory, target.limit, venv)
     facts = detect.detect_local(venv=venv, save_raw=save_raw)
     return {facts.host: facts}
+
+
+def _remote(inventory: Path, limit: str | None, venv: str | None) -> dict[str, Facts]:
+    """Facts of every inventory host; an inventory that is missing or names no host is an error."""
+    from provision.detect import runner as detect
+
+    if not inventory.exists():
+        raise FactsError(f"{inventory}: no such inventory")
+    facts = detect.detect_remote(str(inventory), limit, venv)
+    if not facts:
+        matching = f" matching --limit {limit!r}" if limit else ""
+        raise FactsError(f"{inventory}: no hosts{matching} (is it an Ansible inventory, INI or YAML?)")
+    return facts
 
 
 def read_facts(path: Path) -> Facts:
@@ -58,11 +71,21 @@ def read_facts(path: Path) -> Facts:
         FactsError: Missing file, invalid JSON, or not a facts document.
     """
     try:
-        return Facts.model_validate_json(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise FactsError(f"{path}: no such facts file") from None
+        return Facts.model_validate_json(_read_text(path, "facts"))
     except ValidationError as exc:
         raise FactsError(f"{path}: not a provision facts file ({first_error(exc)})") from None
+
+
+def _read_text(path: Path, kind: str) -> str:
+    """The UTF-8 text of a file the user named, or a FactsError saying why it cannot be read."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise FactsError(f"{path}: no such {kind} file") from None
+    except UnicodeDecodeError:
+        raise FactsError(f"{path}: not a provision {kind} file (not UTF-8 text)") from None
+    except OSError as exc:
+        raise FactsError(f"{path}: cannot read the {kind} file: {exc.strerror or exc}") from None
 
 
 def first_error(exc: ValidationError) -> str:
@@ -88,9 +111,7 @@ def load_plan(path: Path) -> Plan:
         FactsError: The file is missing or is not a provision plan.
     """
     try:
-        return Plan.model_validate_json(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise FactsError(f"{path}: no such plan file") from None
+        return Plan.model_validate_json(_read_text(path, "plan"))
     except ValidationError as exc:
         raise FactsError(f"{path}: not a provision plan ({first_error(exc)})") from None
 

@@ -117,6 +117,10 @@ def read_fleet_file(path: Path) -> FleetFile:
         return FleetFile.model_validate(data or {})
     except FileNotFoundError:
         raise FleetError(f"{path}: no such fleet file") from None
+    except UnicodeDecodeError:
+        raise FleetError(f"{path}: not a fleet file (not UTF-8 text)") from None
+    except OSError as exc:
+        raise FleetError(f"{path}: cannot read the fleet file: {exc.strerror or exc}") from None
     except YAMLError as exc:
         raise FleetError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
     except ValidationError as exc:

@@ -113,7 +113,10 @@ def _versioned_step(
     glob = version_glob(target, suffix, full_parts)
     return Step(
         component=component,
-        action=change_action(current, target),
+        # Same version but another CUDA build or a missing companion package: not a downgrade.
+        action=Action.INSTALL
+        if current is not None and target.matches(current)
+        else change_action(current, target),
         current=have.version if have else "absent",
         target=str(target),
         packages=tuple(f"{n}={glob}" for n in names),

@@ -144,6 +144,10 @@ class DriverSpec(Frozen):
 
     @model_validator(mode="after")
     def _version_in_branch(self) -> DriverSpec:
+        # NVIDIA's Linux driver versions have three fields, the last two-digit (580.95.05,
+        # 580.126.20); package versions use that exact text, so "580.95" or "580.95.5" match nothing.
+        if self.version is not None and not re.fullmatch(r"\d{3}\.\d{2,3}\.\d{2}", str(self.version)):
+            raise ValueError(f"driver.version {self.version} must be a full driver version such as 580.95.05")
         if self.version is not None and self.version.branch != self.branch:
             raise ValueError(f"driver.version {self.version} is not in branch {self.branch}")
         return self

@@ -171,3 +171,29 @@ def test_empty_raw_directory_and_bad_plan_file(tmp_path: Path) -> None:
     result = run("apply", str(bad), "--dry-run")
     assert result.exit_code == 1
     assert "not a provision plan (spec: Field required; 3 more)" in result.output
+
+
+def test_unreadable_inputs_are_one_line(tmp_path: Path) -> None:
+    binary = tmp_path / "bin.json"
+    binary.write_bytes(b"\x7fELF\x02\x01\x01\x00\xd0\xff")
+    garbled = tmp_path / "hosts.ini"
+    garbled.write_text("[x\n")
+    cases = [
+        (["plan", H200_SPEC, "--facts", str(tmp_path)], "cannot read the facts file"),
+        (["apply", str(binary), "--dry-run"], "not a provision plan file (not UTF-8 text)"),
+        (["plan", "--fleet", str(binary)], "not a fleet file (not UTF-8 text)"),
+        (["plan", H200_SPEC, "-i", str(tmp_path / "none.ini")], "no such inventory"),
+        (["plan", H200_SPEC, "-i", str(garbled)], "no hosts"),
+    ]
+    for args, message in cases:
+        result = run(*args)
+        assert result.exit_code == 1, args
+        assert message in result.output and "Traceback" not in result.output, (args, result.output)
+
+
+def test_driver_version_must_be_a_full_nvidia_version(tmp_path: Path) -> None:
+    spec = tmp_path / "s.yaml"
+    spec.write_text(Path(A100X_SPEC).read_text().replace('version: "580.95.05"', 'version: "580.95"'))
+    result = run("validate", str(spec))
+    assert result.exit_code == 2
+    assert "driver.version 580.95 must be a full driver version such as 580.95.05" in result.output

@@ -220,3 +220,10 @@ def test_library_globs_match_the_packaged_versions(
     # The versions NVIDIA's repository ships (H200 capture, compat.md §4c).
     assert fnmatch.fnmatchcase("9.14.0.64-1", cudnn_glob)
     assert fnmatch.fnmatchcase("2.28.3-1+cuda13.0", nccl_glob)
+
+
+def test_missing_dev_package_at_the_right_version_is_install_not_downgrade() -> None:
+    facts = fresh_ubuntu(packages=(pkg("libnccl2", "2.28.3-1+cuda13.0"),))
+    nccl = step(make_plan(spec(), facts, CATALOG), Component.NCCL)
+    assert nccl.action is Action.INSTALL
+    assert nccl.packages == ("libnccl2=2.28.3-*+cuda13.0", "libnccl-dev=2.28.3-*+cuda13.0")
