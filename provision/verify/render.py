@@ -16,8 +16,11 @@ STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
 def render_table(report: Report, console: Console) -> None:
     """The results as a table, then the hints of what did not pass, then the totals."""
     table = Table(title=f"provision verify {escape(report.spec)} on {escape(report.host)}", show_lines=False)
-    for column in ("check", "status", "measured", "threshold", "source / detail"):
-        table.add_column(column, overflow="fold")
+    # Check names and statuses never break mid-word; the long columns wrap at spaces first.
+    table.add_column("check", no_wrap=True)
+    table.add_column("status", no_wrap=True)
+    for column in ("measured", "threshold", "source / detail"):
+        table.add_column(column, overflow="fold", ratio=1)
     for r in report.results:
         table.add_row(
             *(escape(c) for c in _cells(r)[:1]),
