@@ -199,6 +199,7 @@ def extravars(spec: Spec, catalog: Catalog, steps: tuple[Step, ...]) -> dict[str
         "provision_repository": _repo_vars(spec, catalog) if Component.REPOSITORY in changing else None,
         "provision_apt_packages": list(_apt_packages(steps)),
         "provision_apt_forbidden_regex": hold_regex(forbidden_packages(spec, steps)),
+        "provision_apt_removable_regex": hold_regex(removable_packages(spec, steps)),
         "provision_hold": spec.driver.hold,
         "provision_hold_regex": hold_regex(catalog.packages.stack_patterns),
         "provision_unattended_guard": locks.unattended_guard_text(catalog.packages.stack_patterns),
@@ -233,10 +234,20 @@ def forbidden_packages(spec: Spec, steps: tuple[Step, ...]) -> tuple[str, ...]:
     return (*metas, "nvidia-driver") if open_flavor else ("cuda", "cuda-[0-9]*-[0-9]*", "nvidia-open*")
 
 
+def removable_packages(spec: Spec, steps: tuple[Step, ...]) -> tuple[str, ...]:
+    """Packages the transaction may remove: the driver's own family, and only when the plan changes
+    the driver from NVIDIA's repository (a flavour switch or an upgrade replaces its packages).
+    Anything else removed refuses the transaction (FF-08)."""
+    driver_changes = any(s.component is Component.DRIVER and s.changes for s in steps)
+    if spec.driver.source != "nvidia-repo" or not driver_changes:
+        return ()
+    return ("nvidia-*", "libnvidia-*", "cuda-drivers*", "xserver-xorg-video-nvidia-*")
+
+
 def hold_regex(patterns: tuple[str, ...]) -> str:
     """One regular expression, unanchored, matching package names against fnmatch ``patterns``."""
-    parts = (re.escape(p).replace(r"\*", "[^\\s=]*").replace(r"\[0\-9\]", "[0-9]") for p in patterns)
-    return "(?:" + "|".join(parts) + ")"
+    parts = [re.escape(p).replace(r"\*", "[^\\s=]*").replace(r"\[0\-9\]", "[0-9]") for p in patterns]
+    return "(?:" + "|".join(parts) + ")" if parts else "(?!)"
 
 
 def _repo_vars(spec: Spec, catalog: Catalog) -> dict[str, Any]:

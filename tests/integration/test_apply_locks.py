@@ -87,3 +87,16 @@ def test_ff08_transaction_pulling_a_driver_is_refused_and_nothing_installed(
 def test_spec_file_is_yaml(tmp_path: Path, nvidia_repo: NvidiaRepo, wheel_index: WheelIndex) -> None:
     spec = write_spec(tmp_path / "s.yaml", nvidia_repo.url, nvidia_repo, wheel_index)
     assert yaml.safe_load(spec.read_text())["os"] == {"distro": "debian", "version": "12"}
+
+
+def test_flavour_switch_replaces_the_proprietary_driver_with_the_open_one(
+    target: Target, apt_spec: Callable[..., Path], runs: Path
+) -> None:
+    driver = {"branch": 580, "version": "580.95.05", "source": "nvidia-repo"}
+    apply_ok(apt_spec(driver={**driver, "flavor": "proprietary"}), target)
+    assert target.dpkg_status()["cuda-drivers"] == ("580.95.05-1", "hold ok installed")
+    # The switch removes the proprietary packages: allowed, because the plan changes the driver.
+    apply_ok(apt_spec(driver={**driver, "flavor": "open"}), target)
+    status = target.dpkg_status()
+    assert status["nvidia-open"] == ("580.95.05-1", "hold ok installed")
+    assert "cuda-drivers" not in status or not status["cuda-drivers"][1].endswith(" installed")
