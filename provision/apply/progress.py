@@ -44,6 +44,8 @@ class Progress:
         elif kind in _DONE:
             self._tally(str(data.get("host", "?")))
             word, style = _DONE[kind]
+            if kind == "runner_on_failed" and data.get("ignore_errors"):
+                word, style = "ignored", "yellow"
             if data.get("res", {}).get("changed"):
                 word, style = "changed", "yellow"
             if kind == "runner_on_skipped" or data.get("task_action", "").endswith("validate_argument_spec"):
