@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from provision.catalog import Catalog, load_catalog
 from provision.detect.facts import Facts
 from provision.errors import DriftError, FactsError, RefusedError
+from provision.output import read_input
 from provision.plan.models import Plan
 from provision.plan.planner import make_plan
 from provision.spec.loader import load_spec
@@ -71,21 +72,9 @@ def read_facts(path: Path) -> Facts:
         FactsError: Missing file, invalid JSON, or not a facts document.
     """
     try:
-        return Facts.model_validate_json(_read_text(path, "facts"))
+        return Facts.model_validate_json(read_input(path, "facts", FactsError))
     except ValidationError as exc:
         raise FactsError(f"{path}: not a provision facts file ({first_error(exc)})") from None
-
-
-def _read_text(path: Path, kind: str) -> str:
-    """The UTF-8 text of a file the user named, or a FactsError saying why it cannot be read."""
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise FactsError(f"{path}: no such {kind} file") from None
-    except UnicodeDecodeError:
-        raise FactsError(f"{path}: not a provision {kind} file (not UTF-8 text)") from None
-    except OSError as exc:
-        raise FactsError(f"{path}: cannot read the {kind} file: {exc.strerror or exc}") from None
 
 
 def first_error(exc: ValidationError) -> str:
@@ -111,7 +100,7 @@ def load_plan(path: Path) -> Plan:
         FactsError: The file is missing or is not a provision plan.
     """
     try:
-        return Plan.model_validate_json(_read_text(path, "plan"))
+        return Plan.model_validate_json(read_input(path, "plan", FactsError))
     except ValidationError as exc:
         raise FactsError(f"{path}: not a provision plan ({first_error(exc)})") from None
 

@@ -1,4 +1,5 @@
-"""Writing the files a user asks for (``--out``, ``-o``, ``--junit``): one clear error, no traceback."""
+"""Reading and writing the files a user names (``--facts``, ``--fleet``, ``--out``, ``-o``, ``--junit``):
+one clear error, no traceback."""
 
 from __future__ import annotations
 
@@ -20,3 +21,24 @@ def write_output(path: Path, data: str | bytes) -> None:
             path.write_text(data, encoding="utf-8")
     except OSError as exc:
         raise ProvisionError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def read_input(path: Path, kind: str, error: type[ProvisionError], label: str | None = None) -> str:
+    """The UTF-8 text of a file the user named.
+
+    Args:
+        kind: What the file is, for the messages (``facts``, ``plan``, ``fleet``).
+        error: The ProvisionError subclass to raise.
+        label: How a wrong file is named (default ``provision <kind>``).
+
+    Raises:
+        ProvisionError: ``error`` when the file is missing, not UTF-8 text, or unreadable.
+    """
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise error(f"{path}: no such {kind} file") from None
+    except UnicodeDecodeError:
+        raise error(f"{path}: not a {label or 'provision ' + kind} file (not UTF-8 text)") from None
+    except OSError as exc:
+        raise error(f"{path}: cannot read the {kind} file: {exc.strerror or exc}") from None

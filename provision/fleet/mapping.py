@@ -24,6 +24,7 @@ from ruamel.yaml.error import YAMLError
 
 from provision.errors import ProvisionError
 from provision.fleet.inventory import SPEC_VAR, InventoryHost, inventory_hosts
+from provision.output import read_input
 
 
 class FleetError(ProvisionError):
@@ -112,15 +113,10 @@ def read_fleet_file(path: Path) -> FleetFile:
     Raises:
         FleetError: Missing file, invalid YAML, or unknown/mistyped keys.
     """
+    text = read_input(path, "fleet", FleetError, label="fleet")
     try:
-        data = YAML(typ="safe").load(path.read_text(encoding="utf-8"))
+        data = YAML(typ="safe").load(text)
         return FleetFile.model_validate(data or {})
-    except FileNotFoundError:
-        raise FleetError(f"{path}: no such fleet file") from None
-    except UnicodeDecodeError:
-        raise FleetError(f"{path}: not a fleet file (not UTF-8 text)") from None
-    except OSError as exc:
-        raise FleetError(f"{path}: cannot read the fleet file: {exc.strerror or exc}") from None
     except YAMLError as exc:
         raise FleetError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
     except ValidationError as exc:
