@@ -12,8 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Literal
 
-from provision.detect.facts import Facts, Gpu, Topology, Unknown
-from provision.detect.hardware import GpuHardware, Hardware
+from provision.detect.facts import Facts, Gpu, GpuHardware, Hardware, Topology, Unknown
 from provision.models import Frozen
 
 Status = Literal["confirmed", "not-confirmed", "observed", "not-observable"]
@@ -21,9 +20,6 @@ Status = Literal["confirmed", "not-confirmed", "observed", "not-observable"]
 SMALL_BAR1_MIB = 256
 """BAR1 of a GPU whose large aperture was not mapped (32-bit window); NVIDIA's data-center
 GPUs expose many GiB with Above 4G decoding (nvidia-smi -q "BAR1 Memory Usage")."""
-
-FAR_PATHS = ("NODE", "SYS")
-"""``nvidia-smi topo -m`` path classes that cross host bridges or sockets (FF-15)."""
 
 
 class Observation(Frozen):
@@ -267,10 +263,7 @@ def slot_placement(facts: Facts, hw: Hardware) -> Observation:
 
 
 def _far_pairs(topology: Topology | Unknown) -> list[str]:
-    if isinstance(topology, Unknown):
-        return []
-    pairs = {tuple(sorted((a, b))): code for a, row in topology.links.items() for b, code in row.items()}
-    return [f"{a}-{b} {code}" for (a, b), code in sorted(pairs.items()) if code in FAR_PATHS]
+    return [] if isinstance(topology, Unknown) else topology.far_pairs()
 
 
 def _placement_good(nodes: dict[str, int | None], hw: Hardware) -> str:

@@ -59,11 +59,10 @@ def is_this_machine(host: str) -> bool:
 
 def detect_for_checklist(host: str) -> Facts:
     """Run the GPU and hardware probes here (not the package or venv probes) and parse them."""
-    from provision.detect.hardware import hardware_probes
-    from provision.detect.probes import gpu_probes
-    from provision.detect.runner import facts_from_outputs, run_probes
+    from provision.detect.registry import CHECKLIST_FACTS, facts_from_outputs, probes_of
+    from provision.detect.runner import run_probes
 
-    return facts_from_outputs(run_probes([*gpu_probes(), *hardware_probes()]), host=host)
+    return facts_from_outputs(run_probes(probes_of(CHECKLIST_FACTS)), host=host)
 
 
 def read_facts_documents(path: Path) -> list[Facts]:

@@ -1,6 +1,6 @@
 """Run the probes (locally, from a raw directory, or on remote hosts) and build Facts.
 
-All three paths end in :func:`facts_from_outputs`, so a captured directory, the
+All three paths end in :func:`~provision.detect.registry.facts_from_outputs`, so a captured directory, the
 local machine and a fleet host are parsed by exactly the same code.
 """
 
@@ -16,82 +16,25 @@ from pathlib import Path
 from typing import Any
 
 from provision.detect import collector
-from provision.detect.facts import Facts, Unknown
-from provision.detect.hardware import parse_hardware
-from provision.detect.parsers import (
-    NO_VENV,
-    merge_cuda,
-    merge_kernel,
-    parse_cuda_dirs,
-    parse_dpkg,
-    parse_driver_version,
-    parse_modinfo,
-    parse_nvcc,
-    parse_os_release,
-    parse_proc_version,
-    parse_torch,
-    parse_uname,
-    parse_venv,
-)
-from provision.detect.parsers_gpu import parse_query_gpu, parse_topology
-from provision.detect.probes import Probe, all_probes
+from provision.detect.fact import Probe, Unknown
+from provision.detect.facts import Facts
 from provision.detect.raw import ProbeOutput, read_raw, write_raw
+from provision.detect.registry import all_probes, facts_from_outputs
 from provision.errors import FactsError
 
+__all__ = [
+    "COLLECTOR_TASK",
+    "collector_results",
+    "detect_local",
+    "detect_remote",
+    "facts_from_outputs",
+    "facts_from_raw",
+    "outputs_from_json",
+    "run_probes",
+    "unknown_facts",
+]
+
 COLLECTOR_TASK = "Run the detection collector."
-
-
-def facts_from_outputs(
-    outputs: Mapping[str, ProbeOutput],
-    host: str = "localhost",
-    collected_at: datetime | None = None,
-    venv: str | None = None,
-) -> Facts:
-    """Parse probe outputs (keyed by probe id) into Facts; a missing probe gives an Unknown.
-
-    ``venv`` names the venv a capture's torch output came from when the output
-    itself does not say (captures that imported torch); our torch probe prints it.
-
-    ``driver_on_disk`` stays None when no ``modinfo`` output exists; ``torch`` and
-    ``venv`` are Unknown when their outputs are absent (no venv was given).
-    """
-
-    def text(probe_id: str) -> tuple[str, int]:
-        out = outputs.get(probe_id) or ProbeOutput.missing(probe_id)
-        return out.output, out.rc
-
-    return Facts(
-        host=host,
-        collected_at=collected_at,
-        os=parse_os_release(*text("os-release")),
-        kernel=merge_kernel(parse_uname(*text("uname")), parse_proc_version(*text("proc-version"))),
-        driver=parse_driver_version(*text("driver-version")),
-        driver_on_disk=parse_modinfo(*text("modinfo")) if "modinfo" in outputs else None,
-        gpus=parse_query_gpu(*text("query-gpu")),
-        topology=parse_topology(*text("topo-m")),
-        packages=parse_dpkg(*text("dpkg-nvidia")),
-        cuda=merge_cuda(parse_cuda_dirs(*text("cuda-dirs")), parse_nvcc(*text("nvcc"))),
-        torch=parse_torch(*text("torch"), venv=venv) if "torch" in outputs else Unknown(unknown=NO_VENV),
-        venv=parse_venv(*text("venv")) if "venv" in outputs else Unknown(unknown=NO_VENV),
-        hardware=parse_hardware(outputs),
-        **_surroundings(outputs, text),
-    )
-
-
-def _surroundings(outputs: Mapping[str, ProbeOutput], text: Any) -> dict[str, Any]:
-    """Facts of provision.detect.system, each only when its probe ran (else the model's "not probed")."""
-    from provision.detect import system
-
-    parsers = {
-        "nvidia_pci": ("lspci-nn", system.parse_lspci),
-        "fabric": ("nvidia-smi-q", system.parse_fabric),
-        "dkms": ("dkms-status", system.parse_dkms),
-        "nouveau": ("nouveau", system.parse_nouveau),
-        "apt_locks": ("apt-locks", system.parse_apt_locks),
-        "mok": ("mok-key", system.parse_mok),
-        "origins": ("apt-origins", system.parse_origins),
-    }
-    return {field: parse(*text(probe)) for field, (probe, parse) in parsers.items() if probe in outputs}
 
 
 def unknown_facts(host: str, reason: str) -> Facts:

@@ -6,8 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from provision.detect.facts import Facts, Gpu, Unknown
-from provision.detect.system import PciDevice
+from provision.detect.facts import Facts, Gpu, PciDevice, Unknown
 
 
 def render_facts(facts: Facts, console: Console) -> None:

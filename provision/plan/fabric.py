@@ -20,22 +20,8 @@ _TAGS = ("repository", "packages")
 
 
 def detected_nvswitch(facts: Facts) -> tuple[bool | None, str]:
-    """Whether the machine shows an NVSwitch fabric, and the evidence (FF-03).
-
-    NVSwitch functions appear in lspci as NVIDIA bridge-class (0680) devices; GPUs on a fabric
-    report a fabric State other than N/A in ``nvidia-smi -q``. None when neither was readable.
-    """
-    pci, fabric = facts.nvidia_pci, facts.fabric
-    switches = [] if isinstance(pci, Unknown) else [d.bdf for d in pci if d.is_nvswitch]
-    if switches:
-        return True, f"{len(switches)} NVSwitch function(s) in lspci ({', '.join(switches[:4])})"
-    if not isinstance(fabric, Unknown) and fabric.nvswitch:
-        return True, "nvidia-smi -q reports a GPU fabric state"
-    if not isinstance(fabric, Unknown) and fabric.states:
-        return False, "nvidia-smi -q shows fabric state N/A on every GPU (no NVSwitch)"
-    if not isinstance(pci, Unknown) and any(d.is_gpu for d in pci):
-        return False, "lspci shows NVIDIA GPUs and no NVSwitch bridge"
-    return None, "NVSwitch presence not observable (no lspci, no nvidia-smi)"
+    """Whether the machine shows an NVSwitch fabric, and the evidence: :meth:`Facts.nvswitch`."""
+    return facts.nvswitch()
 
 
 def fabric_manager_needed(spec: Spec, facts: Facts, catalog: Catalog) -> tuple[bool, str]:
@@ -59,11 +45,10 @@ def managed_elsewhere(facts: Facts) -> bool:
     """The fabric is up (Completed/Success on every GPU) with no NVSwitch visible and no fabric
     manager installed here: it is run outside this OS, as for a VM given GPUs of an HGX board
     under shared NVSwitch virtualization (FMUG; seen on the device tool's two-H200 VM)."""
-    fabric, pci = facts.fabric, facts.nvidia_pci
+    fabric = facts.fabric
     if isinstance(fabric, Unknown) or not fabric.states or not fabric.completed:
         return False
-    switches_visible = not isinstance(pci, Unknown) and any(d.is_nvswitch for d in pci)
-    return not switches_visible and _installed_fm(facts) is None
+    return not facts.nvswitch_visible() and _installed_fm(facts) is None
 
 
 ELSEWHERE = (

@@ -12,7 +12,6 @@ from provision.detect.facts import Facts, Unknown
 from provision.plan.models import Finding
 from provision.spec.models import Spec
 
-PATH_ORDER = ("X", "NV", "PIX", "PXB", "PHB", "NODE", "SYS")
 """nvidia-smi topo -m path classes from best to worst (its legend)."""
 
 
@@ -75,13 +74,7 @@ def _paths(spec: Spec, facts: Facts) -> Iterator[Finding]:
     topo = facts.topology
     if spec.gpus.max_path is None or isinstance(topo, Unknown):
         return
-    limit = PATH_ORDER.index(spec.gpus.max_path)
-    worse = [
-        f"{a}-{b} {topo.links[a][b]}"
-        for a in topo.gpus
-        for b in topo.gpus
-        if a < b and PATH_ORDER.index(_path_class(topo.links[a][b])) > limit
-    ]
+    worse = topo.pairs_worse_than(spec.gpus.max_path)
     if worse:
         yield _warn(
             "topology-path",
@@ -90,10 +83,6 @@ def _paths(spec: Spec, facts: Facts) -> Iterator[Finding]:
             "slot-placement)",
             "FF-15",
         )
-
-
-def _path_class(code: str) -> str:
-    return "NV" if code.startswith("NV") else code if code in PATH_ORDER else "SYS"
 
 
 def _warn(rule: str, message: str, ff: str) -> Finding:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 
+from provision.detect.domains.driver import DKMS_MOK
 from provision.detect.facts import Facts, Kernel, Unknown
-from provision.detect.system import DKMS_MOK
 from provision.plan.models import Action, Component, Finding, Step
 from provision.plan.steps import installed, noop
 from provision.spec.models import Spec

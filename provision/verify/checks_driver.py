@@ -153,7 +153,7 @@ def nvswitch_reason(ctx: Context) -> str | None:
     """Why this machine needs the fabric manager, or None when it does not (FF-03/FF-04)."""
     if ctx.spec.fabric_manager == "required":
         return "spec fabric_manager: required"
-    fabric = ctx.inputs.fabric
+    fabric = ctx.inputs.fabric_states()
     if not isinstance(fabric, Unknown) and any(f.state not in _NO_FABRIC for f in fabric):
         return "nvidia-smi -q reports a GPU fabric state (NVSwitch system)"
     return None
@@ -199,7 +199,7 @@ def _fm_version(ctx: Context, why: str) -> CheckResult:
 
 
 def _fabric_up(ctx: Context) -> bool:
-    fabric = ctx.inputs.fabric
+    fabric = ctx.inputs.fabric_states()
     return (
         not isinstance(fabric, Unknown)
         and bool(fabric)
@@ -209,7 +209,7 @@ def _fabric_up(ctx: Context) -> bool:
 
 def _fabric_state(ctx: Context, why: str) -> CheckResult:
     title = "GPU fabric state Completed/Success"
-    fabric = ctx.inputs.fabric
+    fabric = ctx.inputs.fabric_states()
     hint = "Start nvidia-fabricmanager (and nvlsm on NVLink 5), then reset the GPUs or reboot (FF-02, FF-05)."
     if isinstance(fabric, Unknown):
         return unknown("fabric-state", title, fabric, hint=hint)

@@ -12,8 +12,6 @@ from provision.verify.models import CheckResult, Measured, Threshold
 from provision.verify.runs import AllReduceRun
 
 FF = "shared/reference/field-failures.md"
-PATH_ORDER = ("X", "NV", "PIX", "PXB", "PHB", "NODE", "SYS")
-"""nvidia-smi topo -m path classes, best first (NV# counts as NV)."""
 
 
 def gpu_total(ctx: Context) -> int:
@@ -87,8 +85,7 @@ def _nvlinked(ctx: Context, indices: list[int]) -> bool:
     topo = ctx.facts.topology
     if isinstance(topo, Unknown):
         return False
-    names = [f"GPU{i}" for i in indices]
-    return all(path_class(topo.links.get(a, {}).get(b, "")) == "NV" for a in names for b in names if a != b)
+    return topo.nvlinked([f"GPU{i}" for i in indices])
 
 
 def _pair(ctx: Context, pair: str, gbps: float) -> CheckResult:
@@ -167,11 +164,6 @@ def allreduce_problem(run: AllReduceRun) -> str | None:
     return None
 
 
-def path_class(code: str) -> str:
-    """``NV12`` -> ``NV``; other codes unchanged."""
-    return "NV" if code.startswith("NV") else code
-
-
 def topology(ctx: Context) -> list[CheckResult]:
     """Worst ``nvidia-smi topo -m`` path between GPUs vs spec gpus.max_path; worse only warns (FF-15)."""
     title = "topology paths between GPUs"
@@ -180,8 +172,7 @@ def topology(ctx: Context) -> list[CheckResult]:
     topo = ctx.facts.topology
     if isinstance(topo, Unknown):
         return [unknown("topology", title, topo)]
-    pairs = {f"{a}-{b}": path_class(c) for a, row in topo.links.items() for b, c in row.items() if a != b}
-    worst = max(pairs.values(), key=lambda c: PATH_ORDER.index(c) if c in PATH_ORDER else len(PATH_ORDER))
+    worst = topo.worst_path()
     want: str | None = getattr(ctx.spec.gpus, "max_path", None)
     measured = Measured(value=f"worst {worst}")
     if want is None:
@@ -190,7 +181,7 @@ def topology(ctx: Context) -> list[CheckResult]:
                 "topology", title, "pass", measured=measured, detail="no requirement (gpus.max_path unset)"
             )
         ]
-    bad = [p for p, c in pairs.items() if c not in PATH_ORDER or PATH_ORDER.index(c) > PATH_ORDER.index(want)]
+    bad = topo.pairs_worse_than(want)
     return [
         result(
             "topology",

@@ -21,9 +21,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from provision.detect.domains.driver import FabricManagerVersionFact
+from provision.detect.fact import Probe
 from provision.detect.facts import Facts, Unknown
-from provision.detect.probes import Probe, all_probes
 from provision.detect.raw import ProbeOutput
+from provision.detect.registry import all_probes
 from provision.detect.runner import (
     COLLECTOR_TASK,
     collector_results,
@@ -35,11 +37,11 @@ from provision.detect.runner import (
 )
 from provision.errors import FactsError
 from provision.verify import launch
-from provision.verify.probes import FM_VERSION_ARGV, parse_fabric, parse_fm_version
 from provision.verify.runs import GpuRun, VerifyInputs
 
 GPU_TASK = "Run the GPU load program in the spec's venv."
-FM_PROBE = Probe(id="fm-version", argv=FM_VERSION_ARGV, timeout=20.0)
+_FM = FabricManagerVersionFact
+FM_PROBE = Probe(id=_FM.id, argv=_FM.argv, timeout=_FM.timeout)
 REMOTE_ALLREDUCE = (
     "not run on remote hosts: the multi-process NCCL all-reduce runs only with `provision verify SPEC` "
     "on the machine itself"
@@ -136,8 +138,7 @@ def inputs_from(
     many = isinstance(gpu_run, GpuRun) and gpu_run.device_count >= 2
     return VerifyInputs(
         facts=facts,
-        fm_version=parse_fm_version(*_text(outputs, FM_PROBE.id)),
-        fabric=parse_fabric(*_text(outputs, "nvidia-smi-q")),
+        fm_version=FabricManagerVersionFact.parse(*_text(outputs, FM_PROBE.id)),
         gpu_run=gpu_run,
         allreduce=Unknown(unknown=REMOTE_ALLREDUCE) if many else None,
     )

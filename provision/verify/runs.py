@@ -128,7 +128,8 @@ class VerifyInputs(Frozen):
 
     Attributes:
         fm_version: ``nv-fabricmanager --version``'s version, or why it is unknown.
-        fabric: Fabric state per GPU from ``nvidia-smi -q``, or why it is unknown.
+        fabric: Only in files written before ``facts.fabric`` carried it; read through
+            :meth:`fabric_states`, which prefers the facts.
         gpu_run: The load program's output, or why it did not run (no venv, timeout...).
         allreduce: None when not run (fewer than two GPUs or no CUDA).
     """
@@ -138,3 +139,13 @@ class VerifyInputs(Frozen):
     fabric: tuple[FabricGpu, ...] | Unknown = Unknown(unknown="not probed")
     gpu_run: GpuRun | Unknown
     allreduce: AllReduceRun | Unknown | None = None
+
+    def fabric_states(self) -> tuple[FabricGpu, ...] | Unknown:
+        """Each GPU's fabric (State, Status): detection's ``facts.fabric``, parsed once with the rest
+        of ``nvidia-smi -q``; the ``fabric`` field only when the facts lack it (an older file)."""
+        fabric = self.facts.fabric
+        if isinstance(fabric, Unknown) and not isinstance(self.fabric, Unknown):
+            return self.fabric
+        if isinstance(fabric, Unknown):
+            return fabric
+        return tuple(FabricGpu(state=state, status=status) for state, status in fabric.states)

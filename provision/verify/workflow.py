@@ -41,7 +41,6 @@ def collect(spec: Spec, facts: Facts) -> VerifyInputs:
     return VerifyInputs(
         facts=facts,
         fm_version=probes.fm_version(),
-        fabric=probes.fabric_states(),
         gpu_run=gpu_run,
         allreduce=_allreduce(spec, gpu_run),
     )

@@ -13,9 +13,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from provision.catalog import load_catalog
-from provision.detect.facts import CudaToolkits, Facts, Kernel, OsRelease, Package, Unknown
+from provision.detect.facts import AptLocks, CudaToolkits, Facts, Kernel, OsRelease, Package, Unknown
 from provision.detect.raw import ProbeOutput, parse_raw
-from provision.detect.system import AptLocks
 from provision.plan import locks
 from provision.plan.models import Component, Plan, Step
 from provision.spec.loader import load_spec

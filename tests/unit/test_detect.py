@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from provision.detect import collector
+from provision.detect.domains import driver, gpu, hardware, packages
+from provision.detect.domains.python import NO_VENV, TorchFact
 from provision.detect.facts import Facts, Gpu, Torch, Unknown, Venv
-from provision.detect.hardware import hardware_probes
-from provision.detect.parsers import NO_VENV
-from provision.detect.probes import all_probes, torch_probe
 from provision.detect.raw import ProbeOutput, format_raw, parse_raw, read_raw, write_raw
+from provision.detect.registry import all_probes
 from provision.detect.runner import (
     COLLECTOR_TASK,
     collector_results,
@@ -27,7 +27,6 @@ from provision.detect.runner import (
     facts_from_outputs,
     facts_from_raw,
 )
-from provision.detect.system import surroundings_probes
 from provision.errors import FactsError
 from provision.versions import DriverVersion
 from tests.unit.factories import H200_RAW, SHARED_H200
@@ -111,7 +110,7 @@ def test_no_outputs_gives_unknowns_with_reasons() -> None:
 
 def test_venv_travels_as_an_argv_item_not_in_script_text() -> None:
     venv = "/tmp/x'; rm -rf / #"
-    assert torch_probe(venv).argv[0] == f"{venv}/bin/python"
+    assert TorchFact.command(venv)[0] == f"{venv}/bin/python"
     for probe in all_probes(venv):
         scripts = probe.argv[1:-1] if venv in probe.argv[0] else probe.argv[:-1]
         assert all(venv not in part for part in scripts), probe.id
@@ -131,8 +130,9 @@ def test_probe_ids_match_the_fixture_stems() -> None:
         "cuda-dirs",
         "torch",
     } <= ids
-    # Probes added after the H200 capture have no shared fixture; their cases live in test_system.py.
-    later = {"modinfo", "venv"} | {p.id for p in (*surroundings_probes(), *hardware_probes())}
+    # Probes added after the H200 capture have no shared fixture; their cases live in tests/fixtures/facts.
+    added = (*driver.FACTS[2:], *gpu.FACTS[2:], *packages.FACTS[1:], *hardware.FACTS)
+    later = {"modinfo", "venv"} | {f.id for f in added}
     assert ids - later <= {p.stem for p in H200_RAW.glob("*.txt")}
 
 

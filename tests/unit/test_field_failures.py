@@ -9,9 +9,19 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from provision.detect.facts import Gpu, Kernel, LoadedDriver, Topology
+from provision.detect.facts import (
+    DkmsStatus,
+    FabricState,
+    Gpu,
+    Kernel,
+    LoadedDriver,
+    MokState,
+    NouveauState,
+    PackageOrigins,
+    PciDevice,
+    Topology,
+)
 from provision.detect.runner import facts_from_raw
-from provision.detect.system import DkmsStatus, FabricState, MokState, NouveauState, PackageOrigins, PciDevice
 from provision.plan.models import Action, Component, Plan
 from provision.plan.planner import make_plan
 from provision.spec.rules import check_spec

@@ -9,11 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from provision.catalog import load_catalog
-from provision.detect.facts import Topology
-from provision.detect.parsers_gpu import parse_topology
+from provision.detect.domains.gpu import fabric_state, parse_nvidia_smi_q, parse_topology
+from provision.detect.facts import FabricState, Topology
 from provision.detect.raw import read_raw
 from provision.detect.runner import facts_from_raw
-from provision.detect.system import FabricState, parse_fabric
 from provision.plan.models import Action, Component
 from provision.plan.planner import make_plan
 from provision.spec.loader import load_spec
@@ -41,7 +40,7 @@ def test_real_two_gpu_topology_is_nv18() -> None:
 
 def test_real_fabric_state_completed_on_both_gpus() -> None:
     out = read_raw(CAPTURE)["nvidia-smi-q"]
-    fabric = parse_fabric(out.output, out.rc)
+    fabric = fabric_state(parse_nvidia_smi_q(out.output, out.rc))
     assert fabric == FabricState(states=(("Completed", "Success"), ("Completed", "Success")))
     assert fabric.nvswitch and fabric.completed
 

@@ -1,57 +1,24 @@
 """Hardware fact parsers: the real H200 capture with exact values, a synthesized FF-14/15/16 host,
-and data-driven cases.
-
-Each ``tests/fixtures/hardware/cases/<probe id>/<case>.txt`` is a raw probe file whose first line
-says it was synthesized; ``<case>.json`` is the expected parse (``{"boot_mode": ..., ...}`` for
-``mokutil``, which feeds two facts). Regenerate a missing expectation with
-``python tests/unit/test_hardware.py`` and read it before committing.
+and the Hardware assembly. The data-driven cases run in test_facts.py.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from provision.detect.facts import Unknown
-from provision.detect.hardware import (
-    AcsControl,
-    GpuHardware,
-    Hardware,
-    PciLink,
-    SecureBoot,
-    parse_boot_mode,
-    parse_cmdline,
-    parse_cpufreq,
-    parse_hardware,
-    parse_iommu,
-    parse_lspci_acs,
-    parse_secure_boot,
-    parse_sys_pci,
-    upstream_bridges,
-)
-from provision.detect.probes import all_probes
-from provision.detect.raw import read_raw
-from tests.unit.factories import case_files, case_id, expected, parse_case, write_missing_expectations
+from provision.detect.domains.pci import upstream_bridges
+from provision.detect.facts import AcsControl, GpuHardware, Hardware, PciLink, SecureBoot, Unknown
+from provision.detect.raw import ProbeOutput, read_raw
+from provision.detect.registry import all_probes, facts_from_outputs
+
+
+def parse_hardware(outputs: dict[str, ProbeOutput]) -> Hardware | Unknown:
+    return facts_from_outputs(outputs).hardware
+
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "hardware"
-CASES = FIXTURES / "cases"
-
-
-def _mokutil(output: str, rc: int) -> dict[str, Any]:
-    return {"boot_mode": parse_boot_mode(output, rc), "secure_boot": parse_secure_boot(output, rc)}
-
-
-PARSERS: dict[str, Callable[[str, int], Any]] = {
-    "mokutil": _mokutil,
-    "lspci-vvv": parse_lspci_acs,
-    "cmdline": parse_cmdline,
-    "cpufreq": parse_cpufreq,
-    "sys-pci": parse_sys_pci,
-    "iommu": parse_iommu,
-}
 
 
 def only_gpu(hw: Hardware) -> GpuHardware:
@@ -163,17 +130,3 @@ def test_acs_model_round_trips() -> None:
     acs = AcsControl(bdf="0000:00:03.1", flags={"ReqRedir": True, "EgressCtrl": False})
     assert AcsControl.model_validate_json(acs.model_dump_json()) == acs
     assert GpuHardware(bdf="0000:00:06.0").is_gpu
-
-
-# --- Data-driven cases ------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("path", case_files(CASES), ids=case_id)
-def test_case(path: Path) -> None:
-    text = path.read_text(encoding="utf-8")
-    assert text.startswith("# synthesized"), "first line must say where the case comes from"
-    assert parse_case(path, PARSERS) == expected(path)
-
-
-if __name__ == "__main__":
-    write_missing_expectations(CASES, PARSERS)

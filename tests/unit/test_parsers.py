@@ -1,69 +1,34 @@
-"""Parser tests: captured H200 outputs with exact values, and data-driven cases.
+"""Parser tests: captured H200 outputs with exact values, and cases that need more than equality.
 
-Each ``tests/fixtures/detect/cases/<probe id>/<case>.txt`` is a raw probe file
-(a leading ``#`` line says where it came from) and ``<case>.json`` is the expected
-parse. Regenerate a missing expectation with ``python tests/unit/test_parsers.py``,
-then read it before committing.
+The data-driven cases of every fact (``tests/fixtures/facts/<fact id>/``) run in test_facts.py.
 """
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from provision.detect.domains.driver import parse_driver_version
+from provision.detect.domains.gpu import parse_query_gpu, parse_topology
+from provision.detect.domains.packages import parse_dpkg
+from provision.detect.fact import failure
 from provision.detect.facts import Gpu, Kernel, LoadedDriver, Package, Topology, Torch, Unknown
-from provision.detect.parsers import (
-    failure,
-    parse_cuda_dirs,
-    parse_dpkg,
-    parse_driver_version,
-    parse_modinfo,
-    parse_nvcc,
-    parse_os_release,
-    parse_proc_version,
-    parse_torch,
-    parse_uname,
-    parse_venv,
-)
-from provision.detect.parsers_gpu import parse_query_gpu, parse_topology
+from provision.detect.registry import BY_ID
 from provision.versions import DottedVersion
 from tests.unit.factories import (
-    DETECT_FIXTURES,
     H200_RAW,
     SHARED_H200,
-    case_files,
-    case_id,
-    expected,
-    parse_case,
     probe,
-    write_missing_expectations,
 )
 
-CASES = DETECT_FIXTURES / "cases"
-
-PARSERS: dict[str, Callable[[str, int], Any]] = {
-    "os-release": parse_os_release,
-    "uname": parse_uname,
-    "proc-version": parse_proc_version,
-    "driver-version": parse_driver_version,
-    "modinfo": parse_modinfo,
-    "query-gpu": parse_query_gpu,
-    "topo-m": parse_topology,
-    "dpkg-nvidia": parse_dpkg,
-    "cuda-dirs": parse_cuda_dirs,
-    "nvcc": parse_nvcc,
-    "torch": parse_torch,
-    "venv": parse_venv,
-}
+CASES = Path(__file__).parents[1] / "fixtures" / "facts"
 
 
 def parse_fixture(name: str) -> Any:
     out = probe(H200_RAW / f"{name}.txt")
-    return PARSERS[name](out.output, out.rc)
+    return BY_ID[name].parse(out.output, out.rc)
 
 
 # --- The captured H200: exact values ---------------------------------------------------------------
@@ -155,13 +120,6 @@ def test_failure_reasons() -> None:
     assert failure("nvidia-smi", "ok", 0) is None
 
 
-@pytest.mark.parametrize("parser", list(PARSERS.values()), ids=list(PARSERS))
-@pytest.mark.parametrize("output", ["", "\x00\xff garbage \t\t\n", "Segmentation fault\n" * 3, "a\tb\tc\n"])
-def test_parsers_never_raise(parser: Callable[[str, int], Any], output: str) -> None:
-    for rc in (0, 1, 124, 127, -1):
-        parser(output, rc)
-
-
 def test_driver_not_loaded_reason() -> None:
     result = parse_driver_version("cat: /proc/driver/nvidia/version: No such file or directory\n", 1)
     assert result == Unknown(unknown="NVIDIA kernel module not loaded (no /proc/driver/nvidia/version)")
@@ -204,17 +162,3 @@ def test_topology_ff15_sys_across_numa() -> None:
         "NODE",
     )
     assert topo.numa_affinity == {"GPU0": "0", "GPU1": "0", "GPU2": "1", "GPU3": "1"}
-
-
-# --- Data-driven cases -----------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("case", case_files(CASES), ids=case_id)
-def test_case(case: Path) -> None:
-    got = parse_case(case, PARSERS)
-    assert got == expected(case)
-
-
-if __name__ == "__main__":
-    write_missing_expectations(CASES, PARSERS)
-    sys.exit(0)

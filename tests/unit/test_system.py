@@ -1,4 +1,4 @@
-"""Parsers of provision.detect.system: NVSwitch, fabric, DKMS, nouveau, apt locks, MOK, origins.
+"""Parsers of the driver, GPU and package domains: NVSwitch, fabric, DKMS, nouveau, apt locks, MOK, origins.
 
 Inputs are the real H200 captures where they exist (tests/fixtures/raw/h200-ubuntu2404-spec and
 the two-GPU h200x2 capture) and otherwise outputs in the tools' documented formats, marked below.
@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from provision.detect.facts import Unknown
-from provision.detect.raw import read_raw
-from provision.detect.system import (
+from provision.detect.domains.driver import parse_dkms, parse_mok, parse_nouveau
+from provision.detect.domains.gpu import fabric_state, parse_lspci, parse_nvidia_smi_q
+from provision.detect.domains.packages import parse_apt_locks, parse_origins
+from provision.detect.facts import (
     AptLocks,
     DkmsStatus,
     FabricState,
@@ -20,14 +21,14 @@ from provision.detect.system import (
     NouveauState,
     PackageOrigins,
     PciDevice,
-    parse_apt_locks,
-    parse_dkms,
-    parse_fabric,
-    parse_lspci,
-    parse_mok,
-    parse_nouveau,
-    parse_origins,
+    Unknown,
 )
+from provision.detect.raw import read_raw
+
+
+def parse_fabric(output: str, rc: int) -> FabricState | Unknown:
+    return fabric_state(parse_nvidia_smi_q(output, rc))
+
 
 ROOT = Path(__file__).resolve().parents[2]
 H200 = read_raw(ROOT / "tests" / "fixtures" / "raw" / "h200-ubuntu2404-spec")

@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 
 from provision.catalog import load_catalog
 from provision.cli import cli
-from provision.detect.facts import Package, Topology, Unknown
+from provision.detect.domains.driver import FabricManagerVersionFact
+from provision.detect.facts import FabricState, Package, Topology, Unknown
 from provision.detect.runner import unknown_facts
 from provision.spec.loader import load_spec
 from provision.spec.models import GpuSpec, Spec
@@ -21,7 +22,6 @@ from provision.verify.checks_software import cudnn_version
 from provision.verify.command import read_inputs
 from provision.verify.limits import load_limits, pcie_gbps, shipped_limits
 from provision.verify.models import CheckResult
-from provision.verify.probes import parse_fabric, parse_fm_version
 from provision.verify.render import junit_xml
 from provision.verify.runs import P2P, AllReduceRun, FabricGpu, GpuRun, RankResult, VerifyInputs
 from provision.verify.workflow import evaluate, verify
@@ -182,9 +182,8 @@ def test_kernel_error_is_a_failure_with_the_error(spec: Spec, inputs: VerifyInpu
 
 
 def test_nvswitch_fabric_in_progress_and_fm_drift_fail(spec: Spec, inputs: VerifyInputs) -> None:
-    fm = inputs.model_copy(
-        update={"fabric": (FabricGpu(state="In Progress", status="N/A"),), "fm_version": "580.95.05"}
-    )
+    facts = inputs.facts.model_copy(update={"fabric": FabricState(states=(("In Progress", "N/A"),))})
+    fm = inputs.model_copy(update={"facts": facts, "fm_version": "580.95.05"})
     res = _results(spec, fm)
     assert res["fabric-state"].status == "fail"
     assert res["fabricmanager-version"].status == "fail"
@@ -261,14 +260,18 @@ def test_cudnn_version(raw: int, text: str) -> None:
     assert cudnn_version(raw) == text
 
 
-def test_fabric_parsers() -> None:
-    shared = ROOT.parent / "shared" / "fixtures" / "h200-ubuntu2404" / "nvidia-smi-q.txt"
-    text = (
-        shared.read_text() if shared.exists() else "    Fabric\n        State : N/A\n        Status : N/A\n"
+def test_fabric_comes_from_the_facts_and_older_inputs_still_count(inputs: VerifyInputs) -> None:
+    assert inputs.fabric_states() == (FabricGpu(state="N/A", status="N/A"),)
+    # An inputs.json written before facts carried the fabric: its own ``fabric`` field is read.
+    older = inputs.model_copy(
+        update={
+            "facts": inputs.facts.model_copy(update={"fabric": Unknown(unknown="not probed")}),
+            "fabric": (FabricGpu(state="In Progress", status="N/A"),),
+        }
     )
-    assert parse_fabric(text, 0) == (FabricGpu(state="N/A", status="N/A"),)
-    assert parse_fm_version("Fabric Manager version is : 535.183.01\n", 0) == "535.183.01"
-    assert parse_fm_version("nv-fabricmanager: not found", 127) == Unknown(
+    assert older.fabric_states() == (FabricGpu(state="In Progress", status="N/A"),)
+    assert FabricManagerVersionFact.parse("Fabric Manager version is : 535.183.01\n", 0) == "535.183.01"
+    assert FabricManagerVersionFact.parse("nv-fabricmanager: not found", 127) == Unknown(
         unknown="nv-fabricmanager: not found"
     )
 

@@ -1,0 +1,99 @@
+"""CUDA toolkits under ``/usr/local`` and the default ``nvcc``.
+
+Sources: NVIDIA CUDA Installation Guide for Linux (toolkits install to ``/usr/local/cuda-X.Y`` with
+``/usr/local/cuda`` pointing at the default one); ``nvcc --version`` output.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import Field
+
+from provision.detect.fact import Derive, Fact, Parsed, Unknown, failure, first_line, sh
+from provision.models import Frozen
+from provision.versions import Dotted, DottedVersion
+
+_CUDA_DIR = re.compile(r"^cuda-(\d+\.\d+)$")
+_NVCC = re.compile(r"release (\d+\.\d+), V(\d+(?:\.\d+)+)")
+
+
+class CudaToolkits(Frozen):
+    """CUDA toolkits under /usr/local and the default ``nvcc``."""
+
+    installed: tuple[Dotted, ...] = Field((), description="Releases with a /usr/local/cuda-X.Y directory.")
+    default_target: str | None = Field(None, description="What /usr/local/cuda points to, if a link.")
+    nvcc_release: Dotted | None = Field(None, description="nvcc --version 'release X.Y'.")
+    nvcc_version: Dotted | None = Field(None, description="nvcc --version 'VX.Y.Z'.")
+
+
+def parse_cuda_dirs(output: str, rc: int) -> CudaToolkits | Unknown:
+    """``ls -la /usr/local/`` (plus our ``resolved cuda -> X`` line) -> installed toolkits."""
+    if (bad := failure("ls /usr/local", output, rc)) is not None:
+        return bad
+    versions: set[DottedVersion] = set()
+    target: str | None = None
+    for line in output.splitlines():
+        words = line.split()
+        if line.startswith("resolved cuda -> "):
+            target = line.removeprefix("resolved cuda -> ").strip()
+        elif len(words) >= 9 and _CUDA_DIR.match(words[8]) and line[0] in "dl":
+            versions.add(DottedVersion(words[8].removeprefix("cuda-")))
+        elif len(words) >= 11 and words[8] == "cuda" and words[9] == "->" and target is None:
+            target = words[10]
+    return CudaToolkits(installed=tuple(sorted(versions)), default_target=target)
+
+
+def parse_nvcc(output: str, rc: int) -> tuple[DottedVersion, DottedVersion] | Unknown:
+    """``nvcc --version`` -> (release ``13.0``, full version ``13.0.88``)."""
+    if (bad := failure("nvcc", output, rc)) is not None:
+        return bad
+    match = _NVCC.search(output)
+    if match is None:
+        return Unknown(unknown=f"no 'release X.Y, VX.Y.Z' in nvcc output: {first_line(output)}")
+    return DottedVersion(match.group(1)), DottedVersion(match.group(2))
+
+
+def merge_cuda(
+    dirs: CudaToolkits | Unknown, nvcc: tuple[DottedVersion, DottedVersion] | Unknown
+) -> CudaToolkits | Unknown:
+    """Add nvcc's versions to the toolkit directories; no nvcc is not an unknown."""
+    if isinstance(dirs, Unknown) or isinstance(nvcc, Unknown):
+        return dirs
+    return dirs.model_copy(update={"nvcc_release": nvcc[0], "nvcc_version": nvcc[1]})
+
+
+_CUDA_DIRS_SCRIPT = (
+    "ls -la /usr/local/; "
+    'if [ -L /usr/local/cuda ]; then echo "resolved cuda -> $(readlink -f /usr/local/cuda)"; fi'
+)
+# nvcc is rarely on a non-login PATH; fall back to the default toolkit's copy.
+_NVCC_SCRIPT = 'p=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc); echo "$p"; exec "$p" --version'
+
+
+class CudaDirsFact(Fact[CudaToolkits]):
+    """Toolkit directories and the ``/usr/local/cuda`` link."""
+
+    id = "cuda-dirs"
+    argv = sh(_CUDA_DIRS_SCRIPT)
+    parse = staticmethod(parse_cuda_dirs)
+
+
+class NvccFact(Fact[tuple[DottedVersion, DottedVersion]]):
+    """The default nvcc's release and full version."""
+
+    id = "nvcc"
+    argv = sh(_NVCC_SCRIPT)
+    requires = "nvcc"
+    parse = staticmethod(parse_nvcc)
+
+
+FACTS = (CudaDirsFact, NvccFact)
+
+
+def _cuda(p: Parsed) -> CudaToolkits | Unknown:
+    dirs, nvcc = p.of(CudaDirsFact), p.of(NvccFact)
+    return merge_cuda(dirs, nvcc)
+
+
+FIELDS: dict[str, Derive] = {"cuda": _cuda}

@@ -1,0 +1,204 @@
+"""The NVIDIA kernel driver: loaded module, module on disk, DKMS, nouveau, MOK, fabric manager.
+
+Sources: the NVIDIA driver README, "Installing the NVIDIA Driver" (``/proc/driver/nvidia/version``
+and the open kernel modules' "Open Kernel Module" banner); dkms(8); mokutil(1); the NVIDIA
+Fabric Manager User Guide (``nv-fabricmanager --version``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from provision.detect.fact import Derive, Fact, Parsed, Unknown, failure, first_line
+from provision.models import Frozen
+from provision.versions import Driver, DriverVersion
+
+NOUVEAU_BLACKLIST = "/etc/modprobe.d/provision-blacklist-nouveau.conf"
+DKMS_MOK = "/var/lib/dkms/mok.pub"
+_NO_DRIVER = "NVIDIA kernel module not loaded (no /proc/driver/nvidia/version)"
+_DRIVER = re.compile(r"Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)*)\s")
+_VERSION = re.compile(r"(\d+\.\d+(?:\.\d+)+)")
+
+Flavor = Literal["open", "proprietary"]
+"""Kernel module flavour: NVIDIA's open GPU kernel modules or the proprietary ones."""
+
+
+class LoadedDriver(Frozen):
+    """The NVIDIA kernel module currently loaded (``/proc/driver/nvidia/version``)."""
+
+    version: Driver
+    flavor: Flavor
+
+
+class DkmsStatus(Frozen):
+    """``dkms status`` lines for the nvidia module: (version, kernel, state)."""
+
+    modules: tuple[tuple[str, str, str], ...] = ()
+
+    def state_for(self, kernel: str) -> str | None:
+        """``installed``/``built``/``added`` for ``kernel``, or None when nothing is registered."""
+        return next((state for _, k, state in self.modules if k == kernel), None)
+
+
+class NouveauState(Frozen):
+    """Whether the in-kernel nouveau driver is loaded and which files blacklist it."""
+
+    loaded: bool
+    blacklisted_by: tuple[str, ...] = ()
+
+
+class MokState(Frozen):
+    """Whether DKMS's machine owner key is enrolled in shim (``mokutil --test-key``)."""
+
+    key_present: bool
+    enrolled: bool | None = None
+
+
+def parse_driver_version(output: str, rc: int) -> LoadedDriver | Unknown:
+    """``cat /proc/driver/nvidia/version`` -> loaded module version and flavor.
+
+    "Open Kernel Module" in the NVRM line means the open flavor; any other
+    NVRM line is the proprietary module.
+    """
+    if rc != 0 and "No such file" in output:
+        return Unknown(unknown=_NO_DRIVER)
+    if (bad := failure("cat /proc/driver/nvidia/version", output, rc)) is not None:
+        return bad
+    match = _DRIVER.search(output + " ")
+    if match is None:
+        return Unknown(unknown=f"unexpected /proc/driver/nvidia/version: {first_line(output)}")
+    flavor = "open" if "Open Kernel Module" in output else "proprietary"
+    return LoadedDriver(version=DriverVersion(match.group(1)), flavor=flavor)
+
+
+def parse_modinfo(output: str, rc: int) -> DriverVersion | Unknown:
+    """``modinfo -F version nvidia`` (or full ``modinfo nvidia``) -> on-disk module version."""
+    if (bad := failure("modinfo", output, rc)) is not None:
+        return bad
+    for line in output.splitlines():
+        text = line.removeprefix("version:").strip()
+        if re.fullmatch(r"\d+\.\d+(\.\d+)*", text):
+            return DriverVersion(text)
+    return Unknown(unknown=f"no nvidia module version in modinfo output: {first_line(output)}")
+
+
+def parse_dkms(output: str, rc: int) -> DkmsStatus | Unknown:
+    """``nvidia/580.95.05, 6.8.0-60-generic, x86_64: installed`` (also the older ``nvidia, ver`` form)."""
+    if (bad := failure("dkms", output, rc)) is not None:
+        return bad
+    found = re.findall(r"^nvidia[/,]\s*([\w.]+),\s*([^,\s]+),\s*[^:]+:\s*(\w+)", output, re.M)
+    return DkmsStatus(modules=tuple((v, k, s) for v, k, s in found))
+
+
+def parse_nouveau(output: str, rc: int) -> NouveauState | Unknown:
+    """The nouveau probe's ``loaded yes|no`` and ``blacklisted-by FILE`` lines."""
+    if rc != 0 or "loaded " not in output:
+        return Unknown(unknown=f"nouveau state unreadable (exit {rc})")
+    files = tuple(line.split(" ", 1)[1] for line in output.splitlines() if line.startswith("blacklisted-by "))
+    return NouveauState(loaded="loaded yes" in output, blacklisted_by=files)
+
+
+def parse_mok(output: str, rc: int) -> MokState | Unknown:
+    """``key absent`` / ``key present`` followed by mokutil's verdict."""
+    if "key absent" in output:
+        return MokState(key_present=False)
+    if "key present" not in output:
+        return Unknown(unknown=f"MOK state unreadable (exit {rc})")
+    if "mokutil: not found" in output or "not found" in output.split("key present", 1)[1][:80]:
+        return MokState(key_present=True, enrolled=None)
+    return MokState(key_present=True, enrolled="is already enrolled" in output)
+
+
+def parse_fm_version(output: str, rc: int) -> str | Unknown:
+    """``nv-fabricmanager --version`` ("Fabric Manager version is : 535.183.01") -> ``535.183.01``."""
+    if (bad := failure("nv-fabricmanager", output, rc)) is not None:
+        return bad
+    match = _VERSION.search(output)
+    return match.group(1) if match else Unknown(unknown=f"no version in: {first_line(output)}")
+
+
+class LoadedDriverFact(Fact[LoadedDriver]):
+    """The loaded kernel module's version and flavour."""
+
+    id = "driver-version"
+    argv = ("cat", "/proc/driver/nvidia/version")
+    parse = staticmethod(parse_driver_version)
+
+
+class ModuleOnDiskFact(Fact[DriverVersion]):
+    """The module the next boot loads (modinfo(8)); differs from the loaded one after an upgrade."""
+
+    id = "modinfo"
+    argv = ("modinfo", "-F", "version", "nvidia")
+    parse = staticmethod(parse_modinfo)
+
+
+class DkmsFact(Fact[DkmsStatus]):
+    """DKMS's nvidia module per kernel: ``dkms status nvidia``."""
+
+    id = "dkms-status"
+    argv = ("dkms", "status", "nvidia")
+    timeout = 20.0
+    parse = staticmethod(parse_dkms)
+
+
+_NOUVEAU_SCRIPT = (
+    'if [ -d /sys/module/nouveau ]; then echo "loaded yes"; else echo "loaded no"; fi; '
+    "grep -lsE '^[[:space:]]*blacklist[[:space:]]+nouveau' /etc/modprobe.d/*.conf /lib/modprobe.d/*.conf "
+    "/usr/lib/modprobe.d/*.conf | sed 's/^/blacklisted-by /'; exit 0"
+)
+
+
+class NouveauFact(Fact[NouveauState]):
+    """nouveau loaded (``/sys/module/nouveau``) and the modprobe.d files that blacklist it."""
+
+    id = "nouveau"
+    argv = ("sh", "-c", _NOUVEAU_SCRIPT)
+    timeout = 5.0
+    parse = staticmethod(parse_nouveau)
+
+
+_MOK_SCRIPT = (
+    f'if [ ! -f {DKMS_MOK} ]; then echo "key absent"; exit 0; fi; echo "key present"; '
+    f"mokutil --test-key {DKMS_MOK} 2>&1; exit 0"
+)
+
+
+class MokFact(Fact[MokState]):
+    """DKMS's signing key and whether shim has it enrolled."""
+
+    id = "mok-key"
+    argv = ("sh", "-c", _MOK_SCRIPT)
+    requires = "mokutil"
+    parse = staticmethod(parse_mok)
+
+
+class FabricManagerVersionFact(Fact[str]):
+    """The installed fabric manager's version; read by verify, not part of :class:`Facts`."""
+
+    id = "fm-version"
+    argv = ("nv-fabricmanager", "--version")
+    timeout = 20.0
+    parse = staticmethod(parse_fm_version)
+
+
+FACTS = (LoadedDriverFact, ModuleOnDiskFact, DkmsFact, NouveauFact, MokFact)
+
+
+def _on_disk(p: Parsed) -> DriverVersion | Unknown | None:
+    # None (not Unknown) when modinfo never ran: older saved facts have no such field.
+    if not p.has(ModuleOnDiskFact):
+        return None
+    version = p.of(ModuleOnDiskFact)
+    return version
+
+
+FIELDS: dict[str, Derive] = {
+    "driver": lambda p: p.of(LoadedDriverFact),
+    "driver_on_disk": _on_disk,
+    "dkms": lambda p: p.of(DkmsFact) if p.has(DkmsFact) else None,
+    "nouveau": lambda p: p.of(NouveauFact) if p.has(NouveauFact) else None,
+    "mok": lambda p: p.of(MokFact) if p.has(MokFact) else None,
+}
+"""Facts fields of this domain; None means "not probed" (the field keeps its default)."""

@@ -1,0 +1,188 @@
+"""Installed packages of the NVIDIA stack, where they came from, and provision's apt locks.
+
+Only names matching the catalog's ``detected_patterns`` are recorded (see
+``provision/catalog/data/packages.yaml``), so a name the plan installs is always seen again.
+
+Sources: dpkg-query(1) (``${Status}`` is want/error/state), apt-cache(8) ``policy``,
+apt_preferences(5).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+import re
+
+from pydantic import Field
+
+from provision.detect.fact import Derive, Fact, Unknown, failure
+from provision.models import Frozen
+
+UNATTENDED_FILE = "/etc/apt/apt.conf.d/51provision-nvidia-unattended"
+PREFERENCES_FILE = "/etc/apt/preferences.d/provision-nvidia"
+DPKG_FORMAT = r"${Package}\t${Version}\t${Status}\n"
+"""dpkg-query format; dpkg expands the ``\\t``/``\\n`` escapes itself."""
+
+
+class Package(Frozen):
+    """An installed (or half-installed) Debian package from ``dpkg-query``.
+
+    ``status`` is dpkg's three-word status, e.g. ``install ok installed`` or
+    ``hold ok half-configured``; ``hold`` is true when the selection is ``hold``.
+    """
+
+    name: str
+    version: str
+    status: str
+
+    @property
+    def hold(self) -> bool:
+        return self.status.split()[0] == "hold"
+
+    @property
+    def installed(self) -> bool:
+        return self.status.endswith(" installed")
+
+    @property
+    def broken(self) -> bool:
+        """Half-installed, unpacked, triggers pending: anything dpkg has not finished."""
+        state = self.status.split()[-1]
+        return state not in ("installed", "not-installed", "config-files")
+
+
+class AptLocks(Frozen):
+    """provision's apt preferences and unattended-upgrades guard as found on the machine."""
+
+    preferences: str | None = Field(None, description=f"Content of {PREFERENCES_FILE}, None when absent.")
+    unattended_guard: str | None = Field(None, description=f"Content of {UNATTENDED_FILE}, None when absent.")
+    unattended_upgrades_installed: bool = False
+
+
+class PackageOrigins(Frozen):
+    """Where each installed NVIDIA driver package came from (``apt-cache policy``, FF-08).
+
+    ``origins`` maps a package name to the host of the repository that serves its installed
+    version (``developer.download.nvidia.com``, ``archive.ubuntu.com``), or ``local`` when only
+    dpkg knows it (a runfile, a removed repository, a hand-installed .deb).
+    """
+
+    origins: dict[str, str] = Field(default_factory=dict)
+
+
+@functools.cache
+def _recorded() -> re.Pattern[str]:
+    # Imported here: the catalog is read only when package output is parsed.
+    from provision.catalog import load_catalog
+
+    globs = load_catalog().packages.detected_patterns
+    return re.compile("|".join(fnmatch.translate(g) for g in globs))
+
+
+def recorded(name: str) -> bool:
+    """True when detection records the package ``name`` (it matches a detected pattern)."""
+    return _recorded().match(name) is not None
+
+
+def parse_dpkg(output: str, rc: int) -> tuple[Package, ...] | Unknown:
+    """``dpkg-query -W -f='${Package}\\t${Version}\\t${Status}\\n'`` -> NVIDIA-stack packages.
+
+    Keeps half-installed states (``install ok half-configured``, dpkg's ``iF``) and
+    drops ``not-installed`` entries, which dpkg lists for packages it merely knows.
+    """
+    if (bad := failure("dpkg-query", output, rc)) is not None:
+        return bad
+    packages = []
+    for line in output.splitlines():
+        fields = line.split("\t")
+        if len(fields) != 3 or len(fields[2].split()) != 3:
+            continue
+        if recorded(fields[0]) and not fields[2].endswith("not-installed"):
+            packages.append(Package(name=fields[0], version=fields[1], status=fields[2]))
+    return tuple(packages)
+
+
+def parse_apt_locks(output: str, rc: int) -> AptLocks | Unknown:
+    """Sections ``=== FILE`` of the apt-locks probe, and the unattended-upgrades package state."""
+    if rc not in (0, 1) or "=== unattended-upgrades" not in output:
+        return Unknown(unknown=f"apt configuration unreadable (exit {rc})")
+    sections = dict(re.findall(r"^=== (\S+)\n(.*?)(?=^=== )", output, re.M | re.S))
+    status = re.search(r"^=== unattended-upgrades (\S*)", output, re.M)
+    return AptLocks(
+        preferences=sections.get(PREFERENCES_FILE),
+        unattended_guard=sections.get(UNATTENDED_FILE),
+        unattended_upgrades_installed=bool(status and status[1].endswith("i")),
+    )
+
+
+def parse_origins(output: str, rc: int) -> PackageOrigins | Unknown:
+    """``apt-cache policy`` blocks: the repository host of each package's installed (``***``) version."""
+    if (bad := failure("apt-cache", output, rc)) is not None:
+        return bad
+    origins: dict[str, str] = {}
+    for block in re.split(r"^(?=\S+:$)", output, flags=re.M):
+        name, installed = _policy_block(block)
+        if name and installed is not None:
+            origins[name] = installed
+    return PackageOrigins(origins=origins)
+
+
+def _policy_block(block: str) -> tuple[str | None, str | None]:
+    """(package, origin host of the installed version) of one ``apt-cache policy`` block."""
+    head = re.match(r"^(\S+):$", block, re.M)
+    star = re.search(r"^ \*\*\* \S+ \d+\n((?:^ {8}.*\n?)*)", block, re.M)
+    if head is None or star is None:
+        return (head[1] if head else None), None
+    hosts = re.findall(r"^\s+-?\d+\s+\w+://([^/\s]+)", star[1], re.M)
+    return head[1], hosts[0] if hosts else "local"
+
+
+class DpkgPackagesFact(Fact[tuple[Package, ...]]):
+    """Installed packages whose names detection records: ``dpkg-query -W``."""
+
+    id = "dpkg-nvidia"
+    argv = ("dpkg-query", "-W", f"-f={DPKG_FORMAT}")
+    timeout = 30.0
+    parse = staticmethod(parse_dpkg)
+
+
+_APT_LOCKS_SCRIPT = (
+    f"for f in {PREFERENCES_FILE} {UNATTENDED_FILE}; do "
+    'if [ -f "$f" ]; then echo "=== $f"; cat "$f"; fi; done; '
+    'echo "=== unattended-upgrades '
+    "$(dpkg-query -W -f='${db:Status-Abbrev}' unattended-upgrades 2>/dev/null)\""
+)
+
+
+class AptLocksFact(Fact[AptLocks]):
+    """provision's apt pins and unattended-upgrades guard, and whether unattended-upgrades is installed."""
+
+    id = "apt-locks"
+    argv = ("sh", "-c", _APT_LOCKS_SCRIPT)
+    timeout = 5.0
+    parse = staticmethod(parse_apt_locks)
+
+
+# The driver's packages, by name pattern, and where apt says their installed version comes from.
+_ORIGINS_SCRIPT = (
+    "dpkg-query -W -f='${Package} ${db:Status-Abbrev}\\n' 'nvidia-*' 'libnvidia-*' 'cuda-drivers*' "
+    "2>/dev/null | awk '$2 ~ /^.i/ {print $1}' | xargs -r apt-cache policy"
+)
+
+
+class PackageOriginsFact(Fact[PackageOrigins]):
+    """The repository each installed driver package's version comes from: ``apt-cache policy``."""
+
+    id = "apt-origins"
+    argv = ("sh", "-c", _ORIGINS_SCRIPT)
+    timeout = 20.0
+    requires = "apt-cache"
+    parse = staticmethod(parse_origins)
+
+
+FACTS = (DpkgPackagesFact, AptLocksFact, PackageOriginsFact)
+
+FIELDS: dict[str, Derive] = {
+    "packages": lambda p: p.of(DpkgPackagesFact),
+    "apt_locks": lambda p: p.of(AptLocksFact) if p.has(AptLocksFact) else None,
+    "origins": lambda p: p.of(PackageOriginsFact) if p.has(PackageOriginsFact) else None,
+}

@@ -1,0 +1,180 @@
+"""The spec's Python virtual environment and the PyTorch build in it, read without starting torch.
+
+Sources: PEP 405 (``pyvenv.cfg``), PEP 503 (name normalisation), the ``*.dist-info`` layout of
+PEP 376/627; torch's ``torch/version.py`` (``__version__``, ``cuda``).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from pydantic import Field
+
+from provision.detect.collector import NOT_FOUND_RC
+from provision.detect.fact import Derive, Fact, Parsed, Unknown, failure, first_line, sh
+from provision.models import Frozen
+from provision.versions import Dotted, DottedVersion
+
+_LEADING_VERSION = re.compile(r"^\d+(\.\d+)*")
+_DIST_INFO = re.compile(r"([^/]+?)-([^-/]+)\.dist-info$")
+NOT_RECORDED = "(not recorded)"
+NO_VENV = "no venv given (torch is read from the spec's python.venv)"
+
+
+class Torch(Frozen):
+    """PyTorch found in the spec's venv, read without importing torch where possible."""
+
+    venv: str
+    version: str = Field(description="torch.__version__, e.g. 2.11.0+cu130.")
+    cuda: str | None = Field(None, description="torch.version.cuda, e.g. 13.0; None for CPU builds.")
+    python: str | None = None
+    arch_list: tuple[str, ...] | None = Field(None, description="torch.cuda.get_arch_list() when imported.")
+    device_count: int | None = None
+
+
+class Venv(Frozen):
+    """A Python virtual environment: its interpreter and installed distributions.
+
+    Read from ``pyvenv.cfg`` and the ``*.dist-info`` directory names in
+    site-packages, without starting the interpreter.
+    """
+
+    path: str
+    python: Dotted | None = Field(None, description="pyvenv.cfg 'version', e.g. 3.12.3.")
+    distributions: dict[str, str] = Field(
+        {}, description="Normalised distribution name (PEP 503) -> version, e.g. torch -> 2.11.0+cu130."
+    )
+
+
+def parse_torch(output: str, rc: int, venv: str | None = None) -> Torch | Unknown:
+    """Torch probe (or the fixture's real import) ``key value`` lines -> :class:`Torch`.
+
+    Reads ``venv``, ``python``, ``torch``, ``cuda`` and, when torch was imported,
+    ``arch_list`` and ``count``. Without a ``venv`` line (a capture made by importing
+    torch) the venv is the ``venv`` argument, else ``"(not recorded)"``.
+    """
+    if rc == NOT_FOUND_RC:
+        return Unknown(unknown=f"no python in the venv ({first_line(output)})")
+    said = [line.strip() for line in output.splitlines() if line.startswith("torch: ")]
+    if rc != 0 and said:
+        return Unknown(unknown=said[0])
+    if (bad := failure("torch probe", output, rc)) is not None:
+        return bad
+    values = dict(_key_values(output))
+    if "torch" not in values:
+        return Unknown(unknown=f"no torch version in probe output: {first_line(output)}")
+    return Torch(
+        venv=values.get("venv", venv or NOT_RECORDED),
+        version=values["torch"],
+        cuda=None if values.get("cuda", "None") == "None" else values["cuda"],
+        python=values["python"].split()[0] if values.get("python") else None,
+        arch_list=_literal_tuple(values.get("arch_list")),
+        device_count=int(values["count"]) if values.get("count", "").isdigit() else None,
+    )
+
+
+def _key_values(output: str) -> list[tuple[str, str]]:
+    return [(k, v.strip()) for k, _, v in (line.partition(" ") for line in output.splitlines()) if k]
+
+
+def _literal_tuple(text: str | None) -> tuple[str, ...] | None:
+    try:
+        value = ast.literal_eval(text) if text else None
+    except (ValueError, SyntaxError):
+        return None
+    return tuple(str(v) for v in value) if isinstance(value, (list, tuple)) else None
+
+
+def parse_venv(output: str, rc: int) -> Venv | Unknown:
+    """Venv probe (``path X``, pyvenv.cfg, dist-info paths) -> :class:`Venv`.
+
+    The interpreter comes from pyvenv.cfg ``version`` (venv, uv) or ``version_info``
+    (virtualenv writes ``3.12.3.final.0``); names are normalised as PEP 503 says.
+    """
+    path = next((line[5:].strip() for line in output.splitlines() if line.startswith("path ")), "")
+    if rc != 0 and "pyvenv.cfg" in output:
+        return Unknown(unknown=f"no virtual environment at {path} (no pyvenv.cfg)")
+    if (bad := failure("venv probe", output, rc)) is not None:
+        return bad
+    config = {k.strip(): v.strip() for k, _, v in (line.partition("=") for line in output.splitlines())}
+    version = config.get("version") or config.get("version_info") or ""
+    python = _LEADING_VERSION.match(version)
+    found = (_DIST_INFO.search(line) for line in output.splitlines())
+    return Venv(
+        path=path,
+        python=DottedVersion(python.group(0)) if python else None,
+        distributions=dict(_distribution(m) for m in found if m),
+    )
+
+
+def _distribution(match: re.Match[str]) -> tuple[str, str]:
+    return re.sub(r"[-_.]+", "-", match.group(1)).lower(), match.group(2)
+
+
+# pyvenv.cfg and the dist-info names tell the interpreter and installed wheels without starting python.
+_VENV_SCRIPT = (
+    'echo "path $1"; cat "$1/pyvenv.cfg" || exit 1; '
+    'ls -d "$1"/lib*/python3*/site-packages/*.dist-info 2>/dev/null; exit 0'
+)
+# Reads torch/version.py with ast instead of importing torch (4 s on the H200,
+# measurements.md) and prints the same `key value` lines as the fixture's torch.txt.
+_TORCH_SCRIPT = "; ".join(
+    (
+        "import ast, glob, os, sys",
+        "venv = sys.argv[1]",
+        'print("venv", venv)',
+        'print("python", sys.version.replace(chr(10), " "))',
+        'found = glob.glob(os.path.join(venv, "lib*", "python3*", "site-packages", "torch", "version.py"))',
+        'found or sys.exit("torch: not installed in " + venv)',
+        "body = ast.parse(open(found[0]).read()).body",
+        "pairs = [(n.targets[0] if isinstance(n, ast.Assign) else n.target, n.value) for n in body"
+        " if isinstance(n, (ast.Assign, ast.AnnAssign))]",
+        "values = {t.id: v.value for t, v in pairs if isinstance(t, ast.Name) and isinstance(v, ast.Constant)}",
+        'print("torch", values.get("__version__"))',
+        'print("cuda", values.get("cuda"))',
+    )
+)
+
+
+class VenvFact(Fact[Venv]):
+    """The venv's interpreter (pyvenv.cfg) and installed distributions (dist-info names)."""
+
+    id = "venv"
+    needs_venv = True
+    parse = staticmethod(parse_venv)
+
+    @classmethod
+    def command(cls, venv: str) -> tuple[str, ...]:
+        return sh(_VENV_SCRIPT, venv)
+
+
+class TorchFact(Fact[Torch]):
+    """torch's version and CUDA build from ``torch/version.py``, with the venv's own python."""
+
+    id = "torch"
+    needs_venv = True
+    timeout = 15.0
+    parse = staticmethod(parse_torch)
+
+    @classmethod
+    def command(cls, venv: str) -> tuple[str, ...]:
+        return (f"{venv}/bin/python", "-I", "-c", _TORCH_SCRIPT, venv)
+
+
+FACTS = (VenvFact, TorchFact)
+
+
+def _torch(p: Parsed) -> Torch | Unknown:
+    if not p.has(TorchFact):
+        return Unknown(unknown=NO_VENV)
+    torch = p.of(TorchFact)
+    if isinstance(torch, Torch) and torch.venv == NOT_RECORDED and p.venv:
+        return torch.model_copy(update={"venv": p.venv})
+    return torch
+
+
+FIELDS: dict[str, Derive] = {
+    "torch": _torch,
+    "venv": lambda p: p.of(VenvFact) if p.has(VenvFact) else Unknown(unknown=NO_VENV),
+}

@@ -1,0 +1,183 @@
+"""The fact base: one probe command plus one pure parser, and what an unread fact is.
+
+A fact (pyinfra's idea, typed) is a class naming the command that reads it (``argv``, run
+without a shell), how long it may take (``timeout``), the binary it needs (``requires``, named
+in the reason when it is missing) and a pure ``parse(output, rc)`` returning the typed value or
+an :class:`Unknown` with the reason. Parsers never raise: odd, truncated or foreign output
+gives an Unknown.
+
+The registry (:mod:`provision.detect.registry`) lists every fact; :class:`Parsed` holds each
+raw output parsed exactly once, and the Facts fields are derived from it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, ClassVar, Generic, TypeVar
+
+from pydantic import Field
+
+from provision.detect.collector import NOT_FOUND_RC, TIMEOUT_RC
+from provision.detect.raw import MISSING_RC, ProbeOutput
+from provision.models import Frozen
+
+T = TypeVar("T")
+
+
+class Unknown(Frozen):
+    """A fact that could not be read, with the reason (e.g. ``lspci: not found``)."""
+
+    unknown: str = Field(description="Why the fact is unknown.")
+
+
+class Probe(Frozen):
+    """One command whose output one parser reads.
+
+    Attributes:
+        id: Probe id and raw file stem, e.g. ``query-gpu``.
+        argv: The command; run without a shell.
+        timeout: Seconds before the collector kills it (rc 124).
+    """
+
+    id: str
+    argv: tuple[str, ...]
+    timeout: float = 10.0
+
+    def to_json(self) -> dict[str, Any]:
+        """The collector's input form: ``{"id", "argv", "timeout"}``."""
+        return {"id": self.id, "argv": list(self.argv), "timeout": self.timeout}
+
+
+def sh(script: str, *args: str) -> tuple[str, ...]:
+    """argv running our own fixed ``script`` with ``sh``; values travel as separate ``args``."""
+    return ("sh", "-c", script, "sh", *args)
+
+
+class Fact(Generic[T]):
+    """One fact: its probe and its pure parser. Subclasses set the class attributes.
+
+    Attributes:
+        id: Probe id and raw file stem (``--save-raw`` writes ``<id>.txt``).
+        argv: The command, run without a shell; empty for facts that need a venv (see
+            :meth:`probe`).
+        timeout: Seconds before the collector kills the command (rc 124).
+        requires: The binary the command needs, when it is not ``argv[0]``.
+        aliases: Older file stems of captures this parser also reads (e.g. ``lspci-nv``).
+        needs_venv: The command reads the spec's venv and only runs when one is given.
+    """
+
+    id: ClassVar[str]
+    argv: ClassVar[tuple[str, ...]] = ()
+    timeout: ClassVar[float] = 10.0
+    requires: ClassVar[str | None] = None
+    aliases: ClassVar[tuple[str, ...]] = ()
+    needs_venv: ClassVar[bool] = False
+
+    @staticmethod
+    def parse(output: str, rc: int) -> T | Unknown:  # pragma: no cover - every fact overrides it
+        """The typed value of ``output`` (exit status ``rc``), or an Unknown with the reason."""
+        raise NotImplementedError
+
+    @classmethod
+    def command(cls, venv: str) -> tuple[str, ...]:
+        """argv for a venv fact; facts with ``needs_venv`` override it."""
+        return cls.argv
+
+    @classmethod
+    def probe(cls, venv: str | None = None) -> Probe | None:
+        """The probe to run, or None for a venv fact when no venv is given."""
+        if cls.needs_venv:
+            return None if venv is None else Probe(id=cls.id, argv=cls.command(venv), timeout=cls.timeout)
+        return Probe(id=cls.id, argv=cls.argv, timeout=cls.timeout)
+
+
+FactType = type[Fact[Any]]
+
+
+class Parsed:
+    """Every probe output parsed once, by the fact that owns its id.
+
+    Args:
+        outputs: Probe outputs keyed by probe id (a fact's ``id`` or one of its ``aliases``).
+        facts: The facts of the registry.
+        venv: The venv detection was asked about, for captures that do not name it.
+    """
+
+    def __init__(
+        self, outputs: Mapping[str, ProbeOutput], facts: Iterable[FactType], venv: str | None = None
+    ) -> None:
+        self.venv = venv
+        self._values: dict[str, Any] = {}
+        self._own = frozenset(outputs)
+        for fact in facts:
+            out = next((outputs[i] for i in (fact.id, *fact.aliases) if i in outputs), None)
+            if out is not None:
+                self._values[fact.id] = fact.parse(out.output, out.rc)
+
+    def has(self, fact: FactType) -> bool:
+        """True when ``fact``'s probe output was there (run, captured or saved)."""
+        return fact.id in self._values
+
+    def of(self, fact: type[Fact[T]]) -> T | Unknown:
+        """``fact``'s parsed value; a fact whose output is absent parses as never run."""
+        if fact.id not in self._values:
+            missing = ProbeOutput.missing(fact.id)
+            self._values[fact.id] = fact.parse(missing.output, missing.rc)
+        value: T | Unknown = self._values[fact.id]
+        return value
+
+    def any_ran(self, facts: Iterable[FactType]) -> bool:
+        """True when at least one of ``facts`` has an output under its own id (not an older alias)."""
+        return any(f.id in self._own for f in facts)
+
+
+def first_line(output: str, limit: int = 200) -> str:
+    """The first non-blank line of ``output``, stripped and cut to ``limit`` characters."""
+    line = next((s.strip() for s in output.splitlines() if s.strip()), "no output")
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def failure(tool: str, output: str, rc: int) -> Unknown | None:
+    """The Unknown for a probe that did not run cleanly, or None when ``rc`` is 0.
+
+    Args:
+        tool: The command as named in the reason, e.g. ``nvidia-smi``.
+        output: The probe's output.
+        rc: Its exit status (127 not found, 124 timed out, -1 never ran).
+    """
+    # A pipeline (`sh -c 'modinfo nvidia | head'`) exits 0 even when its first command is missing.
+    if rc == NOT_FOUND_RC or re.search(rf"^(sh: \d+: )?{re.escape(tool)}: not found$", output, re.MULTILINE):
+        return Unknown(unknown=f"{tool}: not found")
+    if rc == 0:
+        return None
+    if rc == TIMEOUT_RC:
+        return Unknown(unknown=f"{tool} timed out")
+    if rc == MISSING_RC:
+        return Unknown(unknown=first_line(output))
+    return Unknown(unknown=f"{tool} exited {rc}: {first_line(output)}")
+
+
+Derive = Callable[[Parsed], Any]
+"""How one Facts field is derived from the parsed outputs (see each domain's ``FIELDS``)."""
+
+
+def colon_pairs(text: str) -> Iterator[tuple[str, str]]:
+    """``key: value`` pairs of ``text``, both stripped; lines without a colon are skipped."""
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip():
+            yield key.strip(), value.strip()
+
+
+def int_or_none(text: str | None) -> int | None:
+    """``text`` as an int, or None when absent or not a number."""
+    try:
+        return int(text.strip()) if text is not None else None
+    except ValueError:
+        return None
+
+
+def first_text(output: str) -> str:
+    """The first non-blank line of ``output``, stripped; empty when there is none."""
+    return next((line.strip() for line in output.splitlines() if line.strip()), "")
