@@ -94,10 +94,10 @@ def validate(spec: SpecArg, *, as_json: JsonOpt = False) -> None:
     Exit 0 when valid, 2 when the file is not a valid spec, 1 when a rule refuses it.
     """
     from provision.catalog import load_catalog
+    from provision.plan.validate import validate_spec
     from provision.spec.loader import load_spec
-    from provision.spec.rules import check_spec
 
-    findings = check_spec(load_spec(spec), load_catalog())
+    findings = validate_spec(load_spec(spec), load_catalog())
     if as_json:
         _emit_json({"spec": str(spec), "findings": [f.model_dump() for f in findings]})
     for f in findings:

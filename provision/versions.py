@@ -21,6 +21,7 @@ import re
 from typing import Annotated, Any
 
 from debian.debian_support import Version as _DebVersion
+from packaging.version import InvalidVersion, Version
 from pydantic import PlainSerializer, PlainValidator, WithJsonSchema
 
 _DOTTED = re.compile(r"^\d+(\.\d+)*$")
@@ -118,6 +119,26 @@ Driver = Annotated[
     WithJsonSchema({"type": "string", "pattern": r"^\d+\.\d+(\.\d+)*$"}),
 ]
 """Pydantic field type for :class:`DriverVersion` (serialises to its text)."""
+
+
+def _pep440(value: object) -> Version:
+    if isinstance(value, Version):
+        return value
+    if not isinstance(value, str):
+        raise ValueError('write the version in quotes, e.g. "2.11.0"')
+    try:
+        return Version(value)
+    except InvalidVersion:
+        raise ValueError(f"{value!r} is not a PEP 440 version") from None
+
+
+Pep440 = Annotated[
+    Version,
+    PlainValidator(_pep440),
+    PlainSerializer(str, return_type=str),
+    WithJsonSchema({"type": "string"}),
+]
+"""Pydantic field type for a PEP 440 version (torch wheels); must be written as a string."""
 
 
 def deb_compare(a: str, b: str) -> int:

@@ -14,13 +14,15 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from provision.models import Frozen
-from provision.spec.models import Pep440
-from provision.versions import Dotted, DottedVersion, Driver
+from provision.versions import Dotted, DottedVersion, Driver, Pep440
 
 Conf = Literal["P", "S", "U"]
 """Confidence: primary source, secondary source, unverified."""
 
 SourceKeys = Annotated[tuple[str, ...], Field(min_length=1)]
+
+Flavor = Literal["open", "proprietary"]
+"""NVIDIA kernel module flavour (DIG "Kernel Modules"): open (needs a GSP) or proprietary."""
 
 
 class Sourced(Frozen):

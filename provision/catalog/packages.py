@@ -7,13 +7,9 @@ from 580 on the name is unsuffixed and the branch lives in the version, locked w
 
 from __future__ import annotations
 
-from typing import Literal
-
-from provision.catalog.models import Sourced
+from provision.catalog.models import Flavor, Sourced
 from provision.models import Frozen
 from provision.versions import DottedVersion, DriverVersion
-
-Flavor = Literal["open", "proprietary"]
 
 
 class BranchNamed(Sourced):

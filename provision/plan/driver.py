@@ -9,30 +9,35 @@ Sources:
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Iterator
 
-from provision.catalog import Catalog
+from provision.catalog import Catalog, Flavor
 from provision.detect.facts import Facts, LoadedDriver, Unknown
 from provision.plan.models import Action, Component, Finding, Step
 from provision.plan.steps import change_action, installed, noop, upstream
 from provision.spec.models import Spec
-
-Flavor = Literal["open", "proprietary"]
 
 
 def driver_step(spec: Spec, facts: Facts, catalog: Catalog, flavor: Flavor) -> Step | Finding:
     """The driver step for ``spec.driver.source``; a blocker Finding when it cannot be planned."""
     if spec.driver.source == "preinstalled":
         return _preinstalled(spec, facts)
+    unsupported = next(source_findings(spec), None)
+    if unsupported is not None:
+        return unsupported
+    return _from_nvidia_repo(spec, facts, catalog, flavor)
+
+
+def source_findings(spec: Spec) -> Iterator[Finding]:
+    """The driver source this version cannot install from; spec-only, so ``validate`` runs it too."""
     if spec.driver.source == "distro":
-        return Finding(
+        yield Finding(
             rule="driver-source-distro-unsupported",
             message="driver.source: distro is not implemented in this version; "
             "use nvidia-repo or preinstalled",
             source="provision v1 scope (README, 'Spec')",
             severity="blocker",
         )
-    return _from_nvidia_repo(spec, facts, catalog, flavor)
 
 
 def _preinstalled(spec: Spec, facts: Facts) -> Step | Finding:

@@ -8,6 +8,8 @@ needs nvlsm); field failures FF-02 to FF-05.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from provision.catalog import Catalog
 from provision.detect.facts import Facts, Unknown
 from provision.plan.models import Action, Component, Finding, Step
@@ -30,6 +32,12 @@ def fabric_manager_needed(spec: Spec, facts: Facts, catalog: Catalog) -> tuple[b
     if seen is not None:
         verdict = "needs the fabric manager" if seen else "needs no fabric manager"
         return seen, f"{evidence}: {verdict} (FMUG)"
+    return needed_by_spec(spec, catalog)
+
+
+def needed_by_spec(spec: Spec, catalog: Catalog) -> tuple[bool, str]:
+    """Whether the machine the spec describes needs the fabric manager: an NVSwitch baseboard
+    model with 8 GPUs (FMUG). The spec's GPU model must be in the catalog."""
     model = catalog.gpus[spec.gpus.model]
     if not model.nvswitch:
         return False, f"{model.name} has no NVSwitch; fabric manager is only for NVSwitch systems (FMUG)"
@@ -127,13 +135,31 @@ def fabric_manager_step(spec: Spec, facts: Facts, catalog: Catalog) -> Step | Fi
         return noop(Component.FABRIC_MANAGER, reason=ELSEWHERE)
     version = exact_driver_version(spec, facts)
     if version is None:
-        return _finding(
-            "fabric-manager-needs-exact-driver",
-            "blocker",
-            "the fabric manager must equal the driver version exactly; set driver.version "
-            '(e.g. "580.95.05") so both are pinned together (FF-02)',
-        )
+        return _needs_exact_driver()
     return _fm_package_step(spec, facts, catalog, version)
+
+
+def spec_findings(spec: Spec, catalog: Catalog) -> Iterator[Finding]:
+    """The exact-driver rule on the spec alone, for ``validate``: the machine the spec describes
+    needs the fabric manager and nothing fixes the driver version it must equal (FF-02).
+
+    It is :func:`fabric_manager_step`'s rule where the facts cannot tell: the plan judges it with
+    the machine's facts, which may show no NVSwitch or a fabric managed outside the OS.
+    """
+    if spec.fabric_manager == "disabled" or catalog.gpu(spec.gpus.model) is None:
+        return
+    pinned = spec.driver.source == "preinstalled" or spec.driver.version is not None
+    if needed_by_spec(spec, catalog)[0] and not pinned:
+        yield _needs_exact_driver()
+
+
+def _needs_exact_driver() -> Finding:
+    return _finding(
+        "fabric-manager-needs-exact-driver",
+        "blocker",
+        "the fabric manager must equal the driver version exactly; set driver.version "
+        '(e.g. "580.95.05") so both are pinned together (FF-02)',
+    )
 
 
 def _fm_package_step(spec: Spec, facts: Facts, catalog: Catalog, version: DriverVersion) -> Step:

@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from provision.findings import Finding as Finding  # re-exported: a Plan holds Findings
 from provision.models import Frozen
 from provision.spec.models import Spec
 
@@ -74,15 +75,6 @@ class Step(Frozen):
     @property
     def changes(self) -> bool:
         return self.action in CHANGING
-
-
-class Finding(Frozen):
-    """A refusal (blocker) or warning, naming its rule id and the source of the rule."""
-
-    rule: str = Field(description="Stable rule id, e.g. cuda-driver-floor.")
-    message: str
-    source: str = Field(description="Where the rule comes from, e.g. 'CUDA 13.2 U2 release notes, Table 3'.")
-    severity: Literal["blocker", "warning"]
 
 
 class Plan(Frozen):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from provision.catalog import Catalog
+from provision.catalog import Catalog, Flavor
 from provision.detect.facts import Facts, Unknown
 from provision.plan import driver, fabric, kernel, locks, packages, python
 from provision.plan.checks import check_facts
@@ -64,8 +64,8 @@ def make_plan(spec: Spec, facts: Facts, catalog: Catalog, spec_path: str | None 
     return _plan(spec, facts, catalog, steps, findings, spec_path)
 
 
-def _build(spec: Spec, facts: Facts, catalog: Catalog, flavor: str) -> list[Step | Finding]:
-    drv = driver.driver_step(spec, facts, catalog, flavor)  # type: ignore[arg-type]
+def _build(spec: Spec, facts: Facts, catalog: Catalog, flavor: Flavor) -> list[Step | Finding]:
+    drv = driver.driver_step(spec, facts, catalog, flavor)
     changes = isinstance(drv, Step) and drv.changes
     built: list[Built] = [
         kernel.nouveau_step(facts),

@@ -12,19 +12,15 @@ from pathlib import PurePosixPath
 from typing import Annotated, Literal
 
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.version import InvalidVersion, Version
 from pydantic import (
     AfterValidator,
     Field,
     HttpUrl,
-    PlainSerializer,
-    PlainValidator,
-    WithJsonSchema,
     model_validator,
 )
 
 from provision.models import Frozen
-from provision.versions import Dotted, Driver
+from provision.versions import Dotted, Driver, Pep440
 
 Identifier = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,62}$")]
 """Lower-case name safe for file names and Ansible variables."""
@@ -40,25 +36,6 @@ def _absolute_path(value: str) -> str:
 
 
 AbsolutePath = Annotated[str, AfterValidator(_absolute_path)]
-
-
-def _pep440(value: object) -> Version:
-    if isinstance(value, Version):
-        return value
-    if not isinstance(value, str):
-        raise ValueError('write the version in quotes, e.g. "2.11.0"')
-    try:
-        return Version(value)
-    except InvalidVersion:
-        raise ValueError(f"{value!r} is not a PEP 440 version") from None
-
-
-Pep440 = Annotated[
-    Version,
-    PlainValidator(_pep440),
-    PlainSerializer(str, return_type=str),
-    WithJsonSchema({"type": "string"}),
-]
 
 
 def _no_template(value: str) -> str:

@@ -19,16 +19,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Literal
 
-from provision.catalog import Catalog, GpuModel, TorchRelease
+from provision.catalog import Catalog, Flavor, GpuModel, TorchRelease
 from provision.catalog.models import ArchList
-from provision.plan.models import Finding
+from provision.findings import Finding, Severity
 from provision.spec.models import PythonSpec, Spec
 from provision.versions import DottedVersion
-
-Flavor = Literal["open", "proprietary"]
-Severity = Literal["blocker", "warning"]
 
 FM_SWITCH_GPUS = 8
 """GPU count of the HGX/DGX NVSwitch baseboards FMUG describes (8-GPU)."""

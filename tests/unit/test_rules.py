@@ -361,3 +361,35 @@ def test_every_documented_rule_is_tested() -> None:
     documented = set(re.findall(r"[a-z]+(?:-[a-z0-9]+)+", rules.__doc__.split("Rule ids:")[1]))  # type: ignore[union-attr]
     tested = {c[1] for c in CASES} | {c[1] for c in VOLTA_CASES}
     assert documented == tested
+
+
+# ---- validate runs the planner's spec-only rules ----------------------------------------------------
+
+
+def test_validate_refuses_a_fabric_manager_without_an_exact_driver(cat: Catalog) -> None:
+    from provision.plan.validate import validate_spec
+
+    spec = make(gpus__model="h200-sxm", gpus__count=8, python=DROP, cuda=DROP)
+    rules = [f.rule for f in validate_spec(spec, cat) if f.severity == "blocker"]
+    assert rules == ["fabric-manager-needs-exact-driver"]
+    pinned = make(gpus__model="h200-sxm", gpus__count=8, driver__version="580.95.05", python=DROP, cuda=DROP)
+    assert not [f for f in validate_spec(pinned, cat) if f.rule == "fabric-manager-needs-exact-driver"]
+
+
+def test_validate_and_plan_give_the_same_exact_driver_finding(cat: Catalog) -> None:
+    from provision.detect.runner import unknown_facts
+    from provision.plan.planner import make_plan
+    from provision.plan.validate import validate_spec
+
+    spec = make(gpus__model="h200-sxm", gpus__count=8, python=DROP, cuda=DROP)
+    planned = make_plan(spec, unknown_facts("box", "not read"), cat).blockers
+    validated = validate_spec(spec, cat)
+    rule = "fabric-manager-needs-exact-driver"
+    assert [f for f in planned if f.rule == rule] == [f for f in validated if f.rule == rule]
+
+
+def test_validate_refuses_driver_source_distro(cat: Catalog) -> None:
+    from provision.plan.validate import validate_spec
+
+    spec = make(os__distro="debian", os__version="12", driver__source="distro", driver__branch=535)
+    assert "driver-source-distro-unsupported" in [f.rule for f in validate_spec(spec, cat)]
