@@ -19,8 +19,9 @@ from datetime import datetime
 
 from pydantic import Field
 
+from provision.catalog.models import Flavor
 from provision.detect.domains.cuda import CudaToolkits
-from provision.detect.domains.driver import DkmsStatus, Flavor, LoadedDriver, MokState, NouveauState
+from provision.detect.domains.driver import DkmsStatus, LoadedDriver, MokState, NouveauState
 from provision.detect.domains.firmware import Iommu, KernelCmdline, SecureBoot
 from provision.detect.domains.gpu import FabricState, Gpu, PciDevice, Topology
 from provision.detect.domains.hardware import Hardware

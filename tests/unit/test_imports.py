@@ -12,12 +12,8 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "provision"
-DETECT_CYCLE_PENDING = "provision.detect"
-"""The lead is removing detect's module cycle (hardware -> hardware_probes -> probes <-> system)."""
 
 
 def _module_name(path: Path) -> str:
@@ -109,11 +105,4 @@ def test_no_package_cycle() -> None:
 
 
 def test_no_module_cycle_outside_detect() -> None:
-    cycles = [c for c in _cycles(MODULE_GRAPH) if not all(_package(m) == DETECT_CYCLE_PENDING for m in c)]
-    assert cycles == []
-
-
-def test_no_module_cycle_in_detect() -> None:
-    cycles = [c for c in _cycles(MODULE_GRAPH) if all(_package(m) == DETECT_CYCLE_PENDING for m in c)]
-    if cycles:
-        pytest.xfail(f"detect's module cycle is being removed on main: {cycles}")
+    assert _cycles(MODULE_GRAPH) == []

@@ -8,8 +8,8 @@ Fabric Manager User Guide (``nv-fabricmanager --version``).
 from __future__ import annotations
 
 import re
-from typing import Literal
 
+from provision.catalog.models import Flavor
 from provision.detect.fact import Derive, Fact, Parsed, Unknown, failure, first_line
 from provision.models import Frozen
 from provision.versions import Driver, DriverVersion
@@ -19,9 +19,6 @@ DKMS_MOK = "/var/lib/dkms/mok.pub"
 _NO_DRIVER = "NVIDIA kernel module not loaded (no /proc/driver/nvidia/version)"
 _DRIVER = re.compile(r"Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)*)\s")
 _VERSION = re.compile(r"(\d+\.\d+(?:\.\d+)+)")
-
-Flavor = Literal["open", "proprietary"]
-"""Kernel module flavour: NVIDIA's open GPU kernel modules or the proprietary ones."""
 
 
 class LoadedDriver(Frozen):
