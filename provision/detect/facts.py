@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from datetime import datetime
 
 from pydantic import Field
@@ -32,7 +33,7 @@ from provision.detect.domains.pci import AcsControl, GpuHardware, PciLink
 from provision.detect.domains.python import Torch, Venv
 from provision.detect.fact import Unknown
 from provision.models import Frozen
-from provision.versions import Driver
+from provision.versions import DottedVersion, Driver, DriverVersion, deb_upstream
 
 __all__ = [
     "AcsControl",
@@ -68,6 +69,17 @@ __all__ = [
 ]
 
 _NOT_PROBED = Unknown(unknown="not probed")
+
+USERSPACE_DRIVER = re.compile(r"^(libnvidia-compute|nvidia-utils|nvidia-driver|nvidia-kernel-common)(-\d+)?$")
+"""Packages whose version is the user-space driver's: the libraries nvidia-smi and CUDA load
+(``libnvidia-compute``), the tools (``nvidia-utils``) and the metas that pin them."""
+
+
+def _numeric(version: str) -> DottedVersion | None:
+    try:
+        return DottedVersion(version.split("+")[0].split("~")[0])
+    except ValueError:
+        return None
 
 
 class Facts(Frozen):
@@ -127,12 +139,26 @@ class Facts(Frozen):
         pci = self.nvidia_pci
         return not isinstance(pci, Unknown) and any(d.is_nvswitch for d in pci)
 
-    def userspace_driver(self) -> str | None:
-        """The driver version nvidia-smi reports (the user-space library), None when unread."""
-        gpus = self.gpus
-        if isinstance(gpus, Unknown):
-            return None
-        return next((g.driver_version for g in gpus if g.driver_version), None)
+    def driver_packages(self) -> dict[str, str]:
+        """Installed user-space driver packages and their upstream versions, in dpkg's order:
+        ``{"libnvidia-compute-580": "580.95.05", ...}`` (see :data:`USERSPACE_DRIVER`)."""
+        if isinstance(self.packages, Unknown):
+            return {}
+        found = (p for p in self.packages if p.installed and USERSPACE_DRIVER.match(p.name))
+        return {p.name: deb_upstream(p.version) for p in found}
+
+    def userspace_driver(self) -> DottedVersion | None:
+        """The user-space driver's version: libnvidia-compute's, else nvidia-utils', else a driver meta's."""
+        packages = self.driver_packages()
+        for prefix in ("libnvidia-compute", "nvidia-utils", "nvidia-"):
+            for name, version in packages.items():
+                if name.startswith(prefix) and (parsed := _numeric(version)) is not None:
+                    return parsed
+        return None
+
+    def on_disk_driver(self) -> DriverVersion | None:
+        """The module the next boot loads (``modinfo``), None when unread or not installed."""
+        return self.driver_on_disk if isinstance(self.driver_on_disk, DriverVersion) else None
 
     def worst_path(self) -> str | None:
         """The worst GPU-to-GPU path class (``Topology.worst_path``), None when unread or one GPU."""

@@ -9,30 +9,21 @@ reinstall would not fix (field failures FF-01: shine-cluster #30, illinois-scico
 
 from __future__ import annotations
 
-import fnmatch
-
-from provision.detect.facts import Facts, LoadedDriver, Unknown
+from provision.detect.facts import Facts, LoadedDriver
 from provision.plan.models import Action, Component, Finding, Step
-from provision.plan.steps import upstream
 from provision.versions import DottedVersion, DriverVersion
 
 SOURCE = "field failures FF-01 (lyulyul/shine-cluster#30, illinois-scicomp/machine-shop-maintenance#70)"
-_USERSPACE = ("libnvidia-compute*", "nvidia-utils*")
 
 
 def userspace_version(facts: Facts) -> DottedVersion | None:
-    """Upstream version of the installed userspace driver (libnvidia-compute*, else nvidia-utils*)."""
-    if isinstance(facts.packages, Unknown):
-        return None
-    for pattern in _USERSPACE:
-        for pkg in facts.packages:
-            if pkg.installed and fnmatch.fnmatchcase(pkg.name, pattern) and (v := upstream(pkg)):
-                return v
-    return None
+    """Upstream version of the installed userspace driver (:meth:`Facts.userspace_driver`)."""
+    return facts.userspace_driver()
 
 
 def on_disk_version(facts: Facts) -> DriverVersion | None:
-    return facts.driver_on_disk if isinstance(facts.driver_on_disk, DriverVersion) else None
+    """The module the next boot loads (:meth:`Facts.on_disk_driver`)."""
+    return facts.on_disk_driver()
 
 
 def consistency_findings(facts: Facts) -> tuple[Finding, ...]:

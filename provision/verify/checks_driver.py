@@ -4,15 +4,11 @@ persistence mode, and the fabric manager on NVSwitch machines (FF-01, FF-02, FF-
 
 from __future__ import annotations
 
-import re
-
 from provision.detect.facts import LoadedDriver, Unknown
 from provision.verify.context import Context, result, unknown
 from provision.verify.models import CheckResult, Measured, Status, Threshold
-from provision.versions import deb_upstream
 
 FF = "shared/reference/field-failures.md"
-_USERSPACE = re.compile(r"^(libnvidia-compute|nvidia-utils|nvidia-driver|nvidia-kernel-common)(-\d+)?$")
 _NO_FABRIC = {"N/A", "Not Supported", ""}
 
 
@@ -36,12 +32,7 @@ def userspace_versions(ctx: Context) -> dict[str, str]:
         for gpu in ctx.gpus:
             if gpu.driver_version:
                 found[f"nvidia-smi gpu{gpu.index}"] = gpu.driver_version
-    packages = ctx.facts.packages
-    if not isinstance(packages, Unknown):
-        for pkg in packages:
-            if _USERSPACE.match(pkg.name) and pkg.installed:
-                found[pkg.name] = deb_upstream(pkg.version)
-    return found
+    return found | ctx.facts.driver_packages()
 
 
 def driver_consistency(ctx: Context) -> list[CheckResult]:
