@@ -1,7 +1,7 @@
 """Compatibility catalog: CUDA, drivers, PyTorch wheels, GPUs, NVIDIA's repository and package names.
 
-Data lives in ``data/*.yaml``; every row names its source (keys of ``data/sources.yaml``,
-the keys of shared/reference/compat.md) and a confidence ``conf`` (P primary, S secondary,
+Data lives in ``data/*.yaml``; every row names its source (keys of ``data/sources.yaml``, each
+with the public document or URL it stands for) and a confidence ``conf`` (P primary, S secondary,
 U unverified). The catalog is loaded and validated on first use and cached.
 
 Public API::

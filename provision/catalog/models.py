@@ -1,7 +1,7 @@
 """Typed rows of the compatibility catalog.
 
-Every row carries ``source`` (keys of ``data/sources.yaml``, themselves the keys of
-shared/reference/compat.md) and ``conf``: ``P`` primary, ``S`` secondary, ``U``
+Every row carries ``source`` (keys of ``data/sources.yaml``, each naming a public document, a
+URL or a document in ``docs/``) and ``conf``: ``P`` primary, ``S`` secondary, ``U``
 unverified. Rules read ``conf`` to decide how far to trust a value.
 """
 
@@ -145,7 +145,7 @@ class TorchBuild(Frozen):
 
 
 class ArchList(Sourced):
-    """Compute capabilities compiled (SASS) into a variant over a range of releases (compat 2b).
+    """Compute capabilities compiled (SASS) into a variant over a range of releases (PT-MATRIX).
 
     Attributes:
         variant: ``cu130``.
@@ -301,7 +301,7 @@ class BranchRow(Sourced):
 
 
 class KernelModuleRules(Frozen):
-    """Open vs proprietary kernel module rules (DIG "Kernel Modules", compat 4b).
+    """Open vs proprietary kernel module rules (DIG "Kernel Modules").
 
     Attributes:
         open_supported: Open modules exist for this architecture and newer (Turing).

@@ -1,4 +1,6 @@
-"""Debian/Ubuntu package names in NVIDIA's CUDA repository, per driver branch (compat.md 4c, 7).
+"""Debian/Ubuntu package names in NVIDIA's CUDA repository, per driver branch.
+
+Sources: catalog ``packages.yaml`` (keys DIG, GDC, APT-2404 of ``data/sources.yaml``).
 
 Below branch 580 NVIDIA puts the branch in the package name (``nvidia-fabricmanager-575``);
 from 580 on the name is unsuffixed and the branch lives in the version, locked with

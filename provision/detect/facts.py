@@ -117,7 +117,7 @@ class Facts(Frozen):
         return next((p for p in self.packages if p.name == name), None)
 
     def nvswitch(self) -> tuple[bool | None, str]:
-        """Whether the machine shows an NVSwitch fabric, and the evidence (docs/field-failures.md FF-03).
+        """Whether the machine shows an NVSwitch fabric, and the evidence (docs/field-failures.md#ff-03).
 
         NVSwitch functions appear in lspci as NVIDIA bridge-class (0680) devices; GPUs on a fabric
         report a fabric State other than N/A in ``nvidia-smi -q``. None when neither was readable.

@@ -1,7 +1,7 @@
 """Raw probe outputs and the raw directory format.
 
 A raw directory holds one ``<probe id>.txt`` per probe, in the format of the
-captured fixtures (``shared/fixtures/*/``)::
+captured fixtures (``tests/fixtures/raw/*/``)::
 
     $ nvidia-smi topo -m
     <output, stdout and stderr interleaved>

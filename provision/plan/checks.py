@@ -11,6 +11,7 @@ from typing import Literal
 
 from provision.catalog import Catalog
 from provision.detect.facts import Facts, Kernel, OsRelease, Unknown
+from provision.fieldfailures import ff_ref
 from provision.plan.models import Finding
 from provision.spec.models import Spec
 
@@ -55,7 +56,7 @@ def _broken(facts: Facts) -> Iterator[Finding]:
             "blocker",
             f"broken package state: {', '.join(broken)}; run `apt-get --fix-broken install` "
             "before anything else (FF-01)",
-            source="field-failures FF-01 (illinois-scicomp #70)",
+            source=f"field failures FF-01 ({ff_ref(1)})",
         )
 
 

@@ -4,16 +4,17 @@ Three versions describe one driver: the module the kernel runs (``/proc/driver/n
 the module the next boot loads (``modinfo -F version nvidia``) and the userspace libraries
 (``libnvidia-compute``/``nvidia-utils`` packages). Only the first differing is a pending
 reboot; an on-disk module that differs from userspace is a half-finished upgrade that a
-reinstall would not fix (field failures FF-01: shine-cluster #30, illinois-scicomp #70).
+reinstall would not fix (field failure FF-01, docs/field-failures.md#ff-01).
 """
 
 from __future__ import annotations
 
 from provision.detect.facts import Facts, LoadedDriver
+from provision.fieldfailures import ff_ref
 from provision.plan.models import Action, Component, Finding, Step
 from provision.versions import DottedVersion, DriverVersion
 
-SOURCE = "field failures FF-01 (lyulyul/shine-cluster#30, illinois-scicomp/machine-shop-maintenance#70)"
+SOURCE = f"field failures FF-01 ({ff_ref(1)})"
 
 
 def userspace_version(facts: Facts) -> DottedVersion | None:

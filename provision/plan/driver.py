@@ -1,10 +1,10 @@
 """Driver and fabric manager steps.
 
 Sources:
-    Package names per branch: compat.md §4c/§7 (DIG; NVIDIA/gpu-driver-container
-    install.sh, "GDC"), read through the catalog.
+    Package names per branch: catalog ``packages.yaml`` (NVIDIA Driver Installation Guide,
+    "DIG"; NVIDIA/gpu-driver-container install.sh, "GDC"; NVIDIA's Ubuntu 24.04 repository index).
     Fabric manager at exactly the driver version: NVIDIA Fabric Manager User Guide
-    ("FMUG") and GDC's ``nvidia-fabricmanager=${DRIVER_VERSION}-1`` (compat.md §5).
+    ("FMUG") and GDC's ``nvidia-fabricmanager=${DRIVER_VERSION}-1``.
 """
 
 from __future__ import annotations

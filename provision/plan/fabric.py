@@ -1,9 +1,10 @@
 """Fabric manager by topology: only on NVSwitch systems, always at exactly the driver version.
 
-Sources (compat.md §5): NVIDIA Fabric Manager User Guide ("FMUG": NVSwitch systems only; the
-FM version must match the driver); NVIDIA/gpu-driver-container install.sh ("GDC":
-``nvidia-fabricmanager=${DRIVER_VERSION}-1`` from R580, ``-<branch>`` names before; NVLink 5
-needs nvlsm); field failures FF-02 to FF-05.
+Sources: NVIDIA Fabric Manager User Guide ("FMUG": NVSwitch systems only; the FM version must
+match the driver; https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/);
+NVIDIA/gpu-driver-container install.sh ("GDC": ``nvidia-fabricmanager=${DRIVER_VERSION}-1`` from
+R580, ``-<branch>`` names before; NVLink 5 needs nvlsm; https://github.com/NVIDIA/gpu-driver-container);
+field failures FF-02 to FF-05 (docs/field-failures.md).
 """
 
 from __future__ import annotations
@@ -12,12 +13,17 @@ from collections.abc import Iterator
 
 from provision.catalog import Catalog
 from provision.detect.facts import Facts, Unknown
+from provision.fieldfailures import ff_ref
 from provision.plan.models import Action, Component, Finding, Step
 from provision.plan.steps import change_action, installed, noop, upstream
 from provision.spec.models import Spec
 from provision.versions import DriverVersion
 
-SOURCE = "NVIDIA Fabric Manager User Guide; NVIDIA/gpu-driver-container install.sh (compat.md §5)"
+SOURCE = (
+    "NVIDIA Fabric Manager User Guide (https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/); "
+    "NVIDIA/gpu-driver-container install.sh (https://github.com/NVIDIA/gpu-driver-container); "
+    f"field failures FF-02 to FF-05 ({ff_ref(2, 3, 4, 5)})"
+)
 _TAGS = ("repository", "packages")
 
 

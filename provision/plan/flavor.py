@@ -14,9 +14,14 @@ from collections.abc import Iterator
 
 from provision.catalog import Architecture, Catalog
 from provision.detect.facts import Facts, Unknown
+from provision.fieldfailures import ff_ref
 from provision.plan.models import Finding
 
-SOURCE = "NVIDIA Driver Installation Guide, Kernel Modules (DIG); field failures FF-06, FF-07"
+SOURCE = (
+    "NVIDIA Driver Installation Guide, Kernel Modules "
+    "(https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/); "
+    f"field failures FF-06, FF-07 ({ff_ref(6, 7)})"
+)
 # NVIDIA chip names in lspci/pci.ids start with the architecture's code (GB202, AD102, GA100, ...).
 _CHIP = re.compile(r"\b(GB|GH|AD|GA|TU|GV|GP|GM)\d{3}[A-Z]?\b")
 _CHIP_ARCH = {

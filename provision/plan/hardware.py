@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from provision.detect.facts import Facts, Unknown
+from provision.fieldfailures import ff_ref
 from provision.plan.models import Finding
 from provision.spec.models import Spec
 
@@ -86,4 +87,5 @@ def _paths(spec: Spec, facts: Facts) -> Iterator[Finding]:
 
 
 def _warn(rule: str, message: str, ff: str) -> Finding:
-    return Finding(rule=rule, severity="warning", message=message, source=f"field failures {ff}")
+    source = f"field failures {ff} ({ff_ref(int(ff[3:]))})"
+    return Finding(rule=rule, severity="warning", message=message, source=source)

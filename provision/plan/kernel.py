@@ -13,6 +13,7 @@ import re
 
 from provision.detect.domains.driver import DKMS_MOK
 from provision.detect.facts import Facts, Kernel, Unknown
+from provision.fieldfailures import ff_ref
 from provision.plan.models import Action, Component, Finding, Step
 from provision.plan.steps import installed, noop
 from provision.spec.models import Spec
@@ -84,7 +85,7 @@ def _custom_kernel(kernel: Kernel, driver_changes: bool) -> Finding | None:
     return Finding(
         rule="kernel-not-packaged",
         severity="warning",
-        source="field failures FF-12",
+        source=f"field failures FF-12 ({ff_ref(12)})",
         message=f"the running kernel {kernel.release} does not come from a distribution package: "
         "provision cannot install its headers; DKMS needs them from wherever the kernel came from",
     )
@@ -129,7 +130,7 @@ def secure_boot_step(spec: Spec, facts: Facts, driver_changes: bool) -> Step | F
         return Finding(
             rule="secure-boot-needs-console",
             severity="blocker",
-            source="field failures FF-11",
+            source=f"field failures FF-11 ({ff_ref(11)})",
             message="Secure Boot is enabled and the DKMS signing key is not enrolled; enrolling it "
             "needs the firmware console at the next boot, and driver.console is false (headless). "
             "Enroll a key out of band, or disable Secure Boot (checklist item secure-boot)",

@@ -1,8 +1,8 @@
 """One source for the driver: where the installed NVIDIA driver packages came from (FF-08).
 
 Mixing NVIDIA's repository with the distribution's archive (or a runfile) for the driver and
-the fabric manager breaks version coherence: installing Ubuntu's nvidia-fabricmanager-580 once
-replaced libnvidia-compute-580 with a 535 build (compat.md §4c). Origins come from
+the fabric manager breaks version coherence: ``apt install cuda`` replaced a driver from
+``ubuntu-drivers`` with NVIDIA's (FF-08, docs/field-failures.md#ff-08). Origins come from
 ``apt-cache policy``; ``local`` means only dpkg knows the installed version.
 """
 
@@ -12,10 +12,11 @@ from urllib.parse import urlparse
 
 from provision.catalog import Catalog
 from provision.detect.facts import Facts, Unknown
+from provision.fieldfailures import ff_ref
 from provision.plan.models import Finding
 from provision.spec.models import Spec
 
-SOURCE = "field failures FF-08 (canonical/checkbox PR #749); compat.md §4c (do not mix the two repositories)"
+SOURCE = f"field failures FF-08 ({ff_ref(8)}): do not mix the distribution's and NVIDIA's driver packages"
 
 
 def origin_findings(spec: Spec, facts: Facts, catalog: Catalog) -> tuple[Finding, ...]:

@@ -1,6 +1,6 @@
 """CUDA toolkit, cuDNN, NCCL and hold steps.
 
-Sources (compat.md §4c): toolkit-only package ``cuda-toolkit-X-Y`` (never
+Sources (catalog ``packages.yaml``): toolkit-only package ``cuda-toolkit-X-Y`` (never
 ``cuda`` or ``cuda-X-Y``, which pull in a driver: FF-08); cuDNN 9
 ``libcudnn9-cuda-<major>`` and ``-dev``; NCCL ``libnccl2``/``libnccl-dev`` at
 ``<nccl>-1+cuda<X.Y>``. Hold patterns: pando85/homelab PR #4110 (FF-01).

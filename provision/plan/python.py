@@ -2,7 +2,7 @@
 
 The torch requirement is pinned with its local variant tag (``torch==2.11.0+cu130``)
 and installed from the variant's own index only, so PyPI's default CUDA variant
-is never taken by accident (FF-09; PyTorch wheel index pattern, compat.md §2).
+is never taken by accident (FF-09; PyTorch wheel index ``https://download.pytorch.org/whl/<variant>``).
 """
 
 from __future__ import annotations

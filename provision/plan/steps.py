@@ -27,9 +27,9 @@ def upstream(pkg: Package) -> DottedVersion | None:
 
 
 CUDNN_VERSION_PARTS = 4
-"""cuDNN versions have four fields: ``9.14.0.64-1`` (H200 capture), ``9.20.0.48-1`` (compat.md §4c)."""
+"""cuDNN versions have four fields: ``9.14.0.64-1`` (H200 capture), ``9.20.0.48-1`` (NVIDIA repository)."""
 NCCL_VERSION_PARTS = 3
-"""NCCL versions have three fields: ``2.28.3-1+cuda13.0`` (H200 capture, compat.md §4c)."""
+"""NCCL versions have three fields: ``2.28.3-1+cuda13.0`` (H200 capture, tests/fixtures/raw)."""
 
 
 def version_glob(target: DottedVersion, suffix: str = "", full_parts: int = 3) -> str:

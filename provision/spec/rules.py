@@ -261,7 +261,7 @@ def python_in_range(ctx: _Ctx) -> Iterator[Finding]:
         )
 
 
-# ---- Wheel architectures (compat 2b, FF-09) ----------------------------------------------------------------
+# ---- Wheel architectures (PT-MATRIX, FF-09) --------------------------------------------------------------
 
 
 def _sass_covers(cc: DottedVersion, arches: ArchList) -> bool:

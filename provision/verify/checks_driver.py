@@ -5,10 +5,10 @@ persistence mode, and the fabric manager on NVSwitch machines (FF-01, FF-02, FF-
 from __future__ import annotations
 
 from provision.detect.facts import LoadedDriver, Unknown
+from provision.fieldfailures import ff_ref
 from provision.verify.context import Context, result, unknown
 from provision.verify.models import CheckResult, Measured, Status, Threshold
 
-FF = "shared/reference/field-failures.md"
 _NO_FABRIC = {"N/A", "Not Supported", ""}
 
 
@@ -60,7 +60,7 @@ def driver_consistency(ctx: Context) -> list[CheckResult]:
             title,
             "fail" if differ else "pass",
             measured=Measured(value=measured),
-            threshold=Threshold(op="all", value="equal, exact x.y.z", source=f"FF-01 ({FF})"),
+            threshold=Threshold(op="all", value="equal, exact x.y.z", source=f"FF-01 ({ff_ref(1)})"),
             hint=hint,
         )
     ]
@@ -184,7 +184,7 @@ def _fm_version(ctx: Context, why: str) -> CheckResult:
         title,
         "pass" if fm == loaded.version.text else "fail",
         measured=Measured(value=fm),
-        threshold=Threshold(op="==", value=loaded.version.text, source=f"FF-02 ({FF}); {why}"),
+        threshold=Threshold(op="==", value=loaded.version.text, source=f"FF-02 ({ff_ref(2)}); {why}"),
         hint=hint,
     )
 
@@ -214,7 +214,7 @@ def _fabric_state(ctx: Context, why: str) -> CheckResult:
         title,
         "fail" if bad or not fabric else "pass",
         measured=Measured(value=", ".join(bad) if bad else f"Completed/Success on {len(fabric)} GPUs"),
-        threshold=Threshold(op="all", value="Completed/Success", source=f"FF-02 ({FF}); {why}"),
+        threshold=Threshold(op="all", value="Completed/Success", source=f"FF-02 ({ff_ref(2)}); {why}"),
         hint=hint,
     )
 

@@ -281,7 +281,7 @@ def _bandwidth(ctx: Context, load: GpuLoad, gen: int, width: int) -> list[CheckR
 
 
 def thermals(ctx: Context) -> list[CheckResult]:
-    """Per GPU: highest GPU and memory temperature during the bf16 load vs limits (HBM > 95 C throttles)."""
+    """Per GPU: highest GPU and memory temperature during the bf16 load vs their limits."""
     loads = ctx.loads()
     if isinstance(loads, Unknown):
         return [unknown("gpu-temperature", "GPU temperature under load", loads, status="skip")]
@@ -315,7 +315,7 @@ def _memory_temp(ctx: Context, load: GpuLoad) -> CheckResult:
             status="skip",
         )
     limit = _temperature_limit(ctx, "max_memory_temp_c")
-    hint = "HBM throttles above 95 C: improve airflow, or lower memory clocks (seed articles)."
+    hint = "Compare with nvidia-smi -q -d TEMPERATURE 'Memory Max Operating Temp'; improve airflow."
     return _hottest("memory-temperature", title, temps, limit, subject=subject, hint=hint)
 
 

@@ -5,13 +5,12 @@ paths (FF-14, FF-15). With one GPU they are skipped with that reason.
 from __future__ import annotations
 
 from provision.detect.facts import Unknown
+from provision.fieldfailures import ff_ref
 from provision.verify.checks_gpu import expected_link
 from provision.verify.context import Context, compare, result, unknown
 from provision.verify.limits import ModelKey, Resolved, link_fraction, pcie_gbps, resolve
 from provision.verify.models import CheckResult, Measured, Threshold
 from provision.verify.runs import AllReduceRun
-
-FF = "shared/reference/field-failures.md"
 
 
 def gpu_total(ctx: Context) -> int:
@@ -43,7 +42,7 @@ def p2p(ctx: Context) -> list[CheckResult]:
             title,
             "fail" if denied else "pass",
             measured=Measured(value=f"denied {', '.join(denied)}" if denied else "all pairs"),
-            threshold=Threshold(op="all", value="peer access", source=f"FF-14 ({FF})"),
+            threshold=Threshold(op="all", value="peer access", source=f"FF-14 ({ff_ref(14)})"),
             hint="ACS or the IOMMU blocks P2P: disable ACS, boot with iommu=pt (FF-14).",
         )
     ]
@@ -188,7 +187,7 @@ def topology(ctx: Context) -> list[CheckResult]:
             title,
             "warn" if bad else "pass",
             measured=measured,
-            threshold=Threshold(op="<=", value=want, source=f"spec gpus.max_path; FF-15 ({FF})"),
+            threshold=Threshold(op="<=", value=want, source=f"spec gpus.max_path; FF-15 ({ff_ref(15)})"),
             detail=f"worse than {want}: {', '.join(bad)}" if bad else "",
             hint="Software cannot fix placement: move cards or change NPS/NUMA in BIOS (FF-15).",
         )

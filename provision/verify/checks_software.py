@@ -7,11 +7,11 @@ from __future__ import annotations
 import re
 
 from provision.detect.facts import Unknown
+from provision.fieldfailures import ff_ref
 from provision.verify.context import Context, result, unknown
 from provision.verify.models import CheckResult, Measured, Status, Threshold
 from provision.versions import DottedVersion, deb_upstream
 
-FF = "shared/reference/field-failures.md"
 _CUDNN = re.compile(r"^libcudnn\d+(-cuda-\d+)?$")
 
 
@@ -69,7 +69,7 @@ def _arch(cc: DottedVersion, arch_list: tuple[str, ...]) -> CheckResult:
         status,
         subject=sm,
         measured=Measured(value=" ".join(arch_list) or "empty"),
-        threshold=Threshold(op="in", value=sm, source=f"FF-09 ({FF}); nvidia-smi compute_cap {cc}"),
+        threshold=Threshold(op="in", value=sm, source=f"FF-09 ({ff_ref(9)}); nvidia-smi compute_cap {cc}"),
         detail="runs only through PTX JIT" if status == "warn" else "",
         hint="Install a wheel whose CUDA variant compiles this arch (Blackwell: cu128 or newer).",
     )
@@ -92,7 +92,9 @@ def cuda_driver(ctx: Context) -> list[CheckResult]:
             status,
             measured=Measured(value=f"torch CUDA {runtime}, driver CUDA {driver}"),
             threshold=Threshold(
-                op="<=", value=f"driver CUDA {driver}", source=f"FF-10 ({FF}); CUDA minor-version compat"
+                op="<=",
+                value=f"driver CUDA {driver}",
+                source=f"FF-10 ({ff_ref(10)}); CUDA minor-version compat",
             ),
             detail="minor-version compatibility: some features missing" if status == "warn" else "",
             hint="Upgrade the driver (CUDA 13.x needs R580+) or install a wheel built for an older CUDA.",

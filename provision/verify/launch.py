@@ -34,7 +34,10 @@ CHILD_ENV = {
     "PYTHONUNBUFFERED": "1",
 }
 IMPORT_TORCH_S = 30.0
-"""Allowance for interpreter start and ``import torch`` (4 s measured on the H200, measurements.md)."""
+"""Allowance for interpreter start and ``import torch``.
+
+4 s measured on the H200: docs/device-runs/h200-measurements.md#probes.
+"""
 
 
 def child_env() -> dict[str, str]:

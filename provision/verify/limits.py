@@ -48,7 +48,11 @@ class Row(Frozen):
 
 
 class Cite(Frozen):
+    """A source: what it holds (``cite``) and what the report prints so a user can open it (``ref``:
+    a public URL, a ``docs/`` path of this repository, or a named public document)."""
+
     cite: str
+    ref: str = Field(min_length=1)
 
 
 class Defaults(Frozen):
@@ -139,8 +143,8 @@ def pcie_gbps(gen: int, width: int) -> float:
     return PCIE_GT_PER_LANE[gen] * width * PCIE_ENCODING[gen] / 8
 
 
-def _cite(row: Row) -> str:
-    return ", ".join(row.source)
+def _cite(limits: Limits, row: Row) -> str:
+    return "; ".join(limits.sources[key].ref for key in row.source)
 
 
 def resolve(
@@ -160,21 +164,20 @@ def resolve(
         return Resolved(value=spec_value, source=f"spec verify.{key}")
     row = limits.model_row(model, key)
     if row is not None:
-        return Resolved(value=row.value, source=f"verify.yaml {model}.{key} ({_cite(row)})")
+        return Resolved(value=row.value, source=f"verify.yaml {model}.{key} ({_cite(limits, row)})")
     return derived
 
 
 def default(limits: Limits, name: str) -> Resolved:
     """A fixed default from ``verify.yaml`` ``defaults``, named with its sources."""
     row: Row = getattr(limits.defaults, name)
-    return Resolved(value=row.value, source=f"verify.yaml defaults.{name} ({_cite(row)})")
+    return Resolved(value=row.value, source=f"verify.yaml defaults.{name} ({_cite(limits, row)})")
 
 
 def link_fraction(limits: Limits, name: str, gen: int, width: int) -> Resolved:
     """``defaults.<name>`` x the PCIe Gen ``gen`` x ``width`` rate, with the formula as source."""
     row: Row = getattr(limits.defaults, name)
     rate = pcie_gbps(gen, width)
-    return Resolved(
-        value=row.value * rate,
-        source=f"derived: {row.value:.2f} ({name}, {_cite(row)}) x PCIe Gen{gen} x{width} {rate:.1f} GB/s",
-    )
+    cited = f"{row.value:.2f} ({name}: {_cite(limits, row)})"
+    source = f"derived: {cited} x PCIe Gen{gen} x{width} {rate:.1f} GB/s"
+    return Resolved(value=row.value * rate, source=source)

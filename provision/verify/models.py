@@ -39,8 +39,9 @@ class Threshold(Frozen):
     """What a check requires: ``op value unit`` and the named source of the value.
 
     Attributes:
-        source: ``spec verify.min_h2d_gbps``, ``catalog verify.yaml h200-sxm.min_h2d_gbps (H200-RUN)``
-            or ``derived: 0.80 x PCIe Gen5 x16 (63.0 GB/s, 128b/130b)``.
+        source: ``spec verify.min_h2d_gbps``,
+            ``verify.yaml h200-sxm.min_h2d_gbps (docs/device-runs/verify.txt)`` or
+            ``derived: 0.80 x PCIe Gen5 x16 (63.0 GB/s, 128b/130b)``.
     """
 
     op: Op

@@ -106,9 +106,9 @@ def test_field_failure_items_cite_their_ff(item_id: str) -> None:
     assert ff[item_id] in item.source
 
 
-def test_cooling_cites_the_seed_for_95_c() -> None:
+def test_cooling_cites_nvidia_smi_for_95_c() -> None:
     item = next(item for item in load_default_items() if item.id == "cooling")
-    assert "95 °C" in item.why and "seed" in item.source
+    assert "95 °C" in item.why and "Memory Max Operating Temp" in item.source
 
 
 def test_defaults_only_keeps_default_order() -> None:

@@ -43,7 +43,7 @@ def test_validate_reports_file_line_column_and_exits_2(tmp_path: Path) -> None:
 
 
 def test_validate_refusal_names_rule_and_source_and_exits_1() -> None:
-    result = run("validate", str(ROOT / "specs" / "examples" / "seed-article.yaml"))
+    result = run("validate", str(ROOT / "specs" / "examples" / "impossible-a100x.yaml"))
     assert result.exit_code == 1
     assert "[cuda-driver-floor]" in result.output
     assert "RN132" in result.output

@@ -330,7 +330,7 @@ def test_pre_turing_rules(cat_volta: Catalog, overrides: dict[str, Any], rule: s
     assert (finding.severity, text in finding.message) == ("blocker", True)
 
 
-def test_seed_article_is_refused_with_its_reasons(cat: Catalog) -> None:
+def test_impossible_a100x_is_refused_with_its_reasons(cat: Catalog) -> None:
     spec = make(driver__branch=575, cuda__toolkit="13.5")
     blockers, _ = blockers_and_warnings(check_spec(spec, cat))
     assert [f.rule for f in blockers] == ["cuda-release-unknown", "cuda-driver-floor", "torch-driver-floor"]

@@ -136,7 +136,7 @@ def test_hot_hbm_fails_against_95c(spec: Spec, inputs: VerifyInputs) -> None:
         for p in load.phases
     )
     res = _results(spec, _with_load(inputs, phases=phases))["memory-temperature[gpu0]"]
-    assert res.status == "fail" and "SEED-HBM" in res.threshold.source  # type: ignore[union-attr]
+    assert res.status == "fail" and "nvidia-smi(1)" in res.threshold.source  # type: ignore[union-attr]
 
 
 def test_card_limit_below_default_applies(spec: Spec, inputs: VerifyInputs) -> None:
@@ -282,7 +282,7 @@ def test_limits_reject_undefined_sources(tmp_path: Path) -> None:
     bad = (
         (ROOT / "provision" / "catalog" / "data" / "verify.yaml")
         .read_text()
-        .replace("[H200-RUN, H200-BENCH]", "[NOPE]")
+        .replace("[H200-VERIFY, H200-BENCH]", "[NOPE]")
     )
     (tmp_path / "verify.yaml").write_text(bad)
     with pytest.raises(CatalogError, match="NOPE"):

@@ -47,7 +47,7 @@ PATH_ORDER = ("X", "NV", "PIX", "PXB", "PHB", "NODE", "SYS")
 """``nvidia-smi topo -m`` path classes, best first (any ``NV#`` counts as NV; an unknown code as SYS)."""
 
 FAR_PATHS = ("NODE", "SYS")
-"""Path classes that cross host bridges between NUMA nodes or sockets (docs/field-failures.md FF-15)."""
+"""Path classes that cross host bridges between NUMA nodes or sockets (docs/field-failures.md#ff-15)."""
 
 
 class Gpu(Frozen):

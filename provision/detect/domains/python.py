@@ -118,7 +118,7 @@ _VENV_SCRIPT = (
     'ls -d "$1"/lib*/python3*/site-packages/*.dist-info 2>/dev/null; exit 0'
 )
 # Reads torch/version.py with ast instead of importing torch (4 s on the H200,
-# measurements.md) and prints the same `key value` lines as the fixture's torch.txt.
+# docs/device-runs/h200-measurements.md) and prints the same `key value` lines as the fixture's torch.txt.
 _TORCH_SCRIPT = "; ".join(
     (
         "import ast, glob, os, sys",
