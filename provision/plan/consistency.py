@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import fnmatch
 
-from provision.detect.facts import Facts, LoadedDriver, Unknown
+from provision.detect.facts import Facts, LoadedDriver, Package, Unknown
+from provision.pkg import numeric_upstream, os_family, package_manager
 from provision.plan.models import Action, Component, Finding, Step
-from provision.plan.steps import upstream
 from provision.versions import DottedVersion, DriverVersion
 
 SOURCE = "field failures FF-01 (lyulyul/shine-cluster#30, illinois-scicomp/machine-shop-maintenance#70)"
@@ -26,9 +26,13 @@ def userspace_version(facts: Facts) -> DottedVersion | None:
         return None
     for pattern in _USERSPACE:
         for pkg in facts.packages:
-            if pkg.installed and fnmatch.fnmatchcase(pkg.name, pattern) and (v := upstream(pkg)):
+            if pkg.installed and fnmatch.fnmatchcase(pkg.name, pattern) and (v := _upstream(facts, pkg)):
                 return v
     return None
+
+
+def _upstream(facts: Facts, pkg: Package) -> DottedVersion | None:
+    return numeric_upstream(package_manager(os_family(facts, "")), pkg.version)
 
 
 def on_disk_version(facts: Facts) -> DriverVersion | None:

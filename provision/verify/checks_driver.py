@@ -9,7 +9,6 @@ import re
 from provision.detect.facts import LoadedDriver, Unknown
 from provision.verify.context import Context, result, unknown
 from provision.verify.models import CheckResult, Measured, Status, Threshold
-from provision.versions import deb_upstream
 
 FF = "shared/reference/field-failures.md"
 _USERSPACE = re.compile(r"^(libnvidia-compute|nvidia-utils|nvidia-driver|nvidia-kernel-common)(-\d+)?$")
@@ -40,7 +39,7 @@ def userspace_versions(ctx: Context) -> dict[str, str]:
     if not isinstance(packages, Unknown):
         for pkg in packages:
             if _USERSPACE.match(pkg.name) and pkg.installed:
-                found[pkg.name] = deb_upstream(pkg.version)
+                found[pkg.name] = ctx.pm.upstream(pkg.version)
     return found
 
 
