@@ -44,13 +44,14 @@ def consistency_findings(facts: Facts) -> tuple[Finding, ...]:
     disk, user = on_disk_version(facts), userspace_version(facts)
     if disk is None or user is None or disk == user:
         return ()
+    repair = package_manager(os_family(facts, "")).repair_command
     return (
         Finding(
             rule="driver-userspace-mismatch",
             severity="blocker",
             source=SOURCE,
             message=f"the kernel module on disk is {disk} but the userspace packages are {user}: the module "
-            "was not rebuilt or an upgrade stopped halfway; repair with `apt-get --fix-broken install` "
+            f"was not rebuilt or an upgrade stopped halfway; repair with `{repair}` "
             "and check `dkms status` before planning again (a reboot alone will not fix this)",
         ),
     )
