@@ -8,8 +8,8 @@ Three orderings exist in this domain and each has its own type:
 * Release prefixes (CUDA ``13.0``, cuDNN ``9.14`` or ``9.14.0.64``, NCCL
   ``2.28.3``): dotted integers that match every longer version starting with
   them. :class:`DottedVersion`.
-* Debian package versions (``2.28.3-1+cuda13.0``): dpkg ordering, delegated to
-  python-debian. :func:`deb_compare`.
+* Package versions (``2.28.3-1+cuda13.0``): the package manager's ordering and syntax,
+  behind :class:`provision.pkg.PackageManager` (dpkg's in :mod:`provision.pkg.apt`).
 
 PEP 440 versions (torch wheels) use :class:`packaging.version.Version` directly.
 """
@@ -20,7 +20,6 @@ import functools
 import re
 from typing import Annotated, Any
 
-from debian.debian_support import Version as _DebVersion
 from packaging.version import InvalidVersion, Version
 from pydantic import PlainSerializer, PlainValidator, WithJsonSchema
 
@@ -139,19 +138,3 @@ Pep440 = Annotated[
     WithJsonSchema({"type": "string"}),
 ]
 """Pydantic field type for a PEP 440 version (torch wheels); must be written as a string."""
-
-
-def deb_compare(a: str, b: str) -> int:
-    """Compare two Debian package versions with dpkg's rules.
-
-    Returns:
-        A negative number, zero or a positive number as ``a`` sorts before, equal
-        to or after ``b`` (epochs, tildes and revisions handled by python-debian).
-    """
-    va, vb = _DebVersion(a), _DebVersion(b)
-    return (va > vb) - (va < vb)
-
-
-def deb_upstream(version: str) -> str:
-    """The upstream part of a Debian version: ``2.28.3-1+cuda13.0`` -> ``2.28.3``."""
-    return _DebVersion(version).upstream_version or version

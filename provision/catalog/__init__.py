@@ -31,10 +31,13 @@ Public API::
     cat.packages -> PackageNaming: pinning(branch), driver_meta(branch, flavor), fabric_manager(branch),
         fm_version_string(driver_version), nscq(branch), nvlink5(branch), cuda_toolkit(release),
         cudnn(cuda_major), nccl(), nccl_deb_version(nccl, cuda_release), stack_patterns
+    cat.components["dkms"].package_names             # per-component data, data/components/<name>.yaml
+    package_name_patterns() -> ("nvidia", "libnv", ...)  # what detection keeps from the package database
     cat.cite(("RN132",)) -> "CUDA 13.2 U2 release notes, Tables 2 and 3 (RN132)"
 """
 
 from provision.catalog.catalog import Catalog
+from provision.catalog.components import package_name_patterns
 from provision.catalog.loader import load_catalog, load_catalog_from
 from provision.catalog.models import (
     Architecture,
@@ -59,4 +62,5 @@ __all__ = [
     "TorchRelease",
     "load_catalog",
     "load_catalog_from",
+    "package_name_patterns",
 ]

@@ -5,11 +5,13 @@ from __future__ import annotations
 import re
 
 from packaging.version import Version
+from pydantic import Field
 
 from provision.catalog.models import (
     Architecture,
     ArchMinBranch,
     ArchMinCuda,
+    ComponentData,
     CudaFamily,
     CudaRelease,
     DistroArchive,
@@ -45,6 +47,7 @@ class Catalog(Frozen):
         repo_distros: Distro code -> NVIDIA repository entry.
         distro_archives: Distro code -> NVIDIA branches in the distribution's own archive.
         packages: Package naming rules (deb).
+        components: Component name -> its data file (the package names it reads).
     """
 
     sources: dict[str, Source]
@@ -64,6 +67,11 @@ class Catalog(Frozen):
     repo_distros: dict[str, RepoDistro]
     distro_archives: dict[str, DistroArchive]
     packages: PackageNaming
+    components: dict[str, ComponentData] = Field(default_factory=dict)
+
+    def package_name_patterns(self) -> tuple[str, ...]:
+        """Every component's package-name regular expressions, in file order, once each."""
+        return tuple(dict.fromkeys(p for c in self.components.values() for p in c.package_names))
 
     def gpu(self, model_id: str) -> GpuModel | None:
         """The GPU model with this id, or None."""

@@ -22,6 +22,7 @@ from provision.catalog.models import (
     ArchList,
     ArchMinBranch,
     ArchMinCuda,
+    ComponentData,
     CudaFamily,
     CudaRelease,
     CudaRow,
@@ -220,6 +221,17 @@ def _read_all(directory: Path) -> _Files:
     )
 
 
+def _components(directory: Path) -> dict[str, ComponentData]:
+    """The components' data files, ``components/<component>.yaml``, by component name."""
+    found: dict[str, ComponentData] = {}
+    for path in sorted((directory / "components").glob("*.yaml")):
+        data = _validate(ComponentData, _read(path), path)
+        if data.component != path.stem:
+            raise CatalogError(f"catalog file {path}: component {data.component!r} must match the file name")
+        found[data.component] = data
+    return found
+
+
 def _check(files: _Files) -> None:
     for field in _Files.model_fields:
         _check_sources(f"{field}.yaml", getattr(files, field), files.sources.sources)
@@ -251,6 +263,7 @@ def _build(files: _Files, directory: Path) -> Catalog:
         repo_distros={d.code: d for d in files.repos.distros},
         distro_archives={a.code: a for a in files.repos.distro_archives},
         packages=_validate(PackageNaming, files.packages.naming(), directory / "packages.yaml"),
+        components=_components(directory),
     )
 
 

@@ -33,6 +33,22 @@ class Sourced(Frozen):
     note: str | None = None
 
 
+class ComponentData(Frozen):
+    """One component's catalog file (``data/components/<component>.yaml``).
+
+    Attributes:
+        component: The component's plan name (``fabric_manager``).
+        package_names: Regular expressions (searched, unanchored unless written with ``^``/``$``)
+            of the package names the component reads from the package database; detection keeps
+            only packages matching one of any component's.
+        why: Which packages these are.
+    """
+
+    component: str
+    package_names: tuple[str, ...]
+    why: str
+
+
 class Source(Frozen):
     """One entry of ``sources.yaml``: a short citation and, where public, its URL."""
 

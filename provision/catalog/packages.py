@@ -60,7 +60,6 @@ class NcclNaming(Sourced):
 
 class StackPatterns(Sourced):
     patterns: tuple[str, ...]
-    detected: tuple[str, ...] = ()
 
 
 class PackageNaming(Frozen):
@@ -132,9 +131,3 @@ class PackageNaming(Frozen):
     def stack_patterns(self) -> tuple[str, ...]:
         """Package-name globs making up the NVIDIA stack, for holds and unattended-upgrades (FF-01)."""
         return self.stack_rule.patterns
-
-    @property
-    def detected_patterns(self) -> tuple[str, ...]:
-        """fnmatch globs of the package names detection records: the stack plus what the plan
-        reads beside it (DKMS, kernel headers and images, the kernel's compiler, NVLink 5 parts)."""
-        return self.stack_rule.patterns + self.stack_rule.detected

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from datetime import datetime
 
 from pydantic import Field
@@ -33,7 +34,7 @@ from provision.detect.domains.pci import AcsControl, GpuHardware, PciLink
 from provision.detect.domains.python import Torch, Venv
 from provision.detect.fact import Unknown
 from provision.models import Frozen
-from provision.versions import DottedVersion, Driver, DriverVersion, deb_upstream
+from provision.versions import DottedVersion, Driver, DriverVersion
 
 __all__ = [
     "AcsControl",
@@ -139,17 +140,21 @@ class Facts(Frozen):
         pci = self.nvidia_pci
         return not isinstance(pci, Unknown) and any(d.is_nvswitch for d in pci)
 
-    def driver_packages(self) -> dict[str, str]:
-        """Installed user-space driver packages and their upstream versions, in dpkg's order:
-        ``{"libnvidia-compute-580": "580.95.05", ...}`` (see :data:`USERSPACE_DRIVER`)."""
+    def driver_packages(self, upstream: Callable[[str], str]) -> dict[str, str]:
+        """Installed user-space driver packages and their upstream versions, in the package list's
+        order: ``{"libnvidia-compute-580": "580.95.05", ...}`` (see :data:`USERSPACE_DRIVER`).
+
+        Args:
+            upstream: The package manager's upstream part of a version (``PackageManager.upstream``).
+        """
         if isinstance(self.packages, Unknown):
             return {}
         found = (p for p in self.packages if p.installed and USERSPACE_DRIVER.match(p.name))
-        return {p.name: deb_upstream(p.version) for p in found}
+        return {p.name: upstream(p.version) for p in found}
 
-    def userspace_driver(self) -> DottedVersion | None:
+    def userspace_driver(self, upstream: Callable[[str], str]) -> DottedVersion | None:
         """The user-space driver's version: libnvidia-compute's, else nvidia-utils', else a driver meta's."""
-        packages = self.driver_packages()
+        packages = self.driver_packages(upstream)
         for prefix in ("libnvidia-compute", "nvidia-utils", "nvidia-"):
             for name, version in packages.items():
                 if name.startswith(prefix) and (parsed := _numeric(version)) is not None:

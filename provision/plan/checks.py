@@ -12,6 +12,7 @@ from typing import Literal
 from provision.catalog import Catalog
 from provision.detect.facts import Facts, Kernel, OsRelease, Unknown
 from provision.fieldfailures import ff_ref
+from provision.pkg import PackageManager, os_family, package_manager
 from provision.plan.models import Finding
 from provision.spec.models import Spec
 
@@ -21,7 +22,8 @@ _ARCH_ALIASES = {"x86_64": {"x86_64", "amd64"}, "aarch64": {"aarch64", "arm64"}}
 
 def check_facts(spec: Spec, facts: Facts, catalog: Catalog) -> tuple[Finding, ...]:
     """All facts-versus-spec findings, blockers and warnings, in a stable order."""
-    return (*_os(spec, facts), *_arch(spec, facts), *_broken(facts), *_gpus(spec, facts, catalog))
+    pm = package_manager(os_family(facts, spec.os.distro))
+    return (*_os(spec, facts), *_arch(spec, facts), *_broken(facts, pm), *_gpus(spec, facts, catalog))
 
 
 def _os(spec: Spec, facts: Facts) -> Iterator[Finding]:
@@ -45,7 +47,7 @@ def _arch(spec: Spec, facts: Facts) -> Iterator[Finding]:
         yield _f("arch-mismatch", "blocker", message)
 
 
-def _broken(facts: Facts) -> Iterator[Finding]:
+def _broken(facts: Facts, pm: PackageManager) -> Iterator[Finding]:
     if isinstance(facts.packages, Unknown):
         yield _f("packages-unknown", "warning", f"installed packages unknown ({facts.packages.unknown})")
         return
@@ -54,7 +56,7 @@ def _broken(facts: Facts) -> Iterator[Finding]:
         yield _f(
             "broken-package-state",
             "blocker",
-            f"broken package state: {', '.join(broken)}; run `apt-get --fix-broken install` "
+            f"broken package state: {', '.join(broken)}; run `{pm.repair_command}` "
             "before anything else (FF-01)",
             source=f"field failures FF-01 ({ff_ref(1)})",
         )

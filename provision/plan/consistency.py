@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from provision.detect.facts import Facts, LoadedDriver
 from provision.fieldfailures import ff_ref
+from provision.pkg import os_family, package_manager
 from provision.plan.models import Action, Component, Finding, Step
 from provision.versions import DottedVersion, DriverVersion
 
@@ -19,7 +20,7 @@ SOURCE = f"field failures FF-01 ({ff_ref(1)})"
 
 def userspace_version(facts: Facts) -> DottedVersion | None:
     """Upstream version of the installed userspace driver (:meth:`Facts.userspace_driver`)."""
-    return facts.userspace_driver()
+    return facts.userspace_driver(package_manager(os_family(facts, "")).upstream)
 
 
 def on_disk_version(facts: Facts) -> DriverVersion | None:
@@ -32,13 +33,14 @@ def consistency_findings(facts: Facts) -> tuple[Finding, ...]:
     disk, user = on_disk_version(facts), userspace_version(facts)
     if disk is None or user is None or disk == user:
         return ()
+    repair = package_manager(os_family(facts, "")).repair_command
     return (
         Finding(
             rule="driver-userspace-mismatch",
             severity="blocker",
             source=SOURCE,
             message=f"the kernel module on disk is {disk} but the userspace packages are {user}: the module "
-            "was not rebuilt or an upgrade stopped halfway; repair with `apt-get --fix-broken install` "
+            f"was not rebuilt or an upgrade stopped halfway; repair with `{repair}` "
             "and check `dkms status` before planning again (a reboot alone will not fix this)",
         ),
     )

@@ -6,75 +6,17 @@ reads it back and refuses it when the machine's facts fingerprint changed.
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import Field
 
-from provision.findings import Finding as Finding  # re-exported: a Plan holds Findings
+from provision.components.base import CHANGING as CHANGING  # re-exported: the plan's value types
+from provision.components.base import Action as Action
+from provision.components.base import Component as Component
+from provision.components.base import Step as Step
+from provision.findings import Finding as Finding
 from provision.models import Frozen
 from provision.spec.models import Spec
-
-
-class Action(StrEnum):
-    """What a step does. ``noop`` and ``manual`` change nothing through apply."""
-
-    INSTALL = "install"
-    UPGRADE = "upgrade"
-    DOWNGRADE = "downgrade"
-    REMOVE = "remove"
-    HOLD = "hold"
-    CONFIGURE = "configure"
-    NOOP = "noop"
-    MANUAL = "manual"
-    REBOOT = "reboot"
-
-
-class Component(StrEnum):
-    """Plan steps are ordered by component, in this order."""
-
-    REPOSITORY = "repository"
-    KERNEL_MODULES = "kernel_modules"
-    DKMS = "dkms"
-    DRIVER = "driver"
-    FABRIC_MANAGER = "fabric_manager"
-    CUDA_TOOLKIT = "cuda_toolkit"
-    CUDNN = "cudnn"
-    NCCL = "nccl"
-    HOLDS = "holds"
-    PYTHON_VENV = "python_venv"
-    PYTHON_WHEELS = "python_wheels"
-    SECURE_BOOT = "secure_boot"
-    REBOOT = "reboot"
-
-
-CHANGING = frozenset(
-    {Action.INSTALL, Action.UPGRADE, Action.DOWNGRADE, Action.REMOVE, Action.HOLD, Action.CONFIGURE}
-)
-
-
-class Step(Frozen):
-    """One planned change (or a stated no-op) for one component.
-
-    Attributes:
-        current: What the machine has now, as text (``580.82.07``, ``absent``), or None.
-        target: What the spec asks for, as text, or None.
-        reason: Why this step exists or why nothing needs doing; always set.
-        packages: ``name=version`` (apt) or pip requirement strings the step installs.
-        tags: Ansible tags that carry out this step.
-    """
-
-    component: Component
-    action: Action
-    current: str | None = None
-    target: str | None = None
-    reason: str
-    packages: tuple[str, ...] = ()
-    tags: tuple[str, ...] = ()
-
-    @property
-    def changes(self) -> bool:
-        return self.action in CHANGING
 
 
 class Plan(Frozen):

@@ -32,7 +32,7 @@ def userspace_versions(ctx: Context) -> dict[str, str]:
         for gpu in ctx.gpus:
             if gpu.driver_version:
                 found[f"nvidia-smi gpu{gpu.index}"] = gpu.driver_version
-    return found | ctx.facts.driver_packages()
+    return found | ctx.facts.driver_packages(ctx.pm.upstream)
 
 
 def driver_consistency(ctx: Context) -> list[CheckResult]:

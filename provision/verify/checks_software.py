@@ -10,7 +10,7 @@ from provision.detect.facts import Unknown
 from provision.fieldfailures import ff_ref
 from provision.verify.context import Context, result, unknown
 from provision.verify.models import CheckResult, Measured, Status, Threshold
-from provision.versions import DottedVersion, deb_upstream
+from provision.versions import DottedVersion
 
 _CUDNN = re.compile(r"^libcudnn\d+(-cuda-\d+)?$")
 
@@ -142,7 +142,7 @@ def _library(
     packages = ctx.facts.packages
     if isinstance(packages, Unknown):
         return unknown(check_id, title, packages)
-    found = [(p.name, deb_upstream(p.version)) for p in packages if pattern.match(p.name) and p.installed]
+    found = [(p.name, ctx.pm.upstream(p.version)) for p in packages if pattern.match(p.name) and p.installed]
     ok = any(want.matches(v) for _, v in found if re.fullmatch(r"\d+(\.\d+)*", v))
     measured = ", ".join(f"{n} {v}" for n, v in found) or "not installed"
     if bundled:

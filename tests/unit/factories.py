@@ -13,9 +13,10 @@ from typing import Any
 from pydantic import BaseModel
 
 from provision.catalog import load_catalog
+from provision.components.registry import pins
 from provision.detect.facts import AptLocks, CudaToolkits, Facts, Kernel, OsRelease, Package, Unknown
 from provision.detect.raw import ProbeOutput, parse_raw
-from provision.plan import locks
+from provision.pkg.apt import APT
 from provision.plan.models import Component, Plan, Step
 from provision.spec.loader import load_spec
 from provision.spec.models import Spec
@@ -53,8 +54,8 @@ def pkg(name: str, version: str, status: str = "install ok installed") -> Packag
 def locked(s: Spec) -> AptLocks:
     """provision's pins and unattended-upgrades guard, as apply writes them."""
     return AptLocks(
-        preferences=locks.preferences_text(locks.apt_pins(s)),
-        unattended_guard=locks.unattended_guard_text(CATALOG.packages.stack_patterns),
+        preferences=APT.pins_text(pins(s, APT)),
+        unattended_guard=APT.upgrade_guard_text(CATALOG.packages.stack_patterns),
     )
 
 

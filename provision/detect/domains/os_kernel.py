@@ -26,16 +26,6 @@ class OsRelease(Frozen):
     pretty_name: str | None = None
     id_like: tuple[str, ...] = ()
 
-    @property
-    def family(self) -> str:
-        """The distribution family as Ansible names it (``Debian``, ``RedHat``), or the ID."""
-        ids = (self.id, *self.id_like)
-        if any(i in ("debian", "ubuntu") for i in ids):
-            return "Debian"
-        if any(i in ("rhel", "fedora", "centos") for i in ids):
-            return "RedHat"
-        return self.id
-
 
 class Kernel(Frozen):
     """Running kernel from ``uname -r`` / ``/proc/version``."""

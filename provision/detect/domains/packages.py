@@ -1,7 +1,7 @@
 """Installed packages of the NVIDIA stack, where they came from, and provision's apt locks.
 
-Only names matching the catalog's ``detected_patterns`` are recorded (see
-``provision/catalog/data/packages.yaml``), so a name the plan installs is always seen again.
+Only names matching a pattern that some component declares are recorded (each component's
+``provision/catalog/data/components/<name>.yaml``), so a name the plan installs is always seen again.
 
 Sources: dpkg-query(1) (``${Status}`` is want/error/state), apt-cache(8) ``policy``,
 apt_preferences(5).
@@ -9,7 +9,6 @@ apt_preferences(5).
 
 from __future__ import annotations
 
-import fnmatch
 import functools
 import re
 
@@ -72,15 +71,14 @@ class PackageOrigins(Frozen):
 @functools.cache
 def _recorded() -> re.Pattern[str]:
     # Imported here: the catalog is read only when package output is parsed.
-    from provision.catalog import load_catalog
+    from provision.catalog import package_name_patterns
 
-    globs = load_catalog().packages.detected_patterns
-    return re.compile("|".join(fnmatch.translate(g) for g in globs))
+    return re.compile("|".join(f"(?:{p})" for p in package_name_patterns()))
 
 
 def recorded(name: str) -> bool:
     """True when detection records the package ``name`` (it matches a detected pattern)."""
-    return _recorded().match(name) is not None
+    return _recorded().search(name) is not None
 
 
 def parse_dpkg(output: str, rc: int) -> tuple[Package, ...] | Unknown:

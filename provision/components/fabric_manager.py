@@ -9,13 +9,14 @@ field failures FF-02 to FF-05 (docs/field-failures.md).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from provision.catalog import Catalog
+from provision.components.base import Action, Built, Component, InstallableComponent, PlanContext, Step
+from provision.components.steps import change_action, noop
 from provision.detect.facts import Facts, Unknown
 from provision.fieldfailures import ff_ref
-from provision.plan.models import Action, Component, Finding, Step
-from provision.plan.steps import change_action, installed, noop, upstream
+from provision.findings import Finding
 from provision.spec.models import Spec
 from provision.versions import DriverVersion
 
@@ -25,6 +26,29 @@ SOURCE = (
     f"field failures FF-02 to FF-05 ({ff_ref(2, 3, 4, 5)})"
 )
 _TAGS = ("repository", "packages")
+
+
+class FabricManager(InstallableComponent):
+    """The fabric manager (and NVLink 5's subnet manager), only on NVSwitch systems."""
+
+    name = Component.FABRIC_MANAGER
+    spec_section = "fabric_manager"
+    facts = ("nvidia_pci", "fabric", "packages", "driver")
+    role = "nvidia_packages"
+    tags = _TAGS
+    transaction = True
+    reboots = True
+    reboot_note = "the fabric manager change also needs the GPUs reset (NVIDIA/nccl#1488)"
+    verify_checks = ("fabricmanager-version", "fabric-state")
+
+    def plan(self, ctx: PlanContext) -> Iterable[Built]:
+        return (fabric_manager_step(ctx),)
+
+    def spec_rules(self, spec: Spec, catalog: Catalog) -> Iterable[Finding]:
+        return spec_findings(spec, catalog)
+
+    def findings(self, ctx: PlanContext) -> Iterable[Finding]:
+        return fabric_findings(ctx.spec, ctx.facts, ctx.catalog)
 
 
 def detected_nvswitch(facts: Facts) -> tuple[bool | None, str]:
@@ -129,9 +153,10 @@ def exact_driver_version(spec: Spec, facts: Facts) -> DriverVersion | None:
     return None
 
 
-def fabric_manager_step(spec: Spec, facts: Facts, catalog: Catalog) -> Step | Finding:
+def fabric_manager_step(ctx: PlanContext) -> Step | Finding:
     """Fabric manager (and NVLink 5's subnet manager) at exactly the driver version, or why not."""
-    needed, why = fabric_manager_needed(spec, facts, catalog)
+    spec, facts = ctx.spec, ctx.facts
+    needed, why = fabric_manager_needed(spec, facts, ctx.catalog)
     if spec.fabric_manager == "disabled" or not needed:
         return noop(
             Component.FABRIC_MANAGER,
@@ -142,7 +167,7 @@ def fabric_manager_step(spec: Spec, facts: Facts, catalog: Catalog) -> Step | Fi
     version = exact_driver_version(spec, facts)
     if version is None:
         return _needs_exact_driver()
-    return _fm_package_step(spec, facts, catalog, version)
+    return _fm_package_step(ctx, version)
 
 
 def spec_findings(spec: Spec, catalog: Catalog) -> Iterator[Finding]:
@@ -168,12 +193,13 @@ def _needs_exact_driver() -> Finding:
     )
 
 
-def _fm_package_step(spec: Spec, facts: Facts, catalog: Catalog, version: DriverVersion) -> Step:
-    name = catalog.packages.fabric_manager(version.branch)
-    extra = catalog.packages.nvlink5(version.branch) if catalog.gpus[spec.gpus.model].nvlink5 else ()
-    have = installed(facts, name)
-    current = upstream(have) if have else None
-    missing_extra = tuple(p for p in extra if installed(facts, p) is None)
+def _fm_package_step(ctx: PlanContext, version: DriverVersion) -> Step:
+    packages = ctx.catalog.packages
+    name = packages.fabric_manager(version.branch)
+    extra = packages.nvlink5(version.branch) if ctx.catalog.gpus[ctx.spec.gpus.model].nvlink5 else ()
+    have = ctx.installed(name)
+    current = ctx.upstream(have) if have else None
+    missing_extra = tuple(p for p in extra if ctx.installed(p) is None)
     if current == version and not missing_extra:
         return noop(
             Component.FABRIC_MANAGER,
@@ -181,13 +207,13 @@ def _fm_package_step(spec: Spec, facts: Facts, catalog: Catalog, version: Driver
             target=str(version),
             reason=f"{name} {current} matches the driver exactly",
         )
-    packages = ((f"{name}={version}-*",) if current != version else ()) + missing_extra
+    request = ctx.pm.request(name, ctx.pm.version_glob(version))
     return Step(
         component=Component.FABRIC_MANAGER,
         action=change_action(current, version) if current != version else Action.INSTALL,
         current=str(current) if current else "absent",
         target=str(version),
-        packages=packages,
+        packages=((request,) if current != version else ()) + missing_extra,
         tags=_TAGS,
         reason=f"{name} pinned to the driver version {version} (FMUG: versions must match; FF-02)"
         + (f"; NVLink 5 also needs {', '.join(extra)} (GDC; FF-05)" if extra else "")

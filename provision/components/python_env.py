@@ -1,4 +1,4 @@
-"""Python virtual environment and wheel steps.
+"""The Python environment: a virtual environment and its wheels.
 
 The torch requirement is pinned with its local variant tag (``torch==2.11.0+cu130``)
 and installed from the variant's own index only, so PyPI's default CUDA variant
@@ -7,6 +7,7 @@ is never taken by accident (FF-09; PyTorch wheel index ``https://download.pytorc
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from packaging.requirements import Requirement
@@ -14,13 +15,33 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from provision.catalog import Catalog
+from provision.components.base import Action, Built, Component, InstallableComponent, PlanContext, Step
+from provision.components.steps import noop
 from provision.detect.facts import Facts, Torch, Venv
-from provision.plan.models import Action, Component, Finding, Step
-from provision.plan.steps import noop
+from provision.findings import Finding
 from provision.spec.models import PythonSpec
 from provision.versions import DottedVersion
 
 _TAGS = ("python",)
+
+
+class PythonEnv(InstallableComponent):
+    """The venv and its wheels (steps ``python_venv`` and ``python_wheels``)."""
+
+    name = Component.PYTHON_VENV
+    spec_section = "python"
+    facts = ("venv", "torch")
+    role = "python_env"
+    tags = _TAGS
+    verify_checks = ("torch-version", "torch-arch", "torch-cuda-driver")
+
+    def plan(self, ctx: PlanContext) -> Iterable[Built]:
+        py = ctx.spec.python
+        return (venv_step(py, ctx.facts), wheels_step(py, ctx.facts)) if py is not None else ()
+
+    def extravars(self, ctx: PlanContext) -> dict[str, Any]:
+        py = ctx.spec.python
+        return {"provision_python": python_extravars(py, ctx.catalog) if py is not None else None}
 
 
 def venv_step(py: PythonSpec, facts: Facts) -> Step | Finding:

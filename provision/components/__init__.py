@@ -1,0 +1,1 @@
+"""Installable components, each declared once (see :mod:`provision.components.base`)."""

@@ -1,0 +1,185 @@
+"""What an installable component is, and the plan values every component builds.
+
+A component (the driver, the fabric manager, cuDNN, ...) is declared once, in one module of
+this package: the spec section it reads, the facts it reads, its catalog data
+(``catalog/data/components/<name>.yaml``: the package names detection keeps), the plan steps
+and findings it builds, the role and tags that carry its steps out, the playbook variables it
+hands that role, and the verify checks that prove it. :mod:`provision.components.registry`
+lists them; the planner, ``validate``, apply's tags and verify iterate over that list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, ClassVar
+
+from provision.catalog import Catalog, Flavor
+from provision.detect.facts import Facts, Package
+from provision.findings import Finding
+from provision.models import Frozen
+from provision.pkg import PackageManager, Pin, numeric_upstream
+from provision.spec.models import Spec
+from provision.versions import DottedVersion
+
+
+class Action(StrEnum):
+    """What a step does. ``noop`` and ``manual`` change nothing through apply."""
+
+    INSTALL = "install"
+    UPGRADE = "upgrade"
+    DOWNGRADE = "downgrade"
+    REMOVE = "remove"
+    HOLD = "hold"
+    CONFIGURE = "configure"
+    NOOP = "noop"
+    MANUAL = "manual"
+    REBOOT = "reboot"
+
+
+class Component(StrEnum):
+    """Plan steps are ordered by component, in this order (the names saved plans carry)."""
+
+    REPOSITORY = "repository"
+    KERNEL_MODULES = "kernel_modules"
+    DKMS = "dkms"
+    DRIVER = "driver"
+    FABRIC_MANAGER = "fabric_manager"
+    CUDA_TOOLKIT = "cuda_toolkit"
+    CUDNN = "cudnn"
+    NCCL = "nccl"
+    HOLDS = "holds"
+    PYTHON_VENV = "python_venv"
+    PYTHON_WHEELS = "python_wheels"
+    SECURE_BOOT = "secure_boot"
+    REBOOT = "reboot"
+
+
+CHANGING = frozenset(
+    {Action.INSTALL, Action.UPGRADE, Action.DOWNGRADE, Action.REMOVE, Action.HOLD, Action.CONFIGURE}
+)
+
+
+class Step(Frozen):
+    """One planned change (or a stated no-op) for one component.
+
+    Attributes:
+        current: What the machine has now, as text (``580.82.07``, ``absent``), or None.
+        target: What the spec asks for, as text, or None.
+        reason: Why this step exists or why nothing needs doing; always set.
+        packages: Package requests (``name=version-glob``) or pip requirement strings the step installs.
+        tags: Ansible tags that carry out this step.
+    """
+
+    component: Component
+    action: Action
+    current: str | None = None
+    target: str | None = None
+    reason: str
+    packages: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+
+    @property
+    def changes(self) -> bool:
+        return self.action in CHANGING
+
+
+Built = Step | Finding
+"""What a component's planning yields: its steps, and the findings that refuse or warn."""
+
+
+@dataclass(frozen=True)
+class PlanContext:
+    """Everything a component plans from: the spec, the machine's facts, the catalog, the resolved
+    kernel module flavour, the OS's package manager, and what earlier components built.
+
+    Attributes:
+        transaction: Components whose packages go into the one package transaction.
+        pins: Every component's version pins, in registry order.
+        built: Component name -> what it built, for the components already planned.
+    """
+
+    spec: Spec
+    facts: Facts
+    catalog: Catalog
+    flavor: Flavor
+    pm: PackageManager
+    transaction: frozenset[Component] = frozenset()
+    pins: tuple[Pin, ...] = ()
+    built: Mapping[Component, Sequence[Built]] = field(default_factory=dict)
+
+    def installed(self, name: str) -> Package | None:
+        """The package ``name`` when it is fully installed, else None."""
+        pkg = self.facts.package(name)
+        return pkg if pkg is not None and pkg.installed else None
+
+    def upstream(self, pkg: Package) -> DottedVersion | None:
+        """Numeric upstream version of a package (``580.95.05-1`` -> 580.95.05), None if not numeric."""
+        return numeric_upstream(self.pm, pkg.version)
+
+    def steps(self) -> tuple[Step, ...]:
+        """The steps built so far, in registry order."""
+        return tuple(b for items in self.built.values() for b in items if isinstance(b, Step))
+
+    def transaction_requests(self) -> tuple[str, ...]:
+        """Package requests of the changing steps in the one package transaction, in step order."""
+        return tuple(
+            p for s in self.steps() if s.component in self.transaction and s.changes for p in s.packages
+        )
+
+    def pins_text(self) -> str:
+        """The pins file provision writes for this spec."""
+        return self.pm.pins_text(self.pins)
+
+    def changing(self) -> frozenset[Component]:
+        return frozenset(s.component for s in self.steps() if s.changes)
+
+
+class InstallableComponent:
+    """One installable component, declared once. Subclasses set the class attributes and
+    override the hooks they need; the defaults build nothing and hand no variables.
+
+    Attributes:
+        name: The component's plan name (its steps' ``component``).
+        spec_section: The spec field it reads (``driver``, ``cuda``), None when it has none.
+        facts: The :class:`~provision.detect.facts.Facts` fields it reads.
+        role: The Ansible role that carries its steps out (``playbooks/roles/<role>``), or None.
+        tags: The tags of its changing steps (the runner passes them to Ansible).
+        stage: Planning order: a component reads what components of lower stages built.
+        transaction: Its packages go into the one package transaction (the packages role).
+        reboots: A change of it needs a reboot (kernel side).
+        reboot_note: What else the reboot does for it, said in the reboot step.
+        verify_checks: Ids of the verify checks that prove it on the machine.
+    """
+
+    name: ClassVar[Component]
+    spec_section: ClassVar[str | None] = None
+    facts: ClassVar[tuple[str, ...]] = ()
+    role: ClassVar[str | None] = None
+    tags: ClassVar[tuple[str, ...]] = ()
+    stage: ClassVar[int] = 0
+    transaction: ClassVar[bool] = False
+    reboots: ClassVar[bool] = False
+    reboot_note: ClassVar[str] = ""
+    verify_checks: ClassVar[tuple[str, ...]] = ()
+
+    def plan(self, ctx: PlanContext) -> Iterable[Built]:
+        """Its steps (a no-op with its reason when nothing is to do) and findings."""
+        return ()
+
+    def spec_rules(self, spec: Spec, catalog: Catalog) -> Iterable[Finding]:
+        """Its rules that read only the spec and the catalog (``validate`` runs them too)."""
+        return ()
+
+    def findings(self, ctx: PlanContext) -> Iterable[Finding]:
+        """Its rules on the machine's facts that are not tied to a step."""
+        return ()
+
+    def extravars(self, ctx: PlanContext) -> dict[str, Any]:
+        """Variables for its role, from the whole plan's steps in ``ctx.built``."""
+        return {}
+
+    def pins(self, spec: Spec, pm: PackageManager) -> tuple[Pin, ...]:
+        """Its package families locked to the spec's versions in every transaction."""
+        return ()

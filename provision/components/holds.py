@@ -1,0 +1,98 @@
+"""Holds: every NVIDIA stack package held, and automatic upgrades kept away from the stack.
+
+The holds stop ``apt upgrade``; the guard stops unattended-upgrades, which changed userspace
+under a loaded module in FF-01. Hold patterns: pando85/homelab PR #4110 (FF-01).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterable
+from typing import Any
+
+from provision.components.base import Action, Built, Component, InstallableComponent, PlanContext, Step
+from provision.components.steps import noop
+from provision.detect.facts import Facts, Unknown
+from provision.pkg import name_regex
+
+
+class Holds(InstallableComponent):
+    """Holds on the stack (installed now or by this plan) and the upgrade guard, when ``driver.hold``."""
+
+    name = Component.HOLDS
+    spec_section = "driver"
+    facts = ("packages", "apt_locks")
+    role = "nvidia_holds"
+    tags = ("holds",)
+    stage = 2
+
+    def plan(self, ctx: PlanContext) -> Iterable[Built]:
+        if not ctx.spec.driver.hold:
+            return (noop(Component.HOLDS, reason="driver.hold is false: packages are not held"),)
+        return (holds_step(ctx, ctx.transaction_requests()),)
+
+    def extravars(self, ctx: PlanContext) -> dict[str, Any]:
+        patterns = ctx.catalog.packages.stack_patterns
+        return {
+            "provision_hold": ctx.spec.driver.hold,
+            "provision_hold_regex": name_regex(patterns),
+            "provision_unattended_guard": ctx.pm.upgrade_guard_text(patterns),
+            "provision_unattended_file": ctx.pm.files.upgrade_guard,
+        }
+
+
+def holds_step(ctx: PlanContext, new_packages: tuple[str, ...]) -> Step:
+    """Hold every NVIDIA stack package (installed now or by this plan) not held yet, and keep the
+    upgrade guard (the exact file text) in place."""
+    patterns = ctx.catalog.packages.stack_patterns
+    unheld = _unheld_stack(ctx.facts, patterns)
+    incoming = tuple(ctx.pm.request_name(p) for p in new_packages)
+    pending = tuple(dict.fromkeys(unheld + incoming))
+    guard_state = _guard_state(ctx, ctx.pm.upgrade_guard_text(patterns))
+    if not pending and guard_state is None:
+        return noop(
+            Component.HOLDS,
+            reason=f"all NVIDIA stack packages ({', '.join(patterns)}) held; "
+            "unattended-upgrades guard in place",
+        )
+    why = [
+        w
+        for w in (
+            "hold the NVIDIA stack as one unit, dependencies included (FF-01, FF-02)" if pending else "",
+            guard_state or "",
+        )
+        if w
+    ]
+    return Step(
+        component=Component.HOLDS,
+        action=Action.HOLD,
+        packages=pending,
+        tags=Holds.tags,
+        target="held",
+        current=f"{len(unheld)} unheld" if unheld else None,
+        reason="; ".join(why),
+    )
+
+
+def _guard_state(ctx: PlanContext, guard: str) -> str | None:
+    """Why the unattended-upgrades guard must be written, or None when it is in place."""
+    locks = ctx.pm.lock_state(ctx.facts)
+    if isinstance(locks, Unknown):
+        return f"write the unattended-upgrades guard ({locks.unknown})"
+    if locks.upgrade_guard is None:
+        return (
+            "write the unattended-upgrades guard (FF-01: unattended-upgrade moved userspace under the module)"
+        )
+    if locks.upgrade_guard != guard:
+        return "restore the unattended-upgrades guard (it drifted from provision's text)"
+    return None
+
+
+def _unheld_stack(facts: Facts, patterns: tuple[str, ...]) -> tuple[str, ...]:
+    if isinstance(facts.packages, Unknown):
+        return ()
+    return tuple(
+        p.name
+        for p in facts.packages
+        if p.installed and not p.hold and any(fnmatch.fnmatchcase(p.name, pat) for pat in patterns)
+    )

@@ -1,0 +1,88 @@
+"""NVIDIA's CUDA repository: signed source with a pinned key fingerprint, and the version pins.
+
+The pins make one transaction resolve every package of a family to the spec's version (the
+package manager otherwise takes the newest candidate for dependencies, the FF-02 drift).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from provision.components.base import Action, Built, Component, InstallableComponent, PlanContext, Step
+from provision.components.steps import noop
+from provision.detect.facts import Unknown
+
+
+class Repository(InstallableComponent):
+    """The repository source, keyring and pins, written when the transaction needs them or the pins drift."""
+
+    name = Component.REPOSITORY
+    spec_section = "repository"
+    facts = ("apt_locks",)
+    role = "nvidia_repository"
+    tags = ("repository",)
+    stage = 2
+
+    def plan(self, ctx: PlanContext) -> Iterable[Built]:
+        return (repository_step(ctx),)
+
+    def extravars(self, ctx: PlanContext) -> dict[str, Any]:
+        changing = Component.REPOSITORY in ctx.changing()
+        return {"provision_repository": repo_vars(ctx) if changing else None}
+
+
+def repository_step(ctx: PlanContext) -> Step:
+    """Configure the repository for a transaction, rewrite drifted pins, or say why not."""
+    spec, files = ctx.spec, ctx.pm.files
+    if ctx.transaction_requests():
+        return Step(
+            component=Component.REPOSITORY,
+            action=Action.CONFIGURE,
+            target=files.sources,
+            tags=Repository.tags,
+            reason=f"NVIDIA CUDA repository for {spec.os.repo_code}, Signed-By "
+            "a keyring with a pinned fingerprint (deb822), and apt pins for the spec's versions",
+        )
+    drift = _pins_drift(ctx)
+    if drift:
+        return Step(
+            component=Component.REPOSITORY,
+            action=Action.CONFIGURE,
+            target=files.pins,
+            tags=Repository.tags,
+            reason=drift,
+        )
+    return noop(
+        Component.REPOSITORY,
+        reason="no package to install from NVIDIA's repository; apt pins in place"
+        if spec.driver.hold
+        else "no package to install from NVIDIA's repository",
+    )
+
+
+def _pins_drift(ctx: PlanContext) -> str | None:
+    """Why the pins must be rewritten (held stack only), or None."""
+    locks = ctx.pm.lock_state(ctx.facts)
+    if not ctx.spec.driver.hold or isinstance(locks, Unknown):
+        return None
+    if locks.pins == ctx.pins_text():
+        return None
+    state = "missing" if locks.pins is None else "drifted from the spec"
+    return f"apt pins {ctx.pm.files.pins} {state}; rewrite them so apt cannot move the stack"
+
+
+def repo_vars(ctx: PlanContext) -> dict[str, Any]:
+    """The repository role's variables: the spec's mirror or the catalog's repository, and the files."""
+    spec, files = ctx.spec, ctx.pm.files
+    override = spec.repository
+    repo = ctx.catalog.repository(spec.os.repo_code, arch=spec.os.architecture)
+    return {
+        "url": str(override.url) if override else (repo.url if repo else ""),
+        "key_url": str(override.key_url) if override else (repo.key_url if repo else ""),
+        "fingerprint": override.fingerprint if override else (repo.fingerprint if repo else ""),
+        "keyring": files.keyring,
+        "sources_file": files.sources,
+        "preferences_file": files.pins,
+        "preferences": ctx.pins_text(),
+    }
