@@ -11,12 +11,12 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from provision.catalog import Catalog, load_catalog
+from provision.catalog import Catalog
 from provision.detect.facts import Facts
 from provision.errors import DriftError, FactsError, RefusedError
+from provision.hosts import HostSpec, detect_hosts, one_spec, plan_facts
 from provision.output import read_input
 from provision.plan.models import Plan
-from provision.plan.planner import make_plan
 from provision.spec.loader import load_spec
 from provision.spec.models import Spec
 
@@ -40,29 +40,13 @@ def gather(spec: Spec | None, target: Target, save_raw: Path | None = None) -> d
     """Facts per host name (``localhost`` for this machine)."""
     from provision.detect import runner as detect
 
-    venv = spec.python.venv if spec and spec.python else None
     if target.facts_file is not None:
         return {f.host: f for f in [read_facts(target.facts_file)]}
     if target.from_raw is not None:
         facts = detect.facts_from_raw(target.from_raw, host=target.from_raw.resolve().name)
         return {facts.host: facts}
-    if target.inventory is not None:
-        return _remote(target.inventory, target.limit, venv)
-    facts = detect.detect_local(venv=venv, save_raw=save_raw)
-    return {facts.host: facts}
-
-
-def _remote(inventory: Path, limit: str | None, venv: str | None) -> dict[str, Facts]:
-    """Facts of every inventory host; an inventory that is missing or names no host is an error."""
-    from provision.detect import runner as detect
-
-    if not inventory.exists():
-        raise FactsError(f"{inventory}: no such inventory")
-    facts = detect.detect_remote(str(inventory), limit, venv)
-    if not facts:
-        matching = f" matching --limit {limit!r}" if limit else ""
-        raise FactsError(f"{inventory}: no hosts{matching} (is it an Ansible inventory, INI or YAML?)")
-    return facts
+    venv = spec.python.venv if spec and spec.python else None
+    return detect_hosts(target.inventory, target.limit, venv, save_raw)
 
 
 def read_facts(path: Path) -> Facts:
@@ -88,9 +72,8 @@ def first_error(exc: ValidationError) -> str:
 def plan_all(
     spec: Spec, facts: dict[str, Facts], spec_path: str | None, catalog: Catalog | None = None
 ) -> dict[str, Plan]:
-    """One plan per host."""
-    cat = catalog or load_catalog()
-    return {host: make_plan(spec, f, cat, spec_path=spec_path) for host, f in facts.items()}
+    """One plan per host, every host held to ``spec`` (see :mod:`provision.hosts`)."""
+    return plan_facts(one_spec(None, facts, HostSpec(spec, spec_path)), facts, catalog).plans
 
 
 def load_plan(path: Path) -> Plan:

@@ -2,28 +2,28 @@
 
 Every run gets its own directory (``<runs>/<UTC time>-<spec>/``) holding the
 plans, the generated inventory, the verified keyring and ansible-runner's
-``artifacts/`` (job events, stdout, rc, status). Extravars are passed in memory
-(``suppress_env_files=True``) so no stale ``env/extravars`` is ever reloaded.
+``artifacts/`` (job events, stdout, rc, status). Ansible runs through
+:func:`provision.ansible.run_play`, with its conventions (extravars in memory,
+host keys checked, this interpreter's ansible-playbook).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import sys
-import tempfile
-from collections.abc import Callable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from provision import ansible
 from provision.apply.keyring import fetch_verified_keyring
 from provision.errors import ApplyError
 from provision.plan.models import Plan
 from provision.resources import data_dir
 
-EventHandler = Callable[[dict[str, Any]], None]
+EventHandler = ansible.EventHandler
 
 
 @dataclass(frozen=True)
@@ -96,8 +96,6 @@ def run_playbook(
     Raises:
         ApplyError: The repository key could not be verified (nothing ran).
     """
-    import ansible_runner  # deferred: detect and plan work on machines without Ansible
-
     host_vars = {h: p.extravars for h, p in plans.items()}
     _refuse_templates(host_vars)
     _save_plans(plans, run_dir)
@@ -105,22 +103,18 @@ def run_playbook(
         "provision_plans": host_vars,
         "provision_keyring_file": str(_keyring(plans, run_dir)),
     }
-    tags = sorted({t for p in plans.values() for t in p.tags})
-    runner = ansible_runner.run(
-        private_data_dir=str(run_dir),
-        project_dir=str(data_dir("playbooks")),
-        playbook="site.yml",
-        inventory=str(inventory),
+    played = ansible.run_play(
+        run_dir,
+        "site.yml",
+        inventory,
+        project_dir=data_dir("playbooks"),
         extravars=extravars,
-        tags=",".join(tags),
+        tags=sorted({t for p in plans.values() for t in p.tags}),
         limit=limit,
         forks=forks,
-        envvars=_envvars(run_dir),
-        suppress_env_files=True,
-        quiet=True,
-        event_handler=_handler(on_event),
+        on_event=on_event,
     )
-    return ApplyResult(run_dir=run_dir, status=runner.status, rc=runner.rc, hosts=_host_results(runner))
+    return ApplyResult(run_dir=run_dir, status=played.status, rc=played.rc, hosts=host_results(played))
 
 
 def _save_plans(plans: dict[str, Plan], run_dir: Path) -> None:
@@ -164,30 +158,26 @@ def _keyring(plans: dict[str, Plan], run_dir: Path) -> Path:
     return dest
 
 
-def _envvars(run_dir: Path) -> dict[str, str]:
-    bin_dir = str(Path(sys.executable).parent)
+def host_results(played: ansible.PlayResult) -> dict[str, HostResult]:
+    """Per host: its task counts from the final stats and its failures, every host the run named."""
+    failures = _failures(played.events)
     return {
-        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
-        # ssh's ControlPath must stay under 108 bytes; run directories can be deep.
-        "ANSIBLE_SSH_CONTROL_PATH_DIR": tempfile.mkdtemp(prefix="provision-cp-"),
-        "ANSIBLE_LOCAL_TEMP": str(run_dir / "tmp"),
-        "ANSIBLE_RETRY_FILES_ENABLED": "false",
-        "ANSIBLE_NOCOLOR": "1",
+        h: HostResult(
+            host=h,
+            ok=played.count("ok", h),
+            changed=played.count("changed", h),
+            failed=played.count("failures", h),
+            unreachable=played.count("dark", h),
+            failures=tuple(failures.get(h, ())),
+        )
+        for h in sorted(played.stat_hosts() | set(failures))
     }
 
 
-def _handler(on_event: EventHandler | None) -> Callable[[dict[str, Any]], bool]:
-    def handle(event: dict[str, Any]) -> bool:
-        if on_event is not None:
-            on_event(event)
-        return True  # keep the event on disk too
-
-    return handle
-
-
-def _host_results(runner: Any) -> dict[str, HostResult]:
+def _failures(events: Iterable[ansible.Event]) -> dict[str, list[str]]:
+    """``task: first line of the message`` per host, for failures that were not ignored."""
     failures: dict[str, list[str]] = {}
-    for event in runner.events:
+    for event in events:
         if event.get("event") in ("runner_on_failed", "runner_on_unreachable"):
             data = event.get("event_data", {})
             if data.get("ignore_errors"):
@@ -196,18 +186,4 @@ def _host_results(runner: Any) -> dict[str, HostResult]:
             failures.setdefault(data.get("host", "?"), []).append(
                 f"{data.get('task', '?')}: {msg[0] if msg else event['event']}"
             )
-    stats = runner.stats or {}
-    hosts = set().union(*(stats.get(k, {}).keys() for k in ("ok", "changed", "failures", "dark"))) | set(
-        failures
-    )
-    return {
-        h: HostResult(
-            host=h,
-            ok=stats.get("ok", {}).get(h, 0),
-            changed=stats.get("changed", {}).get(h, 0),
-            failed=stats.get("failures", {}).get(h, 0),
-            unreachable=stats.get("dark", {}).get(h, 0),
-            failures=tuple(failures.get(h, ())),
-        )
-        for h in sorted(hosts)
-    }
+    return failures

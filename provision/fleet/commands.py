@@ -64,7 +64,7 @@ def plan_command(fleet: Fleet, console: Console, as_json: bool, detailed: bool, 
 
 
 def _save_one(hosts: dict[str, HostPlan], path: Path) -> None:
-    plans = [h.plan for h in hosts.values()]
+    plans = [h.plan if h.unreachable is None else None for h in hosts.values()]
     if len(plans) != 1 or plans[0] is None:
         raise ProvisionError("--out saves one reachable host's plan; use --limit to choose one host")
     write_output(path, plans[0].model_dump_json(indent=2))

@@ -23,7 +23,7 @@ _STYLE = {
 def render_fleet_plan(fleet_plan: FleetPlan, console: Console) -> None:
     """Every reachable host's plan, each unreachable host's reason, then the summary table."""
     for host in fleet_plan.hosts.values():
-        if host.plan is not None:
+        if host.plan is not None and host.unreachable is None:
             render_plan(host.plan, console)
         else:
             console.print(
@@ -46,7 +46,7 @@ def summary_table(fleet_plan: FleetPlan) -> Table:
 
 def host_line(host: HostPlan) -> str:
     """One line for ``host``: its plan's summary or why it could not be planned."""
-    if host.plan is None:
+    if host.plan is None or host.unreachable is not None:
         return f"Unreachable: {host.unreachable}"
     return summary(host.plan)
 
@@ -69,5 +69,5 @@ def _host_json(host: HostPlan) -> dict[str, Any]:
         "spec": str(host.spec_path),
         "summary": host_line(host),
         "unreachable": host.unreachable,
-        "plan": json.loads(host.plan.model_dump_json()) if host.plan else None,
+        "plan": json.loads(host.plan.model_dump_json()) if host.plan and not host.unreachable else None,
     }

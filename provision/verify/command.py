@@ -9,15 +9,14 @@ from pathlib import Path
 from pydantic import ValidationError
 from rich.console import Console
 
-from provision.catalog import load_catalog
 from provision.errors import FactsError
+from provision.hosts import LOCALHOST, Hosts, HostSpec
 from provision.output import write_output
 from provision.spec.loader import load_spec
-from provision.verify.limits import shipped_limits
+from provision.verify.hosts import verify_hosts
 from provision.verify.models import Report
 from provision.verify.render import junit_xml, render_table
 from provision.verify.runs import VerifyInputs
-from provision.verify.workflow import verify
 
 
 def read_inputs(path: Path) -> VerifyInputs:
@@ -35,15 +34,11 @@ def read_inputs(path: Path) -> VerifyInputs:
 
 
 def run_verify(spec_path: Path, inputs_file: Path | None = None, save_raw: Path | None = None) -> Report:
-    """Verify this machine against the spec (or replay saved inputs)."""
-    from provision.detect.runner import detect_local
-
+    """Verify this machine against the spec (or replay saved inputs): a fleet of one."""
     spec = load_spec(spec_path)
-    inputs = read_inputs(inputs_file) if inputs_file is not None else None
-    facts = inputs.facts if inputs else detect_local(venv=spec.python.venv if spec.python else None)
-    return verify(
-        spec, str(spec_path), facts, load_catalog(), shipped_limits(), inputs=inputs, save_raw=save_raw
-    )
+    one = Hosts(None, {LOCALHOST: HostSpec(spec, str(spec_path))})
+    replay = {LOCALHOST: read_inputs(inputs_file)} if inputs_file is not None else None
+    return verify_hosts(one, save_raw=save_raw, gathered=replay).hosts[LOCALHOST].report
 
 
 def emit(report: Report, console: Console, as_json: bool, junit: Path | None) -> int:

@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from provision import ansible
 from provision.detect.domains.driver import FabricManagerVersionFact
 from provision.detect.fact import Probe
 from provision.detect.facts import Facts, Unknown
@@ -31,7 +32,6 @@ from provision.detect.runner import (
     collector_results,
     collector_source,
     facts_from_outputs,
-    interpreter_path,
     outputs_from_json,
     probes_json,
 )
@@ -104,11 +104,13 @@ def verify_remote(
     """
     started = datetime.now(UTC)
     with tempfile.TemporaryDirectory(prefix="provision-verify-") as tmp:
-        events, rc, tail = _run_play(Path(tmp), inventory, jobs, forks)
-    collected = collector_results(events)
-    if not collected and rc != 0:
-        raise FactsError(f"ansible-playbook failed (rc {rc}) before any host reported: {tail}")
-    gpu = gpu_outcomes(events)
+        played = _run_play(Path(tmp), inventory, jobs, forks)
+    collected = collector_results(played.events)
+    if not collected and played.rc != 0:
+        raise FactsError(
+            f"ansible-playbook failed (rc {played.rc}) before any host reported: {played.stdout_tail}"
+        )
+    gpu = gpu_outcomes(played.events)
     return {
         host: _host_inputs(host, result, gpu.get(host), jobs[host], started)
         for host, result in collected.items()
@@ -186,29 +188,11 @@ def gpu_outcomes(events: Iterable[Mapping[str, Any]]) -> dict[str, GpuOutcome]:
 
 def _run_play(
     data_dir: Path, inventory: str, jobs: Mapping[str, HostJob], forks: int | None
-) -> tuple[list[dict[str, Any]], int, str]:
-    import ansible_runner  # slow to import; only the fleet path needs it
-
+) -> ansible.PlayResult:
     extravars = _write_project(data_dir / "project", jobs)
-    source = str(Path(inventory).resolve()) if Path(inventory).exists() else inventory
-    run = ansible_runner.run(
-        private_data_dir=str(data_dir),
-        playbook="verify.yml",
-        inventory=source,
-        limit=",".join(jobs),
-        extravars=extravars,
-        forks=forks,
-        envvars={
-            "PATH": interpreter_path(),
-            "ANSIBLE_SSH_CONTROL_PATH_DIR": str(data_dir / "cp"),
-            "ANSIBLE_HOST_KEY_CHECKING": "True",  # as detection: never trust a new machine silently
-            "ANSIBLE_RETRY_FILES_ENABLED": "False",
-        },
-        suppress_env_files=True,
-        quiet=True,
+    return ansible.run_play(
+        data_dir, "verify.yml", inventory, extravars=extravars, limit=",".join(jobs), forks=forks
     )
-    tail = (run.stdout.read().strip().splitlines() or ["no output"])[-1]
-    return list(run.events), int(run.rc), tail
 
 
 def _write_project(project: Path, jobs: Mapping[str, HostJob]) -> dict[str, Any]:

@@ -1,0 +1,174 @@
+"""The one place provision runs Ansible: a playbook through ansible-runner, its outcome as data.
+
+Detection, apply and verify all come here, so every run gets the same conventions:
+
+* ``PATH`` starts with this interpreter's ``bin/``, so the ``ansible-playbook`` installed beside
+  provision runs, not whichever one is first on the user's PATH.
+* ssh's ControlPath sockets go to a short temporary directory (a socket path must stay under
+  108 bytes; private data directories can be deep), removed after the run.
+* Host keys are checked (ansible-runner turns checking off unless told): a new machine is never
+  trusted silently. Inventories that mean otherwise say so in ``ansible_ssh_common_args``.
+* Extravars are passed in memory (``suppress_env_files=True``): nothing stale in ``env/`` is
+  ever reloaded and no secret lands on disk there.
+* Results are read from ansible-runner's events and stats, never scraped from stdout; a failed
+  playbook is a status, not an exception.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+Event = dict[str, Any]
+"""One ansible-runner event (``event``, ``event_data``, ...), as in ``artifacts/<ident>/job_events``."""
+EventHandler = Callable[[Event], None]
+
+STAT_KEYS = ("ok", "changed", "failures", "dark", "skipped", "rescued", "ignored")
+"""The per-host counters of ``playbook_on_stats`` (``dark``: unreachable)."""
+
+
+@dataclass(frozen=True)
+class PlayResult:
+    """What one ansible-runner run did.
+
+    Attributes:
+        status: ansible-runner's status: ``successful``, ``failed``, ``timeout`` or ``canceled``.
+        rc: ansible-playbook's exit code.
+        events: Every event of the run, in order.
+        stats: ``playbook_on_stats`` counters: counter name -> host -> count (see :data:`STAT_KEYS`);
+            empty when the play never reached its end.
+        stdout_tail: The last line ansible-playbook printed (``no output`` when it printed none),
+            the one line worth showing when the run failed before any host reported.
+    """
+
+    status: str
+    rc: int
+    events: tuple[Event, ...] = ()
+    stats: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    stdout_tail: str = "no output"
+
+    @property
+    def succeeded(self) -> bool:
+        """Whether ansible-playbook finished with status ``successful``."""
+        return self.status == "successful"
+
+    def count(self, counter: str, host: str) -> int:
+        """How many tasks of ``host`` ended in ``counter`` (``ok``, ``changed``, ``failures``, ``dark``)."""
+        return int(self.stats.get(counter, {}).get(host, 0))
+
+    def stat_hosts(self) -> set[str]:
+        """Every host named in the final stats."""
+        return {host for counts in self.stats.values() for host in counts}
+
+
+def run_play(
+    private_data_dir: Path,
+    playbook: str,
+    inventory: Path | str,
+    *,
+    project_dir: Path | None = None,
+    extravars: Mapping[str, Any] | None = None,
+    limit: str | None = None,
+    tags: Iterable[str] = (),
+    forks: int | None = None,
+    on_event: EventHandler | None = None,
+) -> PlayResult:
+    """Run ``playbook`` through ansible-runner with the conventions of the module docstring.
+
+    Args:
+        private_data_dir: ansible-runner's directory; its ``artifacts/`` keep the events, stdout,
+            rc and status, and ``tmp/`` is Ansible's local temporary directory.
+        playbook: The playbook's file name, relative to the project directory.
+        inventory: An inventory file or directory, or INI inventory text.
+        project_dir: Where the playbook and its roles are; default ``<private_data_dir>/project``.
+        extravars: Variables for every host, passed in memory.
+        limit: An Ansible host pattern (``gpu:!gpu07``, ``a,b``); None for every host.
+        tags: Only tasks with one of these tags run; empty for all.
+        forks: Hosts Ansible works on at once; None keeps Ansible's default (5).
+        on_event: Called with each event as it arrives (live progress); events are kept either way.
+
+    Returns:
+        The run's status, rc, events and stats.
+    """
+    import ansible_runner  # deferred: slow to import, and detect and plan work without Ansible
+
+    with tempfile.TemporaryDirectory(prefix="provision-cp-", ignore_cleanup_errors=True) as control:
+        runner = ansible_runner.run(
+            private_data_dir=str(private_data_dir),
+            project_dir=str(project_dir) if project_dir is not None else None,
+            playbook=playbook,
+            inventory=inventory_source(inventory),
+            extravars=dict(extravars or {}),
+            limit=limit,
+            tags=",".join(tags) or None,
+            forks=forks,
+            envvars=ansible_env(private_data_dir, Path(control)),
+            suppress_env_files=True,
+            quiet=True,
+            event_handler=_keep(on_event),
+        )
+        return result_of(runner)
+
+
+def inventory_source(inventory: Path | str) -> str:
+    """What ansible-runner gets for ``inventory``: an absolute path when it names one, else the text."""
+    path = Path(inventory)
+    try:
+        exists = path.exists()
+    except OSError:  # inventory text too long to be a file name
+        exists = False
+    return str(path.resolve()) if exists else str(inventory)
+
+
+def ansible_env(private_data_dir: Path, control_dir: Path) -> dict[str, str]:
+    """The environment of ansible-playbook (see the module docstring for why each is set)."""
+    return {
+        "PATH": interpreter_path(),
+        "ANSIBLE_SSH_CONTROL_PATH_DIR": str(control_dir),
+        "ANSIBLE_HOST_KEY_CHECKING": "True",
+        "ANSIBLE_LOCAL_TEMP": str(private_data_dir / "tmp"),
+        "ANSIBLE_RETRY_FILES_ENABLED": "False",
+        "ANSIBLE_NOCOLOR": "1",
+    }
+
+
+def interpreter_path() -> str:
+    """PATH with the running interpreter's bin dir first, so its ansible-playbook is used."""
+    return os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
+
+
+def _keep(on_event: EventHandler | None) -> Callable[[Event], bool]:
+    def handle(event: Event) -> bool:
+        if on_event is not None:
+            on_event(event)
+        return True  # keep the event on disk: PlayResult.events reads them back
+
+    return handle
+
+
+def result_of(runner: Any) -> PlayResult:
+    """A :class:`PlayResult` from a finished ``ansible_runner.Runner``."""
+    stats = runner.stats or {}
+    return PlayResult(
+        status=str(runner.status),
+        rc=int(runner.rc),
+        events=tuple(runner.events),
+        stats={key: dict(stats.get(key) or {}) for key in STAT_KEYS if key in stats},
+        stdout_tail=_stdout_tail(runner),
+    )
+
+
+def _stdout_tail(runner: Any) -> str:
+    from ansible_runner.exceptions import AnsibleRunnerException
+
+    try:
+        with runner.stdout as stdout:
+            lines = stdout.read().strip().splitlines()
+    except AnsibleRunnerException:  # ansible-playbook never started
+        return "no output"
+    return lines[-1] if lines else "no output"

@@ -1,0 +1,89 @@
+"""How each host of one apply ended: Ansible's counts, then what a fresh plan shows (pure)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from provision.apply import runner
+from provision.hosts import FleetPlan, HostPlan, HostState
+from provision.plan.models import Plan
+
+
+@dataclass(frozen=True)
+class HostOutcome:
+    """How one host ended.
+
+    Attributes:
+        host: The inventory hostname.
+        before: Its state at planning.
+        ansible: Ansible's counts for it; None when it was not in the run.
+        outcome: ``converged``, ``unchanged``, or what went wrong, in one line.
+        ok: Whether the host now matches its spec.
+    """
+
+    host: str
+    before: HostState
+    ansible: runner.HostResult | None
+    outcome: str
+    ok: bool
+
+
+@dataclass(frozen=True)
+class Applied:
+    """One Ansible run over the pending hosts and what a fresh plan shows afterwards.
+
+    Attributes:
+        result: Ansible's outcome per host.
+        again: The fresh plans of the pending hosts Ansible reached.
+        outcomes: Every planned host's outcome, in inventory order.
+    """
+
+    result: runner.ApplyResult
+    again: FleetPlan
+    outcomes: list[HostOutcome]
+
+
+def reached(result: runner.ApplyResult) -> set[str]:
+    """Hosts Ansible reached: re-detecting an unreachable one would only repeat the error."""
+    return {h for h, r in result.hosts.items() if not r.unreachable}
+
+
+def outcome(planned: HostPlan, result: runner.ApplyResult, again: FleetPlan) -> HostOutcome:
+    """How ``planned`` ended: not run, failed in Ansible, converged, or not converged (pure)."""
+    state, host = planned.state, planned.host
+    if state is not HostState.CHANGE:
+        return HostOutcome(host, state, None, _not_run(planned), state is HostState.UNCHANGED)
+    ran = result.hosts.get(host)
+    if ran is None or ran.unreachable or ran.failed:
+        return HostOutcome(host, state, ran, _ansible_failure(ran), False)
+    after = again.hosts.get(host)
+    if after is not None and after.state is HostState.UNCHANGED:
+        return HostOutcome(host, state, ran, "converged", True)
+    return HostOutcome(host, state, ran, _not_converged(after), False)
+
+
+def _not_run(planned: HostPlan) -> str:
+    if planned.plan is None or planned.unreachable is not None:
+        return f"unreachable: {planned.unreachable}"
+    if planned.plan.refused:
+        first = planned.plan.blockers[0]
+        return f"refused [{first.rule}] {first.message}"
+    return "unchanged"
+
+
+def _ansible_failure(ran: runner.HostResult | None) -> str:
+    if ran is None:
+        return "failed: Ansible reported nothing for this host"
+    word = "unreachable" if ran.unreachable else "failed"
+    return f"{word}: {ran.failures[0] if ran.failures else 'no message'}"
+
+
+def _not_converged(after: HostPlan | None) -> str:
+    if after is None or after.plan is None or after.unreachable is not None:
+        return f"not converged: {after.unreachable if after else 'not detected again'}"
+    return f"not converged: {steps(after.plan) or after.state.value}"
+
+
+def steps(plan: Plan) -> str:
+    """The plan's changes as ``component action; ...``."""
+    return "; ".join(f"{s.component.value} {s.action.value}" for s in plan.changes)

@@ -1,0 +1,110 @@
+"""How ``provision apply SPEC`` shows the one apply sequence of :mod:`provision.apply.workflow`.
+
+This machine, or ``-i INV`` with every host held to SPEC: each plan, a refusal as a one-line
+error, Ansible's counts per host, the convergence lines, and the ``--json`` report. The fleet
+form's view is :class:`provision.fleet.apply.FleetView`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from typing import Any, Literal
+
+from rich.console import Console
+from rich.markup import escape
+
+from provision import app
+from provision.apply.outcome import Applied, steps
+from provision.hosts import FleetPlan
+from provision.plan.models import Plan
+from provision.plan.render import render_plan
+
+Stop = Literal["nothing-to-do", "dry-run"]
+"""Why Ansible was not started."""
+
+
+class JsonReport:
+    """The ``--json`` outcome of one single-form apply, filled as the workflow goes."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.data: dict[str, Any] = {
+            "outcome": None,
+            "converged": False,
+            "run_dir": None,
+            "hosts": {},
+            "plans": [],
+        }
+
+    def outcome(self, outcome: str, *, converged: bool) -> int:
+        """Record the outcome; returns its exit code (0 for nothing-to-do, dry-run, applied)."""
+        self.data.update(outcome=outcome, converged=converged)
+        return 0 if outcome in ("nothing-to-do", "dry-run", "applied") else 1
+
+    def emit(self) -> None:
+        """Write the document to stdout, when asked for and an outcome was reached."""
+        if self.enabled and self.data["outcome"] is not None:
+            sys.stdout.write(json.dumps(self.data, indent=2) + "\n")
+
+
+class SingleView:
+    """``provision apply SPEC``: see the module docstring."""
+
+    def __init__(self, console: Console, report: JsonReport, label: str) -> None:
+        self.console = console
+        self.report = report
+        self.label = label
+
+    def show_plan(self, planned: FleetPlan) -> None:
+        """Every host's plan; any blocker refuses the whole apply.
+
+        Raises:
+            RefusedError: A host's plan has a blocker (the first one is named).
+        """
+        plans = planned.plans
+        for plan in plans.values():
+            render_plan(plan, self.console)
+        self.report.data["plans"] = [json.loads(p.model_dump_json()) for p in plans.values()]
+        if any(p.refused for p in plans.values()):
+            self.report.outcome("refused", converged=False)
+        app.refuse_if_blocked(plans)
+
+    def stopped(self, planned: FleetPlan, why: Stop) -> int:
+        return self.report.outcome(why, converged=why == "nothing-to-do")
+
+    def show_applied(self, planned: FleetPlan, applied: Applied) -> int:
+        """Ansible's counts and failures per host, then what the fresh plans left undone."""
+        for ran in applied.result.hosts.values():
+            self.console.print(
+                f"{ran.host}: ok={ran.ok} changed={ran.changed} failed={ran.failed} "
+                f"unreachable={ran.unreachable}"
+            )
+            for failure in ran.failures:
+                self.console.print(f"  [red]failed:[/] {escape(failure)}", soft_wrap=True)
+        left = not_converged(planned, applied)
+        for host, what in left.items():
+            self.console.print(f"[red]{host} did not converge:[/] " + escape(what))
+        if not left:
+            self.console.print("Converged: a fresh plan shows no changes.")
+        converged = not left and applied.result.succeeded
+        self.report.data["run_dir"] = str(applied.result.run_dir)
+        self.report.data["hosts"] = {h.host: dataclasses.asdict(h) for h in applied.result.hosts.values()}
+        return self.report.outcome("applied" if converged else "failed", converged=converged)
+
+    def reboot_notice(self, pending: dict[str, Plan]) -> None:
+        if any(p.reboot_required for p in pending.values()):
+            self.console.print("[bold magenta]Reboot required[/] to load the new kernel modules.")
+
+
+def not_converged(planned: FleetPlan, applied: Applied) -> dict[str, str]:
+    """Applied hosts whose fresh plan still has changes (the steps), or that were not planned again."""
+    left: dict[str, str] = {}
+    for host in planned.pending:
+        after = applied.again.hosts.get(host)
+        if after is None:
+            left[host] = next(o.outcome for o in applied.outcomes if o.host == host)
+        elif after.plan is not None and after.plan.changes:
+            left[host] = steps(after.plan)
+    return left

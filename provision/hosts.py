@@ -1,0 +1,218 @@
+"""The hosts of one command, detected and planned the same way in every form: this machine is a fleet of one.
+
+Both forms of the commands come here: ``provision plan|apply SPEC`` (this machine, or the
+hosts of ``-i INV -l PATTERN``, all held to SPEC) and the fleet form (``-i INV`` without a SPEC,
+or ``--fleet``: each host held to its own spec). Detection is :func:`detect_hosts` (this machine
+in-process, or one ansible-runner run per distinct venv); planning is :func:`plan_host`, the
+same for every host. A host Ansible could not read is still planned, on facts that are all
+Unknown with Ansible's reason, and marked unreachable: the fleet form reports the reason, the
+single form shows the plan and its refusal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+from provision.catalog import Catalog, load_catalog
+from provision.detect.facts import Facts, Unknown
+from provision.errors import FactsError
+from provision.plan.models import Plan
+from provision.plan.planner import make_plan
+from provision.spec.models import Spec
+
+NO_RESULT = "host unreachable: Ansible reported nothing for it"
+LOCALHOST = "localhost"
+"""This machine's host name in facts, plans and the local inventory."""
+
+
+class HostState(StrEnum):
+    """Where one host stands after planning, as the summary table counts it."""
+
+    UNCHANGED = "unchanged"
+    CHANGE = "to change"
+    REFUSED = "refused"
+    UNREACHABLE = "unreachable"
+
+
+@dataclass(frozen=True)
+class HostSpec:
+    """The spec one host is held to.
+
+    Attributes:
+        spec: The spec.
+        path: Where it came from, as plans record it (a spec file, or the spec file a saved
+            plan was made from); None when unknown.
+    """
+
+    spec: Spec
+    path: str | None
+
+    @property
+    def venv(self) -> str | None:
+        """The venv detection reads torch from (the spec's ``python.venv``)."""
+        return self.spec.python.venv if self.spec.python else None
+
+
+@dataclass(frozen=True)
+class Hosts:
+    """The hosts of one command, how they are reached, and the spec each is held to.
+
+    Attributes:
+        inventory: The Ansible inventory; None for this machine (the one host ``localhost``,
+            detected in-process and applied through a local connection).
+        specs: Inventory hostname -> its spec, in inventory order.
+    """
+
+    inventory: Path | None
+    specs: dict[str, HostSpec]
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.specs)
+
+    def by_venv(self, names: Iterable[str] | None = None) -> dict[str | None, list[str]]:
+        """The hosts ``names`` (default: all) by the venv their specs name: one detection run per group."""
+        groups: dict[str | None, list[str]] = {}
+        for host in self.names if names is None else names:
+            groups.setdefault(self.specs[host].venv, []).append(host)
+        return groups
+
+
+@dataclass(frozen=True)
+class HostPlan:
+    """One host's plan, and why it could not be detected when it could not.
+
+    Attributes:
+        host: The inventory hostname.
+        spec_path: The spec planned for it (None: a saved plan's spec that names no file).
+        plan: The plan (on all-Unknown facts for an unreachable host); None when none was made.
+        unreachable: Ansible's reason when the host could not be detected, else None.
+    """
+
+    host: str
+    spec_path: Path | None
+    plan: Plan | None
+    unreachable: str | None = None
+
+    @property
+    def state(self) -> HostState:
+        if self.plan is None or self.unreachable is not None:
+            return HostState.UNREACHABLE
+        if self.plan.refused:
+            return HostState.REFUSED
+        return HostState.CHANGE if self.plan.changes else HostState.UNCHANGED
+
+
+@dataclass(frozen=True)
+class FleetPlan:
+    """Every host's plan, in inventory order."""
+
+    hosts: dict[str, HostPlan]
+
+    def with_state(self, state: HostState) -> list[str]:
+        """Hosts in ``state``, in inventory order."""
+        return [h for h, p in self.hosts.items() if p.state is state]
+
+    @property
+    def plans(self) -> dict[str, Plan]:
+        """Every plan made, unreachable hosts' included (the single form shows them all)."""
+        return {h: p.plan for h, p in self.hosts.items() if p.plan is not None}
+
+    @property
+    def pending(self) -> dict[str, Plan]:
+        """Plans of the hosts that have changes and no blocker: what apply runs."""
+        return {h: p.plan for h, p in self.hosts.items() if p.plan and p.state is HostState.CHANGE}
+
+    def exit_code(self, detailed: bool = False) -> int:
+        """1 if a host is refused or unreachable; else 2 when ``detailed`` and changes are pending; else 0."""
+        if self.with_state(HostState.REFUSED) or self.with_state(HostState.UNREACHABLE):
+            return 1
+        return 2 if detailed and self.pending else 0
+
+
+def detect_hosts(
+    inventory: Path | None, limit: str | None, venv: str | None, save_raw: Path | None = None
+) -> dict[str, Facts]:
+    """Facts of this machine (``inventory`` None) or of the inventory's hosts matching ``limit``.
+
+    Args:
+        inventory: The Ansible inventory; None detects this machine in-process.
+        limit: An Ansible host pattern (``gpu:!gpu07``, ``a,b``); None for all hosts.
+        venv: The venv torch is read from; None skips torch.
+        save_raw: This machine only: also write every probe's raw output there.
+
+    Raises:
+        FactsError: The inventory is missing or names no host, or ansible-playbook failed
+            before any host reported.
+    """
+    from provision.detect import runner as detect  # the slow imports only when detecting
+
+    if inventory is None:
+        facts = detect.detect_local(venv=venv, save_raw=save_raw)
+        return {facts.host: facts}
+    if not inventory.exists():
+        raise FactsError(f"{inventory}: no such inventory")
+    found = detect.detect_remote(str(inventory), limit, venv)
+    if not found:
+        matching = f" matching --limit {limit!r}" if limit else ""
+        raise FactsError(f"{inventory}: no hosts{matching} (is it an Ansible inventory, INI or YAML?)")
+    return found
+
+
+def detect_by_venv(hosts: Hosts, names: Iterable[str] | None = None) -> dict[str, Facts]:
+    """Facts of the hosts ``names`` (default: all), one detection per distinct venv.
+
+    The torch probe takes the venv as its argument, so hosts whose specs share a venv are
+    detected in one ansible-runner run (Ansible's forks run them concurrently). Most fleets
+    have one venv.
+    """
+    facts: dict[str, Facts] = {}
+    for venv, group in hosts.by_venv(names).items():
+        limit = None if hosts.inventory is None else ",".join(group)
+        facts |= detect_hosts(hosts.inventory, limit, venv)
+    return facts
+
+
+def unreachable_reason(facts: Facts | None) -> str | None:
+    """Why a host could not be detected, or None when it was.
+
+    :func:`provision.detect.runner.unknown_facts` marks such a host with every fact
+    Unknown for Ansible's one reason (``host unreachable: ...``, ``host failed at ...``).
+    """
+    if facts is None:
+        return NO_RESULT
+    os_fact, kernel = facts.os, facts.kernel
+    if isinstance(os_fact, Unknown) and isinstance(kernel, Unknown) and os_fact.unknown == kernel.unknown:
+        return os_fact.unknown if os_fact.unknown.startswith("host ") else None
+    return None
+
+
+def plan_host(host: str, held: HostSpec, facts: Facts | None, catalog: Catalog) -> HostPlan:
+    """Plan one host against its spec (pure): the one planning step of every form."""
+    from provision.detect.runner import unknown_facts
+
+    reason = unreachable_reason(facts)
+    read = facts if facts is not None else unknown_facts(host, NO_RESULT)
+    plan = make_plan(held.spec, read, catalog, spec_path=held.path)
+    return HostPlan(host, Path(held.path) if held.path else None, plan, reason)
+
+
+def plan_facts(hosts: Hosts, facts: Mapping[str, Facts], catalog: Catalog | None = None) -> FleetPlan:
+    """Every host planned on ``facts`` (a host missing from them is unreachable)."""
+    cat = catalog or load_catalog()
+    return FleetPlan({h: plan_host(h, held, facts.get(h), cat) for h, held in hosts.specs.items()})
+
+
+def plan_hosts(hosts: Hosts, names: Iterable[str] | None = None, catalog: Catalog | None = None) -> FleetPlan:
+    """Detect the hosts ``names`` (default: all) and plan each against its spec."""
+    chosen = list(hosts.names if names is None else names)
+    some = Hosts(hosts.inventory, {h: hosts.specs[h] for h in chosen})
+    return plan_facts(some, detect_by_venv(some), catalog)
+
+
+def one_spec(inventory: Path | None, facts: Mapping[str, Facts], held: HostSpec) -> Hosts:
+    """Every detected host held to one spec: the single-spec form as hosts."""
+    return Hosts(inventory, dict.fromkeys(facts, held))

@@ -1,0 +1,186 @@
+"""Verify any set of hosts, each against its own spec: this machine is a fleet of one.
+
+Only the collection differs by where a host is: this machine runs the probes, the GPU loads and
+the all-reduce in-process (:func:`provision.verify.workflow.collect`); inventory hosts are read in
+one Ansible play (:mod:`provision.verify.remote`). The checks are the same pure
+:func:`provision.verify.workflow.evaluate` for both. A host Ansible could not reach gets every
+check failed with Ansible's reason, so it can never pass by having nothing measured.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from provision.catalog import Catalog, load_catalog
+from provision.detect.facts import Unknown
+from provision.hosts import NO_RESULT, Hosts, detect_by_venv
+from provision.spec.models import Spec
+from provision.verify.limits import Limits, shipped_limits
+from provision.verify.models import CheckResult, Report
+from provision.verify.remote import REMOTE_ALLREDUCE, HostJob, verify_remote
+from provision.verify.runs import VerifyInputs
+from provision.verify.workflow import collect, evaluate
+
+UNREACHABLE_HINT = "Reach the host over ssh (ansible HOST -m ping -i INVENTORY), then run verify again."
+
+Gathered = Mapping[str, VerifyInputs | str]
+"""Per host: what the checks read, or why nothing could be read (``host unreachable: ...``)."""
+
+
+@dataclass(frozen=True)
+class HostVerify:
+    """One host's verify report, and Ansible's reason when the host could not be read.
+
+    Attributes:
+        host: The inventory hostname.
+        spec_path: The spec the host was held to.
+        report: Every check's result (all failed with the reason when unreachable).
+        unreachable: ``host unreachable: ...`` or ``host failed at ...``; None when it was read.
+    """
+
+    host: str
+    spec_path: Path
+    report: Report
+    unreachable: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.report.failed
+
+
+@dataclass(frozen=True)
+class FleetVerify:
+    """Every host's verify, in inventory order."""
+
+    hosts: dict[str, HostVerify]
+
+    @property
+    def failed(self) -> list[str]:
+        """Hosts with at least one failed check (unreachable ones included)."""
+        return [h for h, v in self.hosts.items() if v.failed]
+
+    def exit_code(self) -> int:
+        """1 when any host has a failed check, else 0."""
+        return 1 if self.failed else 0
+
+
+def job_for(spec: Spec) -> HostJob:
+    """What the remote play runs on a host held to ``spec``."""
+    return HostJob(
+        venv=spec.python.venv if spec.python else None,
+        load_seconds=spec.verify.load_seconds,
+        gpu_count=spec.gpus.count,
+    )
+
+
+def gather(hosts: Hosts, forks: int | None = None) -> dict[str, VerifyInputs | str]:
+    """What every host's checks read: collected here for this machine, through Ansible otherwise.
+
+    Raises:
+        FactsError: ansible-playbook failed before any host reported.
+    """
+    if hosts.inventory is None:
+        facts = detect_by_venv(hosts)
+        return {h: collect(held.spec, facts[h]) for h, held in hosts.specs.items()}
+    jobs = {h: job_for(held.spec) for h, held in hosts.specs.items()}
+    return dict(verify_remote(str(hosts.inventory), jobs, forks))
+
+
+def verify_hosts(
+    hosts: Hosts,
+    forks: int | None = None,
+    *,
+    catalog: Catalog | None = None,
+    limits: Limits | None = None,
+    save_raw: Path | None = None,
+    gathered: Gathered | None = None,
+) -> FleetVerify:
+    """Gather every host's inputs (unless ``gathered`` replays them), then check each against its spec.
+
+    Args:
+        hosts: The hosts and the spec of each.
+        forks: Hosts Ansible works on at once (None: Ansible's default).
+        catalog: The catalog (default: the shipped one).
+        limits: Verify thresholds (default: the shipped ``verify.yaml``).
+        save_raw: If given, each read host's inputs go to ``save_raw/inputs.json`` for this
+            machine, ``save_raw/<host>/inputs.json`` for inventory hosts.
+        gathered: Saved inputs to check instead of reading the hosts.
+    """
+    started, t0 = datetime.now(UTC), time.monotonic()
+    got = gathered if gathered is not None else gather(hosts, forks)
+    cat, lim = catalog or load_catalog(), limits or shipped_limits()
+    if save_raw is not None:
+        _save_all(hosts, got, save_raw)
+    verified = {h: _check(h, hosts, got.get(h, NO_RESULT), cat, lim) for h in hosts.specs}
+    seconds = time.monotonic() - t0
+    return FleetVerify({h: _stamped(v, started, seconds) for h, v in verified.items()})
+
+
+def _check(host: str, hosts: Hosts, got: VerifyInputs | str, catalog: Catalog, limits: Limits) -> HostVerify:
+    held = hosts.specs[host]
+    name = got.facts.host if isinstance(got, VerifyInputs) else host
+    results = check_host(host, held.spec, got, catalog, limits)
+    report = Report(host=name, spec=held.path or "", results=results)
+    return HostVerify(host, Path(held.path or ""), report, got if isinstance(got, str) else None)
+
+
+def _stamped(verified: HostVerify, started: datetime, seconds: float) -> HostVerify:
+    report = verified.report.model_copy(update={"started_at": started, "seconds": seconds})
+    return HostVerify(verified.host, verified.spec_path, report, verified.unreachable)
+
+
+def _save_all(hosts: Hosts, got: Gathered, save_raw: Path) -> None:
+    for host, inputs in got.items():
+        if isinstance(inputs, VerifyInputs):
+            save_inputs(save_raw if hosts.inventory is None else save_raw / host, inputs)
+
+
+def save_inputs(directory: Path, inputs: VerifyInputs) -> None:
+    """Write ``inputs`` to ``directory/inputs.json`` (what ``verify --inputs`` replays)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "inputs.json").write_text(inputs.model_dump_json(indent=2), encoding="utf-8")
+
+
+def check_host(
+    host: str, spec: Spec, gathered: VerifyInputs | str, catalog: Catalog, limits: Limits
+) -> tuple[CheckResult, ...]:
+    """The host's check results: evaluated inputs, or every check failed with the reason (pure)."""
+    if isinstance(gathered, str):
+        return unreachable_results(host, spec, gathered, catalog, limits)
+    return skip_remote_allreduce(evaluate(spec, gathered, catalog, limits))
+
+
+def unreachable_results(
+    host: str, spec: Spec, reason: str, catalog: Catalog, limits: Limits
+) -> tuple[CheckResult, ...]:
+    """Every check the spec would run on an unreadable host, each failed with ``reason``."""
+    from provision.detect.runner import unknown_facts
+
+    why = Unknown(unknown=reason)
+    inputs = VerifyInputs(facts=unknown_facts(host, reason), fm_version=why, fabric=why, gpu_run=why)
+    return tuple(
+        r.model_copy(
+            update={
+                "status": "fail",
+                "measured": None,
+                "threshold": None,
+                "detail": reason,
+                "hint": UNREACHABLE_HINT,
+            }
+        )
+        for r in evaluate(spec, inputs, catalog, limits)
+    )
+
+
+def skip_remote_allreduce(results: tuple[CheckResult, ...]) -> tuple[CheckResult, ...]:
+    """The all-reduce check as a skip where it failed only because it is not run remotely."""
+    return tuple(
+        r.model_copy(update={"status": "skip", "hint": None})
+        if r.id == "nccl-allreduce" and r.detail == REMOTE_ALLREDUCE
+        else r
+        for r in results
+    )

@@ -1,0 +1,126 @@
+"""The one ansible-runner call site: its conventions (mocked runner) and one real local play."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pytest_mock import MockerFixture
+
+from provision import ansible
+from provision.apply import runner
+from provision.plan.planner import make_plan
+from tests.unit.factories import CATALOG, fresh_ubuntu, spec
+
+STATS = {"ok": {"a": 3, "b": 1}, "changed": {"a": 1}, "failures": {"b": 1}, "dark": {}, "processed": {"a": 1}}
+FAILED = {
+    "event": "runner_on_failed",
+    "event_data": {"host": "b", "task": "Install the driver.", "res": {"msg": "apt said no\nmore"}},
+}
+
+
+class FakeRunner:
+    """What ``ansible_runner.run`` returns, as far as provision reads it."""
+
+    def __init__(self, tmp_path: Path, events: list[dict[str, Any]], stats: dict[str, Any] | None) -> None:
+        self.status, self.rc = ("failed", 2) if stats and stats.get("failures") else ("successful", 0)
+        self.events = events
+        self.stats = stats
+        self._stdout = tmp_path / "stdout"
+        self._stdout.write_text("PLAY RECAP\nb : ok=1 failed=1\n")
+
+    @property
+    def stdout(self) -> Any:
+        return self._stdout.open()
+
+
+@pytest.fixture()
+def fake_run(mocker: MockerFixture, tmp_path: Path) -> Any:
+    import ansible_runner
+
+    fake = FakeRunner(tmp_path, [FAILED], STATS)
+    return mocker.patch.object(ansible_runner, "run", return_value=fake)
+
+
+def test_run_play_passes_the_conventions(fake_run: Any, tmp_path: Path) -> None:
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text("a\n")
+    ansible.run_play(
+        tmp_path, "site.yml", inventory, extravars={"x": 1}, limit="a,b", tags=["driver", "nccl"]
+    )
+    kwargs = fake_run.call_args.kwargs
+    assert kwargs["suppress_env_files"] is True and kwargs["quiet"] is True
+    assert kwargs["inventory"] == str(inventory.resolve())
+    assert kwargs["tags"] == "driver,nccl" and kwargs["limit"] == "a,b" and kwargs["extravars"] == {"x": 1}
+    assert kwargs["project_dir"] is None  # ansible-runner's default: <private_data_dir>/project
+    env = kwargs["envvars"]
+    assert env["PATH"].split(os.pathsep)[0] == os.path.dirname(sys.executable)
+    assert env["ANSIBLE_HOST_KEY_CHECKING"] == "True"
+    assert len(env["ANSIBLE_SSH_CONTROL_PATH_DIR"]) < 40  # room for ssh's socket name under 108 bytes
+    assert not Path(env["ANSIBLE_SSH_CONTROL_PATH_DIR"]).exists()  # removed after the run
+    assert env["ANSIBLE_LOCAL_TEMP"] == str(tmp_path / "tmp")
+
+
+def test_run_play_returns_typed_data(fake_run: Any, tmp_path: Path) -> None:
+    played = ansible.run_play(tmp_path, "site.yml", "a ansible_connection=local")
+    assert fake_run.call_args.kwargs["inventory"] == "a ansible_connection=local"  # INI text as is
+    assert (played.status, played.rc, played.succeeded) == ("failed", 2, False)
+    assert played.events == (FAILED,)
+    assert played.count("ok", "a") == 3 and played.count("dark", "a") == 0
+    assert "processed" not in played.stats
+    assert played.stat_hosts() == {"a", "b"}
+    assert played.stdout_tail == "b : ok=1 failed=1"
+
+
+def test_events_reach_the_handler_and_stay_on_disk(fake_run: Any, tmp_path: Path) -> None:
+    seen: list[dict[str, Any]] = []
+    ansible.run_play(tmp_path, "site.yml", "a", on_event=seen.append)
+    keep = fake_run.call_args.kwargs["event_handler"]
+    assert keep(FAILED) is True and seen == [FAILED]
+
+
+def test_apply_reads_hosts_from_the_play_result(fake_run: Any, tmp_path: Path) -> None:
+    plan = make_plan(spec(), fresh_ubuntu(), CATALOG)
+    no_repo = plan.model_copy(
+        update={"extravars": {k: v for k, v in plan.extravars.items() if k != "provision_repository"}}
+    )
+    result = runner.run_playbook({"a": no_repo}, tmp_path / "inventory.ini", tmp_path, limit="a")
+    kwargs = fake_run.call_args.kwargs
+    assert kwargs["playbook"] == "site.yml" and kwargs["project_dir"].endswith("playbooks")
+    assert set(kwargs["extravars"]["provision_plans"]) == {"a"}
+    assert (tmp_path / "plan-a.json").exists()
+    assert result.hosts["a"] == runner.HostResult("a", ok=3, changed=1)
+    assert result.hosts["b"].failures == ("Install the driver.: apt said no",)
+    assert not result.succeeded
+
+
+def test_a_real_local_play(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    play = [
+        {
+            "hosts": "all",
+            "gather_facts": False,
+            "tasks": [{"name": "Say hello.", "ansible.builtin.debug": {"msg": "{{ greeting }}"}}],
+        }
+    ]
+    (project / "hello.yml").write_text(json.dumps(play))
+    inventory = f"here ansible_connection=local ansible_python_interpreter={sys.executable}\n"
+    seen: list[str] = []
+    played = ansible.run_play(
+        tmp_path,
+        "hello.yml",
+        inventory,
+        extravars={"greeting": "hi"},
+        on_event=lambda e: seen.append(e["event"]),
+    )
+    assert played.succeeded and played.rc == 0
+    assert played.count("ok", "here") == 1
+    ok = next(e for e in played.events if e["event"] == "runner_on_ok")
+    assert ok["event_data"]["res"]["msg"] == "hi"
+    assert "runner_on_ok" in seen and "playbook_on_stats" in seen
+    assert not (tmp_path / "env" / "extravars").exists()  # suppress_env_files
