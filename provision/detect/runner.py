@@ -7,8 +7,6 @@ local machine and a fleet host are parsed by exactly the same code.
 from __future__ import annotations
 
 import json
-import os
-import sys
 import tempfile
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
@@ -133,32 +131,16 @@ def _host_facts(host: str, result: str | dict[str, Any], started: datetime) -> F
 def _run_play(
     data_dir: Path, inventory: str, limit: str | None, probes: list[Probe]
 ) -> tuple[list[dict[str, Any]], int, str]:
-    """Run the detection play; returns (events, rc, last stdout line)."""
-    import ansible_runner  # slow to import; only the fleet path needs it
+    """Run the detection play through the one ansible-runner call site; (events, rc, last stdout line).
+
+    Host keys are checked (:func:`provision.ansible.ansible_env`): detection must not silently
+    trust a new machine.
+    """
+    from provision import ansible  # ansible-runner is slow to import; only the inventory path needs it
 
     _write_project(data_dir / "project", probes)
-    source = str(Path(inventory).resolve()) if Path(inventory).exists() else inventory
-    run = ansible_runner.run(
-        private_data_dir=str(data_dir),
-        playbook="detect.yml",
-        inventory=source,
-        limit=limit,
-        envvars=_envvars(data_dir),
-        suppress_env_files=True,
-        quiet=True,
-    )
-    tail = (run.stdout.read().strip().splitlines() or ["no output"])[-1]
-    return list(run.events), int(run.rc), tail
-
-
-def _envvars(data_dir: Path) -> dict[str, str]:
-    # Host keys are checked: detection must not silently trust a new machine.
-    return {
-        "PATH": interpreter_path(),
-        "ANSIBLE_SSH_CONTROL_PATH_DIR": str(data_dir / "cp"),
-        "ANSIBLE_HOST_KEY_CHECKING": "True",
-        "ANSIBLE_RETRY_FILES_ENABLED": "False",
-    }
+    run = ansible.run_play(data_dir, "detect.yml", inventory, limit=limit)
+    return list(run.events), run.rc, run.stdout_tail
 
 
 def _write_project(project: Path, probes: list[Probe]) -> None:
@@ -242,11 +224,6 @@ def _failure_reason(event: str, task: str, res: Mapping[str, Any]) -> str:
     what = "unreachable" if event == "runner_on_unreachable" else f"failed at '{task}'"
     message = str(res.get("msg") or res.get("stderr") or "no message").strip().splitlines()
     return f"host {what}: {message[0] if message else 'no message'}"
-
-
-def interpreter_path() -> str:
-    """PATH with the running interpreter's bin dir first, so its ansible-playbook is used."""
-    return os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
 
 
 def collector_source() -> str:
