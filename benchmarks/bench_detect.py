@@ -1,7 +1,7 @@
 """Concurrent vs sequential collector runs over sleep-based fake probes.
 
 Latencies are the medians measured on the H200 machine
-(``shared/reference/measurements.md``); torch is the light probe (one python
+(``docs/device-runs/h200-measurements.md#probes``); torch is the light probe (one python
 start, 81 ms), not the 4 s import. Run either way, not part of the test suite:
 
     python benchmarks/bench_detect.py
