@@ -23,9 +23,9 @@ from pydantic import Field
 
 from provision.catalog.models import Flavor
 from provision.detect.domains.cuda import CudaToolkits
-from provision.detect.domains.driver import DkmsStatus, LoadedDriver, MokState, NouveauState
+from provision.detect.domains.driver import DkmsStatus, Initramfs, LoadedDriver, MokState, NouveauState
 from provision.detect.domains.firmware import Iommu, KernelCmdline, SecureBoot
-from provision.detect.domains.gpu import FabricState, Gpu, PciDevice, Topology
+from provision.detect.domains.gpu import FabricState, Gpu, GpuHealth, PciDevice, Topology
 from provision.detect.domains.hardware import Hardware
 from provision.detect.domains.host import Board, Cpu, NumaNode, PowerProfile
 from provision.detect.domains.os_kernel import Kernel, OsRelease
@@ -48,7 +48,9 @@ __all__ = [
     "Flavor",
     "Gpu",
     "GpuHardware",
+    "GpuHealth",
     "Hardware",
+    "Initramfs",
     "Iommu",
     "Kernel",
     "KernelCmdline",
@@ -110,6 +112,8 @@ class Facts(Frozen):
     mok: MokState | Unknown = _NOT_PROBED
     origins: PackageOrigins | Unknown = _NOT_PROBED
     hardware: Hardware | Unknown = Unknown(unknown="hardware not probed")
+    gpu_health: tuple[GpuHealth, ...] | Unknown = _NOT_PROBED
+    initramfs: Initramfs | Unknown = _NOT_PROBED
 
     def package(self, name: str) -> Package | None:
         """The installed package ``name``, or None (also when packages are unknown)."""

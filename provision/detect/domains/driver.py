@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+from pydantic import Field
+
 from provision.catalog.models import Flavor
 from provision.detect.fact import Derive, Fact, Parsed, Unknown, failure, first_line
 from provision.models import Frozen
@@ -171,6 +173,67 @@ class MokFact(Fact[MokState]):
     parse = staticmethod(parse_mok)
 
 
+class Initramfs(Frozen):
+    """The initramfs the running kernel boots with, and the modprobe.d files it was built with.
+
+    Module blacklists and options in ``/etc/modprobe.d`` reach early boot only through the
+    initramfs (initramfs-tools copies them in; ``update-initramfs -u`` after a change: Ubuntu's
+    and NVIDIA's "Disabling Nouveau" steps), so a blacklist newer than the image is not in effect.
+    """
+
+    image: str | None = Field(None, description="The running kernel's initramfs, None when there is none.")
+    image_mtime: int | None = Field(None, description="Its modification time, seconds since the epoch.")
+    contents: tuple[str, ...] | None = Field(
+        None, description="The modprobe.d files inside it (lsinitramfs); None when lsinitramfs is missing."
+    )
+    confs: dict[str, int] = Field(default_factory=dict, description="/etc/modprobe.d/*.conf -> mtime.")
+
+    def in_effect(self, path: str) -> bool | None:
+        """Whether the modprobe.d file ``path`` is in the image as it is now; None when unknowable."""
+        if self.image is None or self.image_mtime is None or path not in self.confs:
+            return None
+        if self.contents is not None and path.lstrip("/") not in {c.lstrip("/") for c in self.contents}:
+            return False
+        return self.confs[path] <= self.image_mtime
+
+
+def parse_initramfs(output: str, rc: int) -> Initramfs | Unknown:
+    """Our initramfs probe's ``image PATH MTIME``, ``contains FILE`` and ``conf FILE MTIME`` lines."""
+    if (bad := failure("initramfs probe", output, rc)) is not None:
+        return bad
+    image = re.search(r"^image (\S+) (\d+)$", output, re.MULTILINE)
+    if image is None and not re.search(r"^image none$", output, re.MULTILINE):
+        return Unknown(unknown=f"unexpected initramfs probe output: {first_line(output)}")
+    contents = re.findall(r"^contains (\S+)$", output, re.MULTILINE)
+    listed = re.search(r"^lsinitramfs (yes|no)$", output, re.MULTILINE)
+    return Initramfs(
+        image=image.group(1) if image else None,
+        image_mtime=int(image.group(2)) if image else None,
+        contents=tuple(contents) if listed and listed.group(1) == "yes" else None,
+        confs={m.group(1): int(m.group(2)) for m in re.finditer(r"^conf (\S+) (\d+)$", output, re.MULTILINE)},
+    )
+
+
+_INITRAMFS_SCRIPT = (
+    'k=$(uname -r); img=""; for f in /boot/initrd.img-$k /boot/initramfs-$k.img; do '
+    '[ -f "$f" ] && img=$f && break; done; '
+    'if [ -n "$img" ]; then echo "image $img $(stat -c %Y "$img")"; '
+    "if command -v lsinitramfs >/dev/null; then echo 'lsinitramfs yes'; "
+    "lsinitramfs \"$img\" 2>/dev/null | grep -E '(^|/)etc/modprobe.d/[^/]+[.]conf$' | sed 's/^/contains /'; "
+    "else echo 'lsinitramfs no'; fi; else echo 'image none'; fi; "
+    'for f in /etc/modprobe.d/*.conf; do [ -f "$f" ] && echo "conf $f $(stat -c %Y "$f")"; done; exit 0'
+)
+
+
+class InitramfsFact(Fact[Initramfs]):
+    """The running kernel's initramfs: its age and the modprobe.d files inside (lsinitramfs(8))."""
+
+    id = "initramfs"
+    argv = ("sh", "-c", _INITRAMFS_SCRIPT)
+    timeout = 30.0
+    parse = staticmethod(parse_initramfs)
+
+
 class FabricManagerVersionFact(Fact[str]):
     """The installed fabric manager's version; read by verify, not part of :class:`Facts`."""
 
@@ -180,7 +243,7 @@ class FabricManagerVersionFact(Fact[str]):
     parse = staticmethod(parse_fm_version)
 
 
-FACTS = (LoadedDriverFact, ModuleOnDiskFact, DkmsFact, NouveauFact, MokFact)
+FACTS = (LoadedDriverFact, ModuleOnDiskFact, DkmsFact, NouveauFact, MokFact, InitramfsFact)
 
 
 def _on_disk(p: Parsed) -> DriverVersion | Unknown | None:
@@ -197,5 +260,6 @@ FIELDS: dict[str, Derive] = {
     "dkms": lambda p: p.of(DkmsFact) if p.has(DkmsFact) else None,
     "nouveau": lambda p: p.of(NouveauFact) if p.has(NouveauFact) else None,
     "mok": lambda p: p.of(MokFact) if p.has(MokFact) else None,
+    "initramfs": lambda p: p.of(InitramfsFact) if p.has(InitramfsFact) else None,
 }
 """Facts fields of this domain; None means "not probed" (the field keeps its default)."""

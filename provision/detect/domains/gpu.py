@@ -69,6 +69,13 @@ class Gpu(Frozen):
     temperature_memory_c: float | None = None
     power_draw_w: float | None = None
     power_limit_w: float | None = None
+    vbios_version: str | None = None
+    mig_mode: bool | None = Field(
+        None, description="MIG mode current: True when enabled, None when unsupported."
+    )
+    ecc_mode: bool | None = Field(
+        None, description="ECC mode current: True when enabled, None when unsupported."
+    )
 
 
 def path_class(code: str) -> str:
@@ -136,6 +143,11 @@ def _enabled(text: str) -> bool:
     return text == "Enabled"
 
 
+def _state(text: str) -> bool | None:
+    """``Enabled``/``Disabled`` as a bool; any other state (``N/A``, ``Pending``) as None."""
+    return {"Enabled": True, "Disabled": False}.get(text)
+
+
 # query-gpu column -> (Gpu field, converter); columns not listed are not in the model.
 _COLUMNS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "index": ("index", int),
@@ -154,6 +166,9 @@ _COLUMNS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "temperature.memory": ("temperature_memory_c", _number),
     "power.draw": ("power_draw_w", _number),
     "power.limit": ("power_limit_w", _number),
+    "vbios_version": ("vbios_version", str),
+    "mig.mode.current": ("mig_mode", lambda t: _state(t)),
+    "ecc.mode.current": ("ecc_mode", lambda t: _state(t)),
 }
 
 
@@ -255,6 +270,27 @@ def _topology(
 # --- nvidia-smi -q: one parse for the fabric state and the BAR1 / memory totals -------------------
 
 
+class GpuHealth(Frozen):
+    """What ``nvidia-smi -q`` says about one GPU's memory health and clocks, per GPU.
+
+    None where the section or field is absent or ``N/A`` (older drivers, GPUs without row
+    remapping). Source: nvidia-smi(1), sections "Remapped Rows", "ECC Errors", "Clocks Event
+    Reasons" (named "Clocks Throttle Reasons" before driver 535).
+    """
+
+    bdf: str
+    remapped_rows_pending: bool | None = Field(None, description="A row remap waits for a GPU reset.")
+    remapping_failed: bool | None = Field(
+        None, description="Remapping Failure Occurred: the GPU needs service."
+    )
+    dram_uncorrectable_volatile: int | None = Field(
+        None, description="Uncorrectable DRAM ECC errors since load."
+    )
+    clock_events: tuple[str, ...] = Field(
+        (), description="Clocks event reasons shown Active, e.g. HW Slowdown."
+    )
+
+
 class SmiGpu(Frozen):
     """One GPU's section of ``nvidia-smi -q``: what detection reads from it."""
 
@@ -262,6 +298,7 @@ class SmiGpu(Frozen):
     memory_total_mib: int | None = Field(None, description="FB Memory Usage / Total, MiB.")
     bar1_total_mib: int | None = Field(None, description="BAR1 Memory Usage / Total, MiB.")
     fabric: tuple[str, str] | None = Field(None, description="Fabric (State, Status); None: no section.")
+    health: GpuHealth | None = None
 
 
 class SmiQuery(Frozen):
@@ -295,15 +332,56 @@ def parse_nvidia_smi_q(output: str, rc: int) -> SmiQuery | Unknown:
         return bad
     gpus = []
     for block in re.split(r"^GPU (?=[0-9A-Fa-f]+:)", output, flags=re.MULTILINE)[1:]:
+        bdf = normalize_bdf(block.split("\n", 1)[0])
         gpus.append(
             SmiGpu(
-                bdf=normalize_bdf(block.split("\n", 1)[0]),
+                bdf=bdf,
                 memory_total_mib=_section_total(block, "FB Memory Usage"),
                 bar1_total_mib=_section_total(block, "BAR1 Memory Usage"),
                 fabric=_fabric(block),
+                health=_health(bdf, block),
             )
         )
     return SmiQuery(gpus=tuple(gpus), note=first_line(output))
+
+
+def _section(block: str, title: str) -> str:
+    """The indented body under the line ``title`` (its deeper-indented lines), or ''."""
+    lines = block.splitlines()
+    for i, line in enumerate(lines):
+        if line.strip() == title:
+            depth = len(line) - len(line.lstrip())
+            body = []
+            for nxt in lines[i + 1 :]:
+                if nxt.strip() and len(nxt) - len(nxt.lstrip()) <= depth:
+                    break
+                body.append(nxt)
+            return "\n".join(body)
+    return ""
+
+
+def _field(body: str, name: str) -> str | None:
+    match = re.search(rf"^\s*{re.escape(name)}\s*:\s*(.*?)\s*$", body, re.MULTILINE)
+    return match.group(1) if match else None
+
+
+def _yes(text: str | None) -> bool | None:
+    return {"Yes": True, "No": False}.get(text or "")
+
+
+def _health(bdf: str, block: str) -> GpuHealth:
+    rows = _section(block, "Remapped Rows")
+    volatile = _section(_section(block, "ECC Errors"), "Volatile")
+    dram = _field(volatile, "DRAM Uncorrectable") or _field(volatile, "Double Bit ECC")
+    events = _section(block, "Clocks Event Reasons") or _section(block, "Clocks Throttle Reasons")
+    active = re.findall(r"^\s*(\S.*?)\s*:\s*Active\s*$", events, re.MULTILINE)
+    return GpuHealth(
+        bdf=bdf,
+        remapped_rows_pending=_yes(_field(rows, "Pending")),
+        remapping_failed=_yes(_field(rows, "Remapping Failure Occurred")),
+        dram_uncorrectable_volatile=int(dram) if dram and dram.isascii() and dram.isdigit() else None,
+        clock_events=tuple(active),
+    )
 
 
 def _section_total(block: str, section: str) -> int | None:
@@ -409,7 +487,17 @@ def _fabric_field(p: Parsed) -> FabricState | Unknown | None:
     return fabric_state(query)
 
 
+def _health_field(p: Parsed) -> tuple[GpuHealth, ...] | Unknown | None:
+    if not p.has(SmiQueryFact):
+        return None
+    query = p.of(SmiQueryFact)
+    if isinstance(query, Unknown):
+        return query
+    return tuple(g.health for g in query.gpus if g.health is not None)
+
+
 FIELDS: dict[str, Derive] = {
+    "gpu_health": _health_field,
     "gpus": lambda p: p.of(QueryGpuFact),
     "topology": lambda p: p.of(TopologyFact),
     "nvidia_pci": lambda p: p.of(NvidiaPciFact) if p.has(NvidiaPciFact) else None,

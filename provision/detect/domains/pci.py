@@ -27,8 +27,14 @@ _HW_SCRIPT_PCI = (
     'for d in /sys/bus/pci/devices/*; do v=$(cat "$d/vendor"); if [ "$v" = 0x10de ]; then '
     'echo "== $d"; echo "path: $(readlink -f "$d")"; '
     "for f in class device current_link_speed current_link_width max_link_speed max_link_width "
-    'numa_node local_cpulist sriov_totalvfs; do echo "$f: $(cat "$d/$f" 2>&1)"; done; fi; done'
+    'numa_node local_cpulist sriov_totalvfs; do echo "$f: $(cat "$d/$f" 2>&1)"; done; '
+    'echo "driver: $(if [ -e "$d/driver" ]; then basename "$(readlink "$d/driver")"; fi)"; '
+    'm=$(cat "$d/modalias" 2>/dev/null); echo "modalias: $m"; '
+    'echo "claimants: $(modprobe -R "$m" 2>/dev/null | tr "\\n" " ")"; fi; done'
 )
+"""Per NVIDIA function: sysfs attributes, the driver bound to it, and every module whose alias
+matches its modalias (``modprobe -R``, kmod's ``--resolve-alias``: the kernel's own
+``modules.alias``, so a new in-kernel driver such as nova_core is found without a list)."""
 
 GT_S_TO_GEN = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 """PCIe transfer rate per lane (GT/s) -> generation (PCI-SIG base specifications 1.0 to 6.0)."""
@@ -70,6 +76,14 @@ class GpuHardware(Frozen):
     upstream: tuple[str, ...] | Unknown = Unknown(unknown="sysfs path not in this capture")
     bar1_total_mib: int | Unknown = Unknown(unknown="not reported by nvidia-smi -q")
     memory_total_mib: int | Unknown = Unknown(unknown="not reported by nvidia-smi -q")
+    driver: str | Unknown | None = Field(
+        Unknown(unknown="bound driver not in this capture"),
+        description="The kernel driver bound to the function (sysfs driver link), None when unbound.",
+    )
+    claimants: tuple[str, ...] | Unknown = Field(
+        Unknown(unknown="module aliases not in this capture"),
+        description="Modules whose alias matches the modalias (modprobe -R): nouveau, nvidia.",
+    )
 
     @property
     def is_gpu(self) -> bool:
@@ -115,6 +129,10 @@ def _gpu_from_sysfs(bdf: str, fields: Mapping[str, str]) -> GpuHardware:
         extra["upstream"] = upstream_bridges(fields["path"])
     if "sriov_totalvfs" in fields:
         extra["sriov_totalvfs"] = int_or_none(fields["sriov_totalvfs"]) or 0
+    if "driver" in fields:
+        extra["driver"] = fields["driver"] or None
+    if "claimants" in fields:
+        extra["claimants"] = _claimants(fields["claimants"], fields.get("modalias", ""))
     return GpuHardware(
         bdf=bdf,
         pci_class=fields.get("class"),
@@ -123,6 +141,15 @@ def _gpu_from_sysfs(bdf: str, fields: Mapping[str, str]) -> GpuHardware:
         link_max=_link(fields.get("max_link_speed"), fields.get("max_link_width")),
         **extra,
     )
+
+
+def _claimants(text: str, modalias: str) -> tuple[str, ...] | Unknown:
+    if not modalias:
+        return Unknown(unknown="no modalias in sysfs")
+    names = [w for w in text.split() if re.fullmatch(r"[A-Za-z0-9_-]{1,64}", w)]
+    if not names and "not found" in text:
+        return Unknown(unknown="modprobe: not found")
+    return tuple(dict.fromkeys(n.replace("-", "_") for n in names))
 
 
 _BDF = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
