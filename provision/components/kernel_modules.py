@@ -1,6 +1,12 @@
-"""Kernel modules around nvidia.ko: nouveau blacklisted so that the NVIDIA module gets the GPU.
+"""Kernel modules around nvidia.ko: the in-kernel drivers that claim the GPU are blacklisted, and
+the blacklist is made effective where the next boot reads it (the initramfs).
 
-Source: NVIDIA Driver Installation Guide (DIG), "Disabling Nouveau".
+The drivers come from the machine, not from a list: every module whose alias matches a GPU's
+modalias (``modprobe -R``; nouveau, nova_core, ...) and every driver found holding a GPU
+(:func:`provision.invariants.binding.blacklist_modules`). Without those facts (older captures)
+the plan falls back to nouveau's loaded state.
+
+Sources: NVIDIA Driver Installation Guide, "Disabling Nouveau"; modprobe.d(5); update-initramfs(8).
 """
 
 from __future__ import annotations
@@ -10,47 +16,138 @@ from typing import Any
 
 from provision.components.base import Action, Built, Component, InstallableComponent, PlanContext, Step
 from provision.components.steps import noop
-from provision.detect.facts import Facts, Unknown
+from provision.detect.facts import Facts, NouveauState, Unknown
+from provision.invariants.base import Verdict
+from provision.invariants.binding import PASSTHROUGH_DRIVERS, BootEffect, GpuBound, blacklist_modules, holders
+from provision.spec.models import Spec
 
 NOUVEAU_PATH = "/etc/modprobe.d/provision-blacklist-nouveau.conf"
+_HEADER = "# Managed by provision: in-kernel drivers that claim NVIDIA GPUs before nvidia.ko.\n"
+
+
+def blacklist_text(modules: Iterable[str]) -> str:
+    """The modprobe.d file provision writes: one ``blacklist`` line per module (nouveau also
+    without kernel mode setting, as NVIDIA's guide writes it)."""
+    lines = [f"blacklist {m}\n" + ("options nouveau modeset=0\n" if m == "nouveau" else "") for m in modules]
+    return _HEADER + "".join(lines)
 
 
 class KernelModules(InstallableComponent):
-    """nouveau blacklisted and the initramfs regenerated when nouveau is loaded."""
+    """Blacklist the drivers that hold or can claim the GPUs, and rebuild the initramfs."""
 
     name = Component.KERNEL_MODULES
-    facts = ("nouveau",)
+    facts = ("nouveau", "hardware", "initramfs")
     role = "nvidia_kernel"
     tags = ("kernel",)
     reboots = True
+    verify_checks = ("invariant-gpu-bound", "invariant-blacklist-in-initramfs")
 
     def plan(self, ctx: PlanContext) -> Iterable[Built]:
-        return (nouveau_step(ctx.facts),)
+        return (kernel_modules_step(ctx.spec, ctx.facts, ctx.catalog),)
 
     def extravars(self, ctx: PlanContext) -> dict[str, Any]:
-        changing = Component.KERNEL_MODULES in ctx.changing()
-        return {"provision_nouveau_blacklist": NOUVEAU_PATH if changing else None}
+        step = next((s for s in ctx.steps() if s.component is Component.KERNEL_MODULES), None)
+        changing = step is not None and step.changes
+        return {
+            "provision_nouveau_blacklist": NOUVEAU_PATH if changing else None,
+            "provision_kernel_blacklist": blacklist_text(wanted_blacklist(ctx.spec, ctx.facts)),
+            "provision_initramfs_rebuild": changing,
+        }
 
 
-def nouveau_step(facts: Facts) -> Step:
-    """Blacklist nouveau and regenerate the initramfs when it is loaded (it claims the GPU first)."""
+def wanted_blacklist(spec: Spec, facts: Facts) -> tuple[str, ...]:
+    """The modules provision's blacklist file names: those from the facts, else nouveau."""
+    return blacklist_modules(facts, spec.gpus.binding) or ("nouveau",)
+
+
+def kernel_modules_step(spec: Spec, facts: Facts, catalog: Any) -> Step:
+    """The step for the binding and boot-time invariants; nouveau's state when binding is unread."""
+    bound = GpuBound().judge(spec, facts, catalog)
+    boot = BootEffect().judge(spec, facts, catalog)
+    if bound.status == "unknown":
+        return _legacy_nouveau(facts.nouveau, boot)
+    missing = _unblacklisted(spec, facts)
+    if bound.violated and missing:
+        return _configure(
+            f"{bound.observed}: {bound.cause}",
+            f"{', '.join(missing)} blacklisted",
+            f"blacklist {', '.join(missing)}, rebuild the initramfs and reboot so that "
+            f"{spec.gpus.binding} gets the GPU (NVIDIA Driver Installation Guide, Disabling Nouveau)",
+        )
+    if boot.violated:
+        return _configure(boot.observed, "initramfs rebuilt", f"{boot.cause}: {boot.fix}")
+    return noop(Component.KERNEL_MODULES, current=_state(bound), reason=_noop_reason(bound, boot))
+
+
+def _unblacklisted(spec: Spec, facts: Facts) -> list[str]:
+    """The drivers holding a GPU now that no modprobe.d file blacklists yet."""
     state = facts.nouveau
+    held = {d.replace("-", "_") for d in holders(facts, spec.gpus.binding).values()} - PASSTHROUGH_DRIVERS
+    wanted = [m for m in wanted_blacklist(spec, facts) if m in held or _loaded_nouveau(state, m)]
+    if isinstance(state, Unknown):
+        return wanted
+    return [m for m in wanted if state.blacklisted(m) is not True]
+
+
+def _loaded_nouveau(state: NouveauState | Unknown, name: str) -> bool:
+    return name == "nouveau" and not isinstance(state, Unknown) and state.loaded
+
+
+def _configure(current: str, target: str, reason: str) -> Step:
+    return Step(
+        component=Component.KERNEL_MODULES,
+        action=Action.CONFIGURE,
+        current=current,
+        target=target,
+        tags=("kernel",),
+        reason=reason,
+    )
+
+
+def _state(bound: Verdict) -> str | None:
+    return bound.observed or None
+
+
+def _noop_reason(bound: Verdict, boot: Verdict) -> str:
+    if bound.violated:
+        return f"{bound.observed}: {bound.cause}; {bound.fix}"
+    boot_note = "" if boot.status in ("holds", "not-applicable") else f"; initramfs: {boot.cause}"
+    return (bound.observed or bound.cause) + boot_note
+
+
+def _legacy_nouveau(state: NouveauState | Unknown, boot: Verdict) -> Step:
+    """Blacklist nouveau when it is loaded (captures without the GPU's bound driver)."""
     if isinstance(state, Unknown):
         return noop(Component.KERNEL_MODULES, reason=f"nouveau state not observable ({state.unknown})")
     if not state.loaded:
         return noop(Component.KERNEL_MODULES, reason="nouveau is not loaded")
-    if state.blacklisted_by:
+    if state.blacklisted_by and not boot.violated:
         return noop(
             Component.KERNEL_MODULES,
             current="loaded, blacklisted",
             reason=f"nouveau is blacklisted ({', '.join(state.blacklisted_by)}); it goes at the reboot",
         )
-    return Step(
-        component=Component.KERNEL_MODULES,
-        action=Action.CONFIGURE,
-        current="nouveau loaded",
-        target="nouveau blacklisted",
-        tags=("kernel",),
-        reason="blacklist nouveau, regenerate the initramfs and reboot: the in-kernel driver claims the "
+    return _configure(
+        "nouveau loaded",
+        "nouveau blacklisted",
+        "blacklist nouveau, regenerate the initramfs and reboot: the in-kernel driver claims the "
         "GPU before nvidia.ko can (NVIDIA Driver Installation Guide)",
+    )
+
+
+def binding_reboot(spec: Spec, facts: Facts, catalog: Any) -> Step | None:
+    """A reboot step when nothing is left to change but the GPUs are not yet bound as they will be
+    after a boot: the holding driver is blacklisted in the initramfs, or nvidia.ko is installed and
+    not loaded."""
+    bound = GpuBound().judge(spec, facts, catalog)
+    if not bound.violated or _unblacklisted(spec, facts) or BootEffect().judge(spec, facts, catalog).violated:
+        return None
+    if "passthrough" in bound.cause or "vfio" in bound.cause or "did not take the GPU" in bound.cause:
+        return None
+    return Step(
+        component=Component.REBOOT,
+        action=Action.REBOOT,
+        current=bound.observed,
+        target=f"GPUs bound to {spec.gpus.binding}",
+        reason=f"reboot pending: {bound.observed} ({bound.cause})",
     )

@@ -13,6 +13,7 @@ from typing import Any
 
 from provision.catalog import Catalog
 from provision.components.base import Action, Built, Component, PlanContext, Step
+from provision.components.kernel_modules import binding_reboot
 from provision.components.registry import COMPONENTS, pins, transaction_components
 from provision.detect.facts import Facts
 from provision.findings import Finding
@@ -21,6 +22,7 @@ from provision.plan.checks import check_facts
 from provision.plan.consistency import consistency_findings, reboot_pending
 from provision.plan.flavor import flavor_findings
 from provision.plan.hardware import hardware_findings
+from provision.plan.invariants import invariant_findings
 from provision.plan.models import Plan
 from provision.plan.origins import origin_findings
 from provision.spec.models import Spec
@@ -43,6 +45,7 @@ def make_plan(spec: Spec, facts: Facts, catalog: Catalog, spec_path: str | None 
         *flavor_findings(ctx.flavor, spec.driver.branch, facts, catalog),
         *hardware_findings(spec, facts),
         *origin_findings(spec, facts, catalog),
+        *invariant_findings(spec, facts, catalog),
     ]
     if any(f.rule == "gpu-model-unknown" for f in findings):
         return _plan(ctx, (), findings, spec_path)
@@ -88,7 +91,7 @@ def _reboot(ctx: PlanContext, built: list[Built]) -> list[Built]:
     rebooting = {c.name: c for c in COMPONENTS if c.reboots}
     causes = [s for s in built if isinstance(s, Step) and s.changes and s.component in rebooting]
     if not causes:
-        pending = reboot_pending(ctx.facts)
+        pending = reboot_pending(ctx.facts) or binding_reboot(ctx.spec, ctx.facts, ctx.catalog)
         return [pending] if pending else []
     names = ", ".join(s.component.value for s in causes)
     notes = dict.fromkeys(

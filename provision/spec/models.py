@@ -93,6 +93,12 @@ class GpuSpec(Frozen):
         description="Worst acceptable nvidia-smi topo -m path between any two GPUs "
         "(X < NV# < PIX < PXB < PHB < NODE < SYS); unset: not checked.",
     )
+    binding: Literal["nvidia", "vfio-pci"] = Field(
+        "nvidia",
+        description="The driver every GPU must be bound to: nvidia, or vfio-pci for GPUs passed through "
+        "to virtual machines (then provision never blacklists vfio-pci).",
+        examples=["nvidia"],
+    )
 
 
 class DriverSpec(Frozen):

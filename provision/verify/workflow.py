@@ -15,7 +15,15 @@ from pathlib import Path
 from provision.catalog import Catalog
 from provision.detect.facts import Facts, Unknown
 from provision.spec.models import Spec
-from provision.verify import checks_driver, checks_gpu, checks_multi, checks_software, launch, probes
+from provision.verify import (
+    checks_driver,
+    checks_gpu,
+    checks_invariants,
+    checks_multi,
+    checks_software,
+    launch,
+    probes,
+)
 from provision.verify.context import Context
 from provision.verify.limits import Limits
 from provision.verify.models import CheckResult, Report
@@ -27,8 +35,9 @@ CHECKS: tuple[Check, ...] = (
     *checks_gpu.CHECKS,
     *checks_software.CHECKS,
     *checks_multi.CHECKS,
+    *checks_invariants.CHECKS,
 )
-"""Every check, in report order: driver, GPUs and loads, software, multi-GPU."""
+"""Every check, in report order: driver, GPUs and loads, software, multi-GPU, invariants."""
 
 
 def collect(spec: Spec, facts: Facts) -> VerifyInputs:

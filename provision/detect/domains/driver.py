@@ -41,10 +41,18 @@ class DkmsStatus(Frozen):
 
 
 class NouveauState(Frozen):
-    """Whether the in-kernel nouveau driver is loaded and which files blacklist it."""
+    """Whether the in-kernel nouveau driver is loaded, which files blacklist it, and every module
+    blacklist in the modprobe.d directories (module -> files; None in captures without them)."""
 
     loaded: bool
     blacklisted_by: tuple[str, ...] = ()
+    module_blacklists: dict[str, tuple[str, ...]] | None = None
+
+    def blacklisted(self, name: str) -> bool | None:
+        """Whether module ``name`` is blacklisted anywhere; None when the capture does not say."""
+        if self.module_blacklists is None:
+            return True if name == "nouveau" and self.blacklisted_by else None
+        return name in self.module_blacklists
 
 
 class MokState(Frozen):
@@ -95,7 +103,14 @@ def parse_nouveau(output: str, rc: int) -> NouveauState | Unknown:
     if rc != 0 or "loaded " not in output:
         return Unknown(unknown=f"nouveau state unreadable (exit {rc})")
     files = tuple(line.split(" ", 1)[1] for line in output.splitlines() if line.startswith("blacklisted-by "))
-    return NouveauState(loaded="loaded yes" in output, blacklisted_by=files)
+    found = re.findall(r"^module-blacklist (\S+) (\S+)$", output, re.MULTILINE)
+    blacklists: dict[str, tuple[str, ...]] = {}
+    for name, path in found:
+        blacklists[name.replace("-", "_")] = (*blacklists.get(name.replace("-", "_"), ()), path)
+    listed = "module-blacklists listed" in output
+    return NouveauState(
+        loaded="loaded yes" in output, blacklisted_by=files, module_blacklists=blacklists if listed else None
+    )
 
 
 def parse_mok(output: str, rc: int) -> MokState | Unknown:
@@ -145,7 +160,11 @@ class DkmsFact(Fact[DkmsStatus]):
 _NOUVEAU_SCRIPT = (
     'if [ -d /sys/module/nouveau ]; then echo "loaded yes"; else echo "loaded no"; fi; '
     "grep -lsE '^[[:space:]]*blacklist[[:space:]]+nouveau' /etc/modprobe.d/*.conf /lib/modprobe.d/*.conf "
-    "/usr/lib/modprobe.d/*.conf | sed 's/^/blacklisted-by /'; exit 0"
+    "/usr/lib/modprobe.d/*.conf | sed 's/^/blacklisted-by /'; echo 'module-blacklists listed'; "
+    "grep -HsE '^[[:space:]]*blacklist[[:space:]]+[A-Za-z0-9_-]+' /etc/modprobe.d/*.conf "
+    "/lib/modprobe.d/*.conf /usr/lib/modprobe.d/*.conf | "
+    "sed -E 's/^([^:]+):[[:space:]]*blacklist[[:space:]]+([A-Za-z0-9_-]+).*/module-blacklist \\2 \\1/'; "
+    "exit 0"
 )
 
 
