@@ -30,7 +30,9 @@ _HW_SCRIPT_PCI = (
     'numa_node local_cpulist sriov_totalvfs; do echo "$f: $(cat "$d/$f" 2>&1)"; done; '
     'echo "driver: $(if [ -e "$d/driver" ]; then basename "$(readlink "$d/driver")"; fi)"; '
     'm=$(cat "$d/modalias" 2>/dev/null); echo "modalias: $m"; '
-    'echo "claimants: $(modprobe -R "$m" 2>/dev/null | tr "\\n" " ")"; fi; done'
+    "if command -v modprobe >/dev/null 2>&1; then "
+    'echo "claimants: $(modprobe -R "$m" 2>/dev/null | tr "\\n" " ")"; '
+    'else echo "claimants: (modprobe: not found)"; fi; fi; done'
 )
 """Per NVIDIA function: sysfs attributes, the driver bound to it, and every module whose alias
 matches its modalias (``modprobe -R``, kmod's ``--resolve-alias``: the kernel's own
@@ -146,9 +148,9 @@ def _gpu_from_sysfs(bdf: str, fields: Mapping[str, str]) -> GpuHardware:
 def _claimants(text: str, modalias: str) -> tuple[str, ...] | Unknown:
     if not modalias:
         return Unknown(unknown="no modalias in sysfs")
-    names = [w for w in text.split() if re.fullmatch(r"[A-Za-z0-9_-]{1,64}", w)]
-    if not names and "not found" in text:
+    if "not found" in text:
         return Unknown(unknown="modprobe: not found")
+    names = [w for w in text.split() if re.fullmatch(r"[A-Za-z0-9_-]{1,64}", w)]
     return tuple(dict.fromkeys(n.replace("-", "_") for n in names))
 
 
