@@ -11,7 +11,7 @@ import functools
 from enum import Enum
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from provision.models import Frozen
 from provision.versions import Dotted, DottedVersion, Driver, Pep440
@@ -228,6 +228,53 @@ class TorchRelease(Sourced):
 # ---- GPUs and drivers ---------------------------------------------------------------------------
 
 
+class Peaks(Sourced):
+    """Published dense peaks of one GPU model (NVIDIA datasheets print the sparse figure with an
+    asterisk, "with sparsity"; the dense figure is half of it and is the one kept here).
+
+    Attributes:
+        bf16_dense_tflops / fp16_dense_tflops / tf32_dense_tflops: Tensor Core peaks, TFLOP/s.
+        memory_bandwidth_gbps: GPU memory bandwidth, GB/s.
+        unpublished: Why a figure is absent (no public NVIDIA figure found); required when bf16 is.
+    """
+
+    bf16_dense_tflops: float | None = Field(None, gt=0)
+    fp16_dense_tflops: float | None = Field(None, gt=0)
+    tf32_dense_tflops: float | None = Field(None, gt=0)
+    memory_bandwidth_gbps: float | None = Field(None, gt=0)
+    unpublished: str | None = None
+
+    @model_validator(mode="after")
+    def _absence_is_explained(self) -> Peaks:
+        if self.bf16_dense_tflops is None and not self.unpublished:
+            raise ValueError("bf16_dense_tflops absent: say why in unpublished")
+        return self
+
+
+class NvLink(Sourced):
+    """How a model's GPUs reach each other (or, for ``c2c``, the CPU) over NVLink.
+
+    Attributes:
+        kind: ``bridge`` (a bridge between PCIe cards), ``switch`` (NVSwitch baseboard), ``c2c``
+            (NVLink-C2C to the Grace CPU), ``none``.
+        gbps: Total bandwidth per GPU as NVIDIA prints it (both directions); None where unpublished.
+    """
+
+    kind: Literal["none", "bridge", "switch", "c2c"]
+    gbps: float | None = Field(None, gt=0)
+
+    @property
+    def per_direction_gbps(self) -> float | None:
+        """Half the printed total: a copy or an all-reduce uses one direction of each link."""
+        return None if self.gbps is None else self.gbps / 2
+
+
+class Support(Sourced):
+    """Whether a platform feature is offered: True, False, or None (unknown, said so in ``note``)."""
+
+    supported: bool | None
+
+
 class GpuModel(Sourced):
     """One GPU model. Units in field names; ``None`` where no source gives the value.
 
@@ -243,6 +290,10 @@ class GpuModel(Sourced):
         nvlink5: NVLink 5 fabric: FM also needs nvlsm and the InfiniBand stack.
         tdp_w: Board power in W (upper end of a configurable range).
         pcie_gen_max / pcie_width_max: Host link capability.
+        peaks: Published dense bf16/fp16/tf32 peaks and memory bandwidth, with their source.
+        nvlink: NVLink bridge, switch or C2C and its published rate.
+        p2p: Whether NVIDIA's driver offers GPU peer-to-peer access on this model (not on GeForce).
+        forward_compat: Whether the CUDA forward-compatibility package (cuda-compat) applies.
     """
 
     id: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]*$")]
@@ -262,6 +313,10 @@ class GpuModel(Sourced):
     tdp_w: int | None
     pcie_gen_max: int | None
     pcie_width_max: int | None
+    peaks: Peaks
+    nvlink: NvLink
+    p2p: Support
+    forward_compat: Support
 
 
 class ArchMinCuda(Sourced):

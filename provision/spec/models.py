@@ -189,6 +189,18 @@ class BiosSpec(Frozen):
     skip: tuple[Identifier, ...] = ()
 
 
+ThresholdName = Literal[
+    "min_h2d_gbps",
+    "min_d2h_gbps",
+    "min_bf16_tflops",
+    "min_p2p_gbps",
+    "min_allreduce_busbw_gbps",
+    "max_gpu_temp_c",
+    "max_memory_temp_c",
+]
+"""The thresholds of ``verify:`` that ``verify.sources`` may explain."""
+
+
 class VerifySpec(Frozen):
     """What "working" means. Thresholds left unset come from the catalog's GPU entry."""
 
@@ -206,6 +218,10 @@ class VerifySpec(Frozen):
     load_seconds: float = Field(5.0, ge=1, le=60, description="bf16 load per GPU (thermals, TFLOP/s).")
     allreduce_timeout_s: float = Field(
         90.0, ge=5, le=600, description="Seconds before a hung all-reduce is killed and failed."
+    )
+    sources: dict[ThresholdName, str] = Field(
+        default_factory=dict,
+        description="How each threshold above was derived (printed in verify's source column).",
     )
 
 

@@ -8,6 +8,7 @@ from provision.detect.facts import Gpu, Unknown
 from provision.verify.context import Context, compare, gpu_subject, result, unknown
 from provision.verify.limits import ModelKey, Resolved, default, link_fraction, resolve
 from provision.verify.models import CheckResult, Measured, Threshold
+from provision.verify.published import bf16_floor, c2c_floor, is_uncertain, unpublished_bf16
 from provision.verify.runs import GpuLoad
 
 CATALOG = "catalog gpus.yaml"
@@ -155,16 +156,20 @@ def _bf16(ctx: Context, load: GpuLoad) -> CheckResult:
             subject=subject,
             hint="bf16 results wrong: check Xid errors and clocks.",
         )
-    limit = resolve(ctx.limits, ctx.spec.verify, ctx.spec.gpus.model, "min_bf16_tflops")
+    model = ctx.model
+    derived = bf16_floor(ctx.catalog, ctx.limits, model) if model else None
+    limit = resolve(ctx.limits, ctx.spec.verify, ctx.spec.gpus.model, "min_bf16_tflops", derived)
     detail = f"{load.iters} products, result within {load.bf16_rel_error:.1e} of fp32"
     if limit is None:
+        why = unpublished_bf16(model, ctx.spec.gpus.model)
         return result(
             "bf16-matmul",
             title,
-            "pass",
+            "warn",
             subject=subject,
             measured=Measured(value=load.bf16_tflops, unit="TFLOP/s"),
-            detail=detail + f"; no floor for {ctx.spec.gpus.model} (set verify.min_bf16_tflops)",
+            detail=f"{detail}; {why} (set verify.min_bf16_tflops)",
+            hint="No floor to hold this GPU to: measure a healthy card and set verify.min_bf16_tflops.",
         )
     return compare(
         "bf16-matmul",
@@ -176,6 +181,7 @@ def _bf16(ctx: Context, load: GpuLoad) -> CheckResult:
         subject=subject,
         detail=detail,
         hint="Slow: check power limit and clocks (nvidia-smi -q -d PERFORMANCE) and cooling.",
+        below="warn" if is_uncertain(model, limit, derived) else "fail",
     )
 
 
@@ -254,7 +260,9 @@ def _link(load: GpuLoad, gen: int, width: int, source: str) -> CheckResult:
 
 def _bandwidth(ctx: Context, load: GpuLoad, gen: int, width: int) -> list[CheckResult]:
     subject, out = gpu_subject(load.index), []
-    derived = link_fraction(ctx.limits, "pcie_efficiency", gen, width)
+    model = ctx.model
+    c2c = c2c_floor(ctx.catalog, ctx.limits, model) if model else None
+    derived = c2c or link_fraction(ctx.limits, "pcie_efficiency", gen, width)
     rows: tuple[tuple[str, ModelKey, float | None, str], ...] = (
         ("pcie-h2d", "min_h2d_gbps", load.h2d_gbps, "pinned host-to-device bandwidth"),
         ("pcie-d2h", "min_d2h_gbps", load.d2h_gbps, "pinned device-to-host bandwidth"),

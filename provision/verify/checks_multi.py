@@ -8,8 +8,9 @@ from provision.detect.facts import Unknown
 from provision.fieldfailures import ff_ref
 from provision.verify.checks_gpu import expected_link
 from provision.verify.context import Context, compare, result, unknown
-from provision.verify.limits import ModelKey, Resolved, link_fraction, pcie_gbps, resolve
+from provision.verify.limits import ModelKey, Resolved, link_fraction, pcie_gbps, resolve, spec_override
 from provision.verify.models import CheckResult, Measured, Threshold
+from provision.verify.published import document, nvlink_floor
 from provision.verify.runs import AllReduceRun
 
 
@@ -34,24 +35,49 @@ def p2p(ctx: Context) -> list[CheckResult]:
     run = ctx.run
     if isinstance(run, Unknown) or run.p2p is None:
         return [unknown("p2p-access", title, run if isinstance(run, Unknown) else "P2P not measured")]
-    access = run.p2p.access
-    denied = [f"{i}->{j}" for i, row in enumerate(access) for j, ok in enumerate(row) if not ok]
-    out = [
-        result(
-            "p2p-access",
-            title,
-            "fail" if denied else "pass",
-            measured=Measured(value=f"denied {', '.join(denied)}" if denied else "all pairs"),
-            threshold=Threshold(op="all", value="peer access", source=f"FF-14 ({ff_ref(14)})"),
-            hint="ACS or the IOMMU blocks P2P: disable ACS, boot with iommu=pt (FF-14).",
-        )
-    ]
+    out = [_access(ctx, run.p2p.access)]
     out += [_pair(ctx, pair, gbps) for pair, gbps in sorted(run.p2p.bandwidth_gbps.items())]
     out += [
         unknown("p2p-bandwidth", "P2P copy bandwidth", err, subject=_pair_name(pair))
         for pair, err in sorted(run.p2p.errors.items())
     ]
     return out
+
+
+def no_p2p(ctx: Context) -> str | None:
+    """Why the platform offers no peer access (the catalog's model, e.g. GeForce), else None."""
+    model = ctx.model
+    if model is None or model.p2p.supported is not False:
+        return None
+    return f"NVIDIA's driver offers no P2P on {model.id} ({document(ctx.catalog, model.p2p)})"
+
+
+def _access(ctx: Context, access: tuple[tuple[bool, ...], ...]) -> CheckResult:
+    title = "P2P access between every pair"
+    if (why := no_p2p(ctx)) is not None:
+        return unknown("p2p-access", title, f"{why}: copies and NCCL go through host memory", status="skip")
+    denied = [f"{i}->{j}" for i, row in enumerate(access) for j, ok in enumerate(row) if not ok]
+    return result(
+        "p2p-access",
+        title,
+        "fail" if denied else "pass",
+        measured=Measured(value=f"denied {', '.join(denied)}" if denied else "all pairs"),
+        threshold=Threshold(op="all", value="peer access", source=f"FF-14 ({ff_ref(14)})"),
+        hint=_access_hint(ctx),
+    )
+
+
+def _access_hint(ctx: Context) -> str:
+    """Disable ACS only where ACS redirect was seen on a bridge; otherwise the other causes."""
+    hardware = ctx.facts.hardware
+    acs = {} if isinstance(hardware, Unknown) or isinstance(hardware.acs, Unknown) else hardware.acs
+    bridges = sorted(bdf for bdf, ctl in acs.items() if ctl.redirecting)
+    if bridges:
+        return f"ACS redirect on bridge(s) {', '.join(bridges)}: disable ACS, boot with iommu=pt (FF-14)."
+    return (
+        "No ACS redirect was seen: check the IOMMU (iommu=pt), the driver's P2P support for this "
+        "platform, and that both GPUs sit under one root complex (FF-14, FF-15)."
+    )
 
 
 def _pair_name(pair: str) -> str:
@@ -68,15 +94,32 @@ def slowest_link(ctx: Context, indices: list[int]) -> tuple[int, int] | None:
     return min(known, key=lambda gw: pcie_gbps(*gw))
 
 
-def _floor(ctx: Context, key: ModelKey, fraction: str, indices: list[int]) -> Resolved | None:
-    """Spec override, else the model's row when every pair is on NVLink (where the rows were
-    measured), else the PCIe formula for the slowest link."""
-    link = slowest_link(ctx, indices)
-    derived = link_fraction(ctx.limits, fraction, *link) if link is not None else None
+FRACTIONS: dict[ModelKey, tuple[str, str, str]] = {
+    "min_p2p_gbps": ("p2p_efficiency", "nvlink_p2p_fraction", "host_copy_efficiency"),
+    "min_allreduce_busbw_gbps": (
+        "allreduce_efficiency",
+        "nvlink_allreduce_fraction",
+        "allreduce_host_efficiency",
+    ),
+}
+"""Per key, the ``verify.yaml`` fraction for a PCIe path, an NVLink path and a path through host memory."""
+
+
+def _floor(ctx: Context, key: ModelKey, indices: list[int]) -> Resolved | None:
+    """Spec override; on NVLink the model's measured row, else its published NVLink rate x fraction;
+    without P2P the host-memory fraction of the slowest PCIe link; else the PCIe formula."""
+    pcie, nvlink, host = FRACTIONS[key]
+    override = spec_override(ctx.spec.verify, key)
+    if override is not None:
+        return override
+    model, link = ctx.model, slowest_link(ctx, indices)
     if _nvlinked(ctx, indices):
-        return resolve(ctx.limits, ctx.spec.verify, ctx.spec.gpus.model, key, derived)
-    override: float | None = getattr(ctx.spec.verify, key)
-    return Resolved(value=override, source=f"spec verify.{key}") if override is not None else derived
+        derived = nvlink_floor(ctx.catalog, ctx.limits, model, nvlink) if model else None
+        row = resolve(ctx.limits, ctx.spec.verify, ctx.spec.gpus.model, key, derived)
+        if row is not None:
+            return row
+    fraction = host if no_p2p(ctx) is not None else pcie
+    return link_fraction(ctx.limits, fraction, *link) if link is not None else None
 
 
 def _nvlinked(ctx: Context, indices: list[int]) -> bool:
@@ -89,7 +132,7 @@ def _nvlinked(ctx: Context, indices: list[int]) -> bool:
 
 def _pair(ctx: Context, pair: str, gbps: float) -> CheckResult:
     src, dst = (int(x) for x in pair.split("-"))
-    limit = _floor(ctx, "min_p2p_gbps", "p2p_efficiency", [src, dst])
+    limit = _floor(ctx, "min_p2p_gbps", [src, dst])
     title, subject = "P2P copy bandwidth", _pair_name(pair)
     if limit is None:
         return result(
@@ -108,6 +151,7 @@ def _pair(ctx: Context, pair: str, gbps: float) -> CheckResult:
         limit,
         ">=",
         subject=subject,
+        detail="no P2P on this model: the copy is staged through host memory" if no_p2p(ctx) else "",
         hint="Slow pair: a chipset slot, a cross-socket path or traffic through the IOMMU (FF-15, FF-16).",
     )
 
@@ -136,8 +180,10 @@ def allreduce(ctx: Context) -> list[CheckResult]:
         return [unknown("nccl-allreduce", title, problem, hint=hint)]
     busbw = busbw_gbps(run)
     assert busbw is not None
-    limit = _floor(ctx, "min_allreduce_busbw_gbps", "allreduce_efficiency", list(range(run.world)))
+    limit = _floor(ctx, "min_allreduce_busbw_gbps", list(range(run.world)))
     detail = f"{run.world} ranks, {(run.ranks[0].bytes or 0) / 2**20:.0f} MiB, busbw = algbw x 2(n-1)/n"
+    if no_p2p(ctx) is not None:
+        detail += "; no P2P on this model: NCCL's SHM transport through host memory"
     if limit is None:
         return [
             result(

@@ -61,6 +61,11 @@ class Defaults(Frozen):
     pcie_efficiency: Row
     p2p_efficiency: Row
     allreduce_efficiency: Row
+    bf16_peak_fraction: Row
+    nvlink_p2p_fraction: Row
+    nvlink_allreduce_fraction: Row
+    host_copy_efficiency: Row
+    allreduce_host_efficiency: Row
     memory_fraction: Row
     max_gpu_temp_c: Row
     max_memory_temp_c: Row
@@ -159,9 +164,9 @@ def resolve(
     Args:
         derived: The fallback (a default or a formula) with its description; None: no threshold.
     """
-    spec_value: float | None = getattr(verify, key)
-    if spec_value is not None:
-        return Resolved(value=spec_value, source=f"spec verify.{key}")
+    spec = spec_override(verify, key)
+    if spec is not None:
+        return spec
     row = limits.model_row(model, key)
     if row is not None:
         return Resolved(value=row.value, source=f"verify.yaml {model}.{key} ({_cite(limits, row)})")
@@ -181,3 +186,23 @@ def link_fraction(limits: Limits, name: str, gen: int, width: int) -> Resolved:
     cited = f"{row.value:.2f} ({name}: {_cite(limits, row)})"
     source = f"derived: {cited} x PCIe Gen{gen} x{width} {rate:.1f} GB/s"
     return Resolved(value=row.value * rate, source=source)
+
+
+def spec_override(verify: VerifySpec, key: ModelKey) -> Resolved | None:
+    """The spec's ``verify.<key>``, named with the derivation the spec gives in ``verify.sources``."""
+    value: float | None = getattr(verify, key)
+    if value is None:
+        return None
+    why = verify.sources.get(key)
+    return Resolved(value=value, source=f"spec verify.{key}" + (f": {why}" if why else ""))
+
+
+def fraction_of(limits: Limits, name: str, figure: float, unit: str, what: str) -> Resolved:
+    """``defaults.<name>`` x a published ``figure``, with the derivation as source.
+
+    ``what`` names the figure and its document, e.g. ``dense bf16 (catalog gpus.yaml h200-sxm: <url>)``;
+    the source reads ``derived: 0.60 x 989.5 TFLOP/s dense bf16 (...); fraction: <its sources>``.
+    """
+    row: Row = getattr(limits.defaults, name)
+    source = f"derived: {row.value:.2f} x {figure:g} {unit} {what}; {name}: {_cite(limits, row)}"
+    return Resolved(value=row.value * figure, source=source)
