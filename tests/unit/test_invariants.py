@@ -1,0 +1,119 @@
+"""Invariants over the real H200 capture edited into failing states (tests/fixtures/invariants/).
+
+Each case checks every invariant's verdict (exactly the listed ones are violated or unknown),
+the plan's changing steps and warnings, and that verify's failing invariant checks, with their
+hints, are exactly those whose cause the edit put there.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ruamel.yaml import YAML
+
+from provision.catalog import load_catalog
+from provision.detect.facts import Facts
+from provision.detect.raw import ProbeOutput, read_raw
+from provision.detect.registry import facts_from_outputs
+from provision.invariants.hardware import MEMORY_LOW
+from provision.invariants.registry import INVARIANTS, judge_all
+from provision.plan.planner import make_plan
+from provision.spec.loader import load_spec
+from provision.spec.models import Spec
+from provision.verify.limits import default, load_limits
+from provision.verify.runs import VerifyInputs
+from provision.verify.workflow import evaluate
+
+FIXTURES = Path(__file__).parents[1] / "fixtures"
+CAPTURE = FIXTURES / "raw" / "h200-ubuntu2404-2026-12-01"
+INPUTS = FIXTURES / "verify" / "h200-ubuntu2404-2026-12-01" / "inputs.json"
+CASES = sorted((FIXTURES / "invariants").glob("*.yaml"))
+SPEC = Path(__file__).parents[2] / "specs" / "h200-ubuntu2404.yaml"
+CATALOG = load_catalog()
+
+
+def _case(path: Path) -> dict[str, Any]:
+    data: dict[str, Any] = YAML(typ="safe").load(path.read_text(encoding="utf-8"))
+    return data
+
+
+def _edited(case: dict[str, Any]) -> Facts:
+    outputs = read_raw(CAPTURE)
+    for probe, edits in (case.get("edits") or {}).items():
+        out = outputs[probe]
+        text = f"{out.output}[exit {out.rc}]"
+        for old, new in edits:
+            assert old in text, f"edit of {probe} matches nothing: {old[:60]!r}"
+            text = text.replace(old, new)
+        body, _, rc = text.rpartition("[exit ")
+        outputs[probe] = ProbeOutput(command=out.command, output=body, rc=int(rc.rstrip("]\n")))
+    return facts_from_outputs(outputs, host="h200")
+
+
+def _spec(case: dict[str, Any]) -> Spec:
+    spec = load_spec(SPEC)
+    for section, values in (case.get("spec") or {}).items():
+        spec = spec.model_copy(update={section: getattr(spec, section).model_copy(update=values)})
+    return spec
+
+
+@pytest.mark.parametrize("path", CASES, ids=lambda p: p.stem)
+def test_invariant_case(path: Path) -> None:
+    case = _case(path)
+    assert case["description"], "say what was edited"
+    facts, spec = _edited(case), _spec(case)
+    verdicts = {v.invariant: v for v in judge_all(spec, facts, CATALOG)}
+    assert sorted(i for i, v in verdicts.items() if v.violated) == sorted(case["violated"])
+    assert sorted(i for i, v in verdicts.items() if v.status == "unknown") == sorted(case.get("unknown", []))
+    for verdict in verdicts.values():
+        if verdict.violated:
+            assert verdict.observed and verdict.cause and verdict.fix, verdict
+    _check_plan(case, spec, facts)
+    _check_verify(case, spec, facts)
+
+
+def _check_plan(case: dict[str, Any], spec: Spec, facts: Facts) -> None:
+    plan = make_plan(spec, facts, CATALOG)
+    changing = {s.component.value: s.action.value for s in plan.steps if s.action.value != "noop"}
+    assert changing == case["plan"]["steps"]
+    invariant_rules = sorted(w.rule for w in plan.warnings if w.rule.startswith("invariant-"))
+    assert invariant_rules == sorted(case["plan"].get("warnings", []))
+    assert sorted(b.rule for b in plan.blockers) == sorted(case["plan"].get("blockers", []))
+    if "blacklist" in case["plan"]:
+        text = plan.extravars["provision_kernel_blacklist"]
+        assert [line.split()[1] for line in text.splitlines() if line.startswith("blacklist ")] == case[
+            "plan"
+        ]["blacklist"]
+
+
+def _check_verify(case: dict[str, Any], spec: Spec, facts: Facts) -> None:
+    inputs = VerifyInputs.model_validate_json(INPUTS.read_text()).model_copy(update={"facts": facts})
+    results = {r.id: r for r in evaluate(spec, inputs, CATALOG, load_limits())}
+    ids = {i.check_id for i in INVARIANTS if i.verify_check is None}
+    failing = {i: r for i, r in results.items() if i in ids and r.status in ("fail", "warn")}
+    assert sorted(failing) == sorted(case["verify"])
+    if "gpu-memory" in case["violated"]:
+        assert any(r.status == "fail" for i, r in results.items() if i.startswith("gpu-memory"))
+    for check_id, word in case["verify"].items():
+        assert word in (failing[check_id].hint or ""), failing[check_id]
+        expected = "warn" if check_id in case.get("warn", []) else "fail"
+        assert failing[check_id].status == expected
+
+
+def test_the_real_capture_holds_every_invariant_it_can_judge() -> None:
+    facts = facts_from_outputs(read_raw(CAPTURE), host="h200")
+    verdicts = judge_all(load_spec(SPEC), facts, CATALOG)
+    assert {v.invariant: v.status for v in verdicts if v.status != "holds"} == {
+        "blacklist-in-initramfs": "not-applicable"
+    }
+
+
+def test_memory_floor_is_verify_s() -> None:
+    assert default(load_limits(), "memory_fraction").value == MEMORY_LOW
+
+
+def test_every_invariant_has_a_case_that_violates_it() -> None:
+    violated = {i for path in CASES for i in _case(path)["violated"]}
+    assert {i.id for i in INVARIANTS} <= violated
