@@ -26,7 +26,7 @@ def _acs(facts: Facts) -> Iterator[Finding]:
     if isinstance(hw, Unknown) or isinstance(hw.acs, Unknown) or isinstance(hw.pci, Unknown):
         return
     upstream = {b for g in hw.pci if g.is_gpu and not isinstance(g.upstream, Unknown) for b in g.upstream}
-    redirecting = sorted(b for b in upstream if b in hw.acs and _redirects(hw.acs[b].flags))
+    redirecting = sorted(b for b in upstream if b in hw.acs and hw.acs[b].redirecting)
     if len([g for g in hw.pci if g.is_gpu]) >= 2 and redirecting:
         yield _warn(
             "acs-redirects-p2p",
@@ -35,10 +35,6 @@ def _acs(facts: Facts) -> Iterator[Finding]:
             "disable ACS in the firmware or boot with iommu=pt (checklist item acs-iommu)",
             "FF-14",
         )
-
-
-def _redirects(flags: dict[str, bool]) -> bool:
-    return flags.get("ReqRedir", False) or flags.get("CmpltRedir", False)
 
 
 def _numa(facts: Facts) -> Iterator[Finding]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from provision.detect.facts import Gpu, Unknown
 from provision.verify.context import Context, compare, gpu_subject, result, unknown
+from provision.verify.hints import device_count_hint
 from provision.verify.limits import ModelKey, Resolved, default, link_fraction, resolve
 from provision.verify.models import CheckResult, Measured, Threshold
 from provision.verify.published import bf16_floor, c2c_floor, is_uncertain, unpublished_bf16
@@ -28,9 +29,9 @@ def gpu_count(ctx: Context) -> list[CheckResult]:
     run = ctx.run
     title = "CUDA device count (torch)"
     if isinstance(run, Unknown):
-        out.append(unknown("cuda-device-count", title, run, hint="Error 802 on NVSwitch machines: FF-03."))
+        out.append(unknown("cuda-device-count", title, run, hint=device_count_hint(ctx.facts, run.unknown)))
     else:
-        out.append(_count("cuda-device-count", title, run.device_count, want, hint))
+        out.append(_count("cuda-device-count", title, run.device_count, want, device_count_hint(ctx.facts)))
     return out
 
 

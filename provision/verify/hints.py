@@ -1,0 +1,64 @@
+"""Hints chosen from what was observed: a hint names a cause only when its evidence is present.
+
+Sources: CUDA Runtime API error codes (``cudaErrorSystemNotReady`` = 802,
+``cudaErrorCompatNotSupportedOnDevice`` = 804:
+https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html); NVIDIA Fabric
+Manager User Guide (802 on NVSwitch systems until the fabric manager has trained the fabric);
+CUDA Compatibility (forward compatibility only on data center GPUs:
+https://docs.nvidia.com/deploy/cuda-compatibility/).
+"""
+
+from __future__ import annotations
+
+import re
+
+from provision.detect.facts import Facts, Torch, Unknown
+
+GENERIC = "A GPU missing: check lspci -d 10de:, dmesg (Xid, RmInitAdapter), seating and power cables."
+_LIBRARY = re.compile(
+    r"undefined symbol|cannot open shared object|version `\S+' not found|libcu\w+\.so", re.I
+)
+
+
+def device_count_hint(facts: Facts, error: str = "") -> str:
+    """Why torch sees fewer CUDA devices than expected (or none), from the error and the facts.
+
+    Args:
+        facts: The machine's facts.
+        error: The GPU program's error text, if it failed ('' when it ran and counted).
+    """
+    torch = facts.torch
+    if isinstance(torch, Torch) and torch.cuda is None:
+        return (
+            f"torch {torch.version} in {torch.venv} is a CPU-only build: "
+            "install the CUDA wheel of the spec's variant."
+        )
+    if "804" in error or "forward compatibility" in error.lower():
+        return (
+            "CUDA forward compatibility (cuda-compat's libcuda) was tried on a GPU that does not support it: "
+            "remove the compat library path and raise the driver instead."
+        )
+    if _LIBRARY.search(error):
+        return (
+            "A CUDA library from outside the venv was loaded: check LD_LIBRARY_PATH and /etc/ld.so.conf.d "
+            "(see the one-cuda-world invariant)."
+        )
+    if "802" in error or "system not yet initialized" in error.lower():
+        return _not_ready(facts)
+    mig = [] if isinstance(facts.gpus, Unknown) else [g.index for g in facts.gpus if g.mig_mode]
+    if mig:
+        return f"MIG is enabled on gpu{mig[0]}: CUDA sees MIG instances, not whole GPUs (nvidia-smi -mig 0)."
+    return GENERIC
+
+
+def _not_ready(facts: Facts) -> str:
+    seen, evidence = facts.nvswitch()
+    if seen:
+        return (
+            f"CUDA error 802 on an NVSwitch system ({evidence}): start nvidia-fabricmanager at the "
+            "loaded driver's version, then reset the GPUs (FF-03)."
+        )
+    return (
+        "CUDA error 802 (system not yet initialized) and no NVSwitch seen: the driver is not ready; "
+        "check dmesg for NVRM errors and nvidia-persistenced."
+    )
