@@ -22,7 +22,7 @@ from datetime import datetime
 from pydantic import Field
 
 from provision.catalog.models import Flavor
-from provision.detect.domains.cuda import CudaToolkits
+from provision.detect.domains.cuda import CudaToolkits, LibraryCache
 from provision.detect.domains.driver import DkmsStatus, Initramfs, LoadedDriver, MokState, NouveauState
 from provision.detect.domains.firmware import Iommu, KernelCmdline, SecureBoot
 from provision.detect.domains.gpu import FabricState, Gpu, GpuHealth, PciDevice, Topology
@@ -54,6 +54,7 @@ __all__ = [
     "Iommu",
     "Kernel",
     "KernelCmdline",
+    "LibraryCache",
     "LoadedDriver",
     "MokState",
     "NouveauState",
@@ -114,6 +115,7 @@ class Facts(Frozen):
     hardware: Hardware | Unknown = Unknown(unknown="hardware not probed")
     gpu_health: tuple[GpuHealth, ...] | Unknown = _NOT_PROBED
     initramfs: Initramfs | Unknown = _NOT_PROBED
+    ld_cache: LibraryCache | Unknown = _NOT_PROBED
 
     def package(self, name: str) -> Package | None:
         """The installed package ``name``, or None (also when packages are unknown)."""

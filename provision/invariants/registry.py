@@ -6,6 +6,7 @@ from provision.catalog import Catalog
 from provision.detect.facts import Facts
 from provision.invariants.base import Invariant, Verdict
 from provision.invariants.binding import BootEffect, GpuBound
+from provision.invariants.compat import ForwardCompatSupported
 from provision.invariants.cuda_world import OneCudaWorld
 from provision.invariants.hardware import Bar1MapsMemory, GpuMemory
 from provision.invariants.health import ClocksNotHeldDown, EccOn, GpuMemoryHealthy, MigAsSpecified
@@ -20,6 +21,7 @@ INVARIANTS: tuple[Invariant, ...] = (
     EccOn(),
     GpuMemoryHealthy(),
     ClocksNotHeldDown(),
+    ForwardCompatSupported(),
     OneCudaWorld(),
 )
 

@@ -7,6 +7,7 @@ Sources: NVIDIA CUDA Installation Guide for Linux (toolkits install to ``/usr/lo
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from pydantic import Field
 
@@ -88,7 +89,41 @@ class NvccFact(Fact[tuple[DottedVersion, DottedVersion]]):
     parse = staticmethod(parse_nvcc)
 
 
-FACTS = (CudaDirsFact, NvccFact)
+class LibraryCache(Frozen):
+    """Where the dynamic linker finds the CUDA driver and runtime libraries (``ldconfig -p``).
+
+    ``libraries`` maps a soname (``libcuda.so.1``) to its paths in the cache's order, the first
+    being the one a program without LD_LIBRARY_PATH loads. Source: ldconfig(8).
+    """
+
+    libraries: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+
+    def first(self, soname: str) -> str | None:
+        """The path the loader picks for ``soname``, or None when the cache has none."""
+        paths = self.libraries.get(soname, ())
+        return paths[0] if paths else None
+
+
+def parse_ldconfig(output: str, rc: int) -> LibraryCache | Unknown:
+    """``ldconfig -p`` lines ``\\tlibcuda.so.1 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libcuda.so.1``."""
+    if (bad := failure("ldconfig", output, rc)) is not None:
+        return bad
+    found: dict[str, tuple[str, ...]] = {}
+    for match in re.finditer(r"^\s*(\S+) \([^)]*\) => (\S+)\s*$", output, re.MULTILINE):
+        found[match.group(1)] = (*found.get(match.group(1), ()), match.group(2))
+    return LibraryCache(libraries=found)
+
+
+class LibraryCacheFact(Fact[LibraryCache]):
+    """The loader cache's CUDA libraries: which libcuda a program loads (cuda-compat's or the driver's)."""
+
+    id = "ld-cache"
+    argv = ("sh", "-c", "ldconfig -p | grep -E 'lib(cuda|cudart|nvidia-ml|cudnn|nccl)[.]so'; exit 0")
+    requires = "ldconfig"
+    parse = staticmethod(parse_ldconfig)
+
+
+FACTS: tuple[type[Fact[Any]], ...] = (CudaDirsFact, NvccFact, LibraryCacheFact)
 
 
 def _cuda(p: Parsed) -> CudaToolkits | Unknown:
@@ -96,4 +131,7 @@ def _cuda(p: Parsed) -> CudaToolkits | Unknown:
     return merge_cuda(dirs, nvcc)
 
 
-FIELDS: dict[str, Derive] = {"cuda": _cuda}
+FIELDS: dict[str, Derive] = {
+    "cuda": _cuda,
+    "ld_cache": lambda p: p.of(LibraryCacheFact) if p.has(LibraryCacheFact) else None,
+}
