@@ -19,6 +19,7 @@ from provision.components.base import Action, Built, Component, InstallableCompo
 from provision.components.steps import noop
 from provision.detect.facts import Facts, Torch, Venv
 from provision.findings import Finding
+from provision.invariants.cuda_world import foreign_wheels, torch_cuda
 from provision.spec.models import PythonSpec
 from provision.versions import DottedVersion
 
@@ -37,11 +38,22 @@ class PythonEnv(InstallableComponent):
 
     def plan(self, ctx: PlanContext) -> Iterable[Built]:
         py = ctx.spec.python
-        return (venv_step(py, ctx.facts), wheels_step(py, ctx.facts)) if py is not None else ()
+        if py is None:
+            return ()
+        removal = foreign_wheels_step(py, ctx.facts)
+        return (venv_step(py, ctx.facts), *((removal,) if removal else ()), wheels_step(py, ctx.facts))
 
     def extravars(self, ctx: PlanContext) -> dict[str, Any]:
         py = ctx.spec.python
-        return {"provision_python": python_extravars(py, ctx.catalog) if py is not None else None}
+        if py is None:
+            return {"provision_python": None}
+        removal = next(
+            (s for s in ctx.steps() if s.component is Component.PYTHON_WHEELS and s.action is Action.REMOVE),
+            None,
+        )
+        variables = python_extravars(py, ctx.catalog)
+        variables["uninstall"] = list(removal.packages) if removal is not None else []
+        return {"provision_python": variables}
 
 
 def venv_step(py: PythonSpec, facts: Facts) -> Step | Finding:
@@ -78,6 +90,28 @@ def _venv_python(py: PythonSpec, facts: Facts) -> DottedVersion | None:
     if isinstance(facts.torch, Torch) and facts.torch.venv == py.venv and facts.torch.python:
         return DottedVersion(facts.torch.python.split()[0])
     return None
+
+
+def foreign_wheels_step(py: PythonSpec, facts: Facts) -> Step | None:
+    """Remove the venv's CUDA wheels built for another CUDA major than torch (one CUDA world per
+    venv: the ``one-cuda-world`` invariant); None when there are none or torch is unread."""
+    torch, venv = facts.torch, facts.venv
+    built = torch_cuda(torch) if isinstance(torch, Torch) and torch.venv == py.venv else None
+    if built is None or not isinstance(venv, Venv):
+        return None
+    foreign = foreign_wheels(venv, built)
+    if not foreign:
+        return None
+    return Step(
+        component=Component.PYTHON_WHEELS,
+        action=Action.REMOVE,
+        current=", ".join(f"{n} {venv.distributions[n]}" for n in foreign),
+        target="absent",
+        packages=foreign,
+        tags=_TAGS,
+        reason=f"torch is built for CUDA {built}; wheels of another CUDA major break its import or first "
+        "kernel (PyTorch cpp_extension's CUDA check refuses a major apart)",
+    )
 
 
 def requirements(py: PythonSpec) -> tuple[str, ...]:

@@ -32,6 +32,8 @@ class Verdict(Frozen):
     fix: str = ""
     notice: bool = False
     """A violation that only warns in verify (e.g. a CUDA minor version apart)."""
+    repaired: bool = False
+    """The plan repairs this violation with steps (shown as steps, not as a warning)."""
 
     @property
     def violated(self) -> bool:
@@ -49,8 +51,8 @@ class Invariant(ABC):
         reads: The :class:`Facts` fields it reads.
         severity: What the plan makes of a violation: a refusal or a warning.
         checklist: Checklist item ids that fix a violation at the console or in the firmware.
-        repaired_by_plan: The plan repairs a violation with steps (binding, boot-time effect), so
-            it shows the steps, not a warning.
+        repaired_by_plan: The plan repairs every violation with steps (binding, boot-time effect),
+            so it shows the steps, not a warning; a verdict can also say so itself (``repaired``).
         verify_check: An existing verify check that already proves it (``gpu-memory``); None: verify
             reports ``invariant-<id>`` from the verdict.
     """
@@ -77,9 +79,17 @@ class Invariant(ABC):
     def holds(self, observed: str) -> Verdict:
         return Verdict(invariant=self.id, status="holds", observed=observed)
 
-    def violated(self, observed: str, cause: str, fix: str, *, notice: bool = False) -> Verdict:
+    def violated(
+        self, observed: str, cause: str, fix: str, *, notice: bool = False, repaired: bool = False
+    ) -> Verdict:
         return Verdict(
-            invariant=self.id, status="violated", observed=observed, cause=cause, fix=fix, notice=notice
+            invariant=self.id,
+            status="violated",
+            observed=observed,
+            cause=cause,
+            fix=fix,
+            notice=notice,
+            repaired=repaired or self.repaired_by_plan,
         )
 
     def unknown(self, why: Unknown | str) -> Verdict:

@@ -34,6 +34,11 @@ def wheel_majors(venv: Venv) -> dict[str, int]:
     return found
 
 
+def foreign_wheels(venv: Venv, built: DottedVersion) -> tuple[str, ...]:
+    """The venv's CUDA wheels built for another CUDA major than torch's ``built``, sorted."""
+    return tuple(sorted(n for n, m in wheel_majors(venv).items() if m != built.major))
+
+
 def torch_cuda(torch: Torch) -> DottedVersion | None:
     try:
         return DottedVersion(torch.cuda) if torch.cuda else None
@@ -66,12 +71,13 @@ class OneCudaWorld(Invariant):
                 "(apply does this when the spec names the variant)",
             )
         wheels = wheel_majors(venv) if isinstance(venv, Venv) else {}
-        foreign = sorted(f"{n} (CUDA {m})" for n, m in wheels.items() if m != built.major)
+        foreign = foreign_wheels(venv, built) if isinstance(venv, Venv) else ()
         if foreign:
             return self.violated(
-                f"torch CUDA {built}; {', '.join(foreign)}",
+                f"torch CUDA {built}; " + ", ".join(f"{n} (CUDA {wheels[n]})" for n in foreign),
                 "wheels built for another CUDA major are in the venv",
-                f"pip uninstall {' '.join(n.split(' ')[0] for n in foreign)} in {torch.venv}",
+                f"pip uninstall {' '.join(foreign)} in {torch.venv} (apply removes them)",
+                repaired=True,
             )
         return self._toolkit(built, facts.cuda, len(wheels))
 

@@ -1,5 +1,6 @@
 """The invariants as plan findings: a violation the plan does not repair is a warning (or a
-refusal) with what was observed and the fix; an invariant that cannot be judged says why."""
+refusal) with what was observed and the fix; invariants that cannot be judged are said, one
+warning per reason (a box without a driver yet gives one line, not one per GPU invariant)."""
 
 from __future__ import annotations
 
@@ -10,27 +11,35 @@ from provision.invariants.base import Invariant, Verdict
 from provision.invariants.registry import INVARIANTS
 from provision.spec.models import Spec
 
+UNCONFIRMED = "invariant-unconfirmed"
+
 
 def invariant_findings(spec: Spec, facts: Facts, catalog: Catalog) -> tuple[Finding, ...]:
-    """One finding per invariant that is violated (and not repaired by a step) or not judgeable."""
-    found = (_finding(i, i.judge(spec, facts, catalog)) for i in INVARIANTS)
-    return tuple(f for f in found if f is not None)
+    """Violations not repaired by a step, then one warning per reason some invariants cannot be judged."""
+    judged = [(i, i.judge(spec, facts, catalog)) for i in INVARIANTS]
+    violations = [_violation(i, v) for i, v in judged if v.violated and not v.repaired]
+    return (*violations, *_unconfirmed([(i, v) for i, v in judged if v.status == "unknown"]))
 
 
-def _finding(invariant: Invariant, verdict: Verdict) -> Finding | None:
-    rule = f"invariant-{invariant.id}"
-    if verdict.status == "violated" and not invariant.repaired_by_plan:
-        return Finding(
-            rule=rule,
-            severity=invariant.severity,
-            message=f"{invariant.title}: {verdict.observed}: {verdict.cause}; {verdict.fix}",
-            source=invariant.source,
-        )
-    if verdict.status == "unknown":
-        return Finding(
-            rule=rule,
+def _violation(invariant: Invariant, verdict: Verdict) -> Finding:
+    return Finding(
+        rule=f"invariant-{invariant.id}",
+        severity=invariant.severity,
+        message=f"{invariant.title}: {verdict.observed}: {verdict.cause}; {verdict.fix}",
+        source=invariant.source,
+    )
+
+
+def _unconfirmed(unknown: list[tuple[Invariant, Verdict]]) -> list[Finding]:
+    by_cause: dict[str, list[Invariant]] = {}
+    for invariant, verdict in unknown:
+        by_cause.setdefault(verdict.cause, []).append(invariant)
+    return [
+        Finding(
+            rule=UNCONFIRMED,
             severity="warning",
-            message=f"cannot confirm {invariant.title}: {verdict.cause}",
-            source=invariant.source,
+            message=f"cannot confirm {', '.join(i.id for i in invariants)}: {cause}",
+            source="; ".join(dict.fromkeys(i.source for i in invariants)),
         )
-    return None
+        for cause, invariants in by_cause.items()
+    ]

@@ -108,3 +108,42 @@ def test_dry_run_changes_nothing(
     assert "nvidia-open=580.95.05-*" in result.output
     assert target.dpkg_status() == before
     assert not runs.exists()
+
+
+def test_wheel_of_another_cuda_major_is_removed_and_the_venv_converges(
+    target: Target, nvidia_repo: NvidiaRepo, wheel_index: WheelIndex, tmp_path: Path, runs: Path
+) -> None:
+    """The one-cuda-world invariant: a CUDA 12 wheel beside the cu130 torch is planned for removal,
+    removed by the real pip of the venv (from its RECORD), and the next plan is empty."""
+    spec = write_spec(tmp_path / "spec.yaml", nvidia_repo.url, nvidia_repo, wheel_index)
+    inv = str(target.inventory)
+    assert provision("apply", str(spec), "-i", inv, "--yes").exit_code == 0
+    site = target.root / "opt/provision/venv/lib/python3.11/site-packages"
+    _plant_wheel(site, "nvidia_cudnn_cu12", "9.1.0.70")
+
+    planned = json.loads(provision("plan", str(spec), "-i", inv, "--json").output)
+    removal = [s for s in planned["steps"] if s["component"] == "python_wheels" and s["action"] == "remove"]
+    assert [s["packages"] for s in removal] == [["nvidia-cudnn-cu12"]]
+
+    applied = provision("apply", str(spec), "-i", inv, "--yes")
+    assert applied.exit_code == 0, applied.output
+    assert not (site / "nvidia_cudnn_cu12-9.1.0.70.dist-info").exists()
+    assert not (site / "nvidia_cudnn12_stub").exists()
+    replan = provision("plan", str(spec), "-i", inv, "--detailed-exitcode")
+    assert replan.exit_code == 0, replan.output
+
+
+def _plant_wheel(site: Path, name: str, version: str) -> None:
+    """A distribution as pip leaves it: files, and a dist-info whose RECORD lists them."""
+    package = site / "nvidia_cudnn12_stub"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    info = site / f"{name}-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {name.replace('_', '-')}\nVersion: {version}\n"
+    )
+    (info / "INSTALLER").write_text("pip\n")
+    (info / "RECORD").write_text(
+        f"nvidia_cudnn12_stub/__init__.py,,\n{info.name}/METADATA,,\n{info.name}/INSTALLER,,\n{info.name}/RECORD,,\n"
+    )

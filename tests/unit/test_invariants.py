@@ -81,6 +81,8 @@ def _check_plan(case: dict[str, Any], spec: Spec, facts: Facts) -> None:
     invariant_rules = sorted(w.rule for w in plan.warnings if w.rule.startswith("invariant-"))
     assert invariant_rules == sorted(case["plan"].get("warnings", []))
     assert sorted(b.rule for b in plan.blockers) == sorted(case["plan"].get("blockers", []))
+    if "uninstall" in case["plan"]:
+        assert plan.extravars["provision_python"]["uninstall"] == case["plan"]["uninstall"]
     if "blacklist" in case["plan"]:
         text = plan.extravars["provision_kernel_blacklist"]
         assert [line.split()[1] for line in text.splitlines() if line.startswith("blacklist ")] == case[
