@@ -26,6 +26,27 @@ DRIVER_FAMILY = ("nvidia-*", "libnvidia-*", "cuda-drivers*", "xserver-xorg-video
 """The driver's own packages: pinned together, and removable when the plan changes the driver."""
 
 
+BRANCH_CARRIERS = (
+    "nvidia-open",
+    "nvidia-open-[0-9]*",
+    "nvidia-driver",
+    "nvidia-driver-open",
+    "nvidia-driver-[0-9]*",
+    "cuda-drivers",
+    "cuda-drivers-[0-9]*",
+    "libnvidia-compute",
+    "libnvidia-compute-[0-9]*",
+    "nvidia-utils",
+    "nvidia-utils-[0-9]*",
+    "nvidia-kernel-*dkms",
+    "nvidia-kernel-common*",
+    "nvidia-fabricmanager*",
+)
+"""Packages whose version is the driver's (``580.95.05-1``): every one apt would install must carry
+the spec's branch, or a transitional package delivered another branch (checked on apt's simulated
+transaction, before anything is installed)."""
+
+
 class Driver(InstallableComponent):
     """The driver from NVIDIA's repository, or checked when the host image provides it."""
 
@@ -57,6 +78,8 @@ class Driver(InstallableComponent):
         return {
             "provision_apt_forbidden_regex": name_regex(forbidden_packages(ctx.spec, steps)),
             "provision_apt_removable_regex": name_regex(removable_packages(ctx.spec, steps)),
+            "provision_apt_driver_regex": name_regex(BRANCH_CARRIERS),
+            "provision_apt_driver_branch": str(ctx.spec.driver.branch),
         }
 
 

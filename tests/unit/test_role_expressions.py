@@ -1,0 +1,61 @@
+"""The roles' own expressions, templated by Ansible's Templar on apt's real simulation format:
+a transitional package that brings another driver branch is caught before anything installs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar, trust_as_template
+
+from provision.components.driver import BRANCH_CARRIERS
+from provision.pkg import name_regex
+
+TASKS = Path(__file__).parents[2] / "playbooks" / "roles" / "nvidia_packages" / "tasks" / "Debian.yml"
+
+
+def _task(name_start: str) -> dict[str, Any]:
+    block = yaml.safe_load(TASKS.read_text())[0]["block"]
+    return next(t for t in block if t["name"].startswith(name_start))
+
+
+def _other_branch(lines: list[str], branch: str) -> Any:
+    task = _task("Refuse a transaction that would install a driver package of another branch")
+    variables = {
+        "nvidia_packages_simulation": {"stdout_lines": lines},
+        "nvidia_packages_driver_regex": name_regex(BRANCH_CARRIERS),
+        "nvidia_packages_driver_branch": branch,
+    }
+    templar = Templar(loader=DataLoader(), variables=variables)
+    return templar.template(trust_as_template(task["vars"]["nvidia_packages_other_branch"]))
+
+
+# apt-get -s lines: "Inst NAME [OLD] (NEW ORIGIN [ARCH])" (apt-get(8) --simulate).
+SAME = [
+    "Inst libnvidia-compute (580.95.05-1 local [amd64])",
+    "Inst nvidia-open [575.57.08-1] (580.95.05-1 local [amd64])",
+    "Inst nvidia-driver-pinning-580 (580.95.05-1 local [all])",
+    "Conf nvidia-open (580.95.05-1 local [amd64])",
+]
+# Ubuntu's transitional nvidia-driver-575 keeps its own version and depends on the 580 packages.
+TRANSITIONAL = [
+    "Inst nvidia-driver-575 (575.64.05-0ubuntu1 noble-updates [amd64])",
+    "Inst libnvidia-compute-580 (580.95.05-0ubuntu1 noble-updates [amd64])",
+]
+
+
+@pytest.mark.parametrize(
+    ("lines", "branch", "flagged"),
+    [
+        (SAME, "580", []),
+        (TRANSITIONAL, "575", ["libnvidia-compute-580 580.95.05-0ubuntu1"]),
+        (TRANSITIONAL, "580", ["nvidia-driver-575 575.64.05-0ubuntu1"]),
+        (["Inst nvidia-open (590.48.01-1 local [amd64])"], "580", ["nvidia-open 590.48.01-1"]),
+    ],
+    ids=["same-branch", "transitional-575-to-580", "asked-580", "meta-of-590"],
+)
+def test_packages_of_another_branch_are_named(lines: list[str], branch: str, flagged: list[str]) -> None:
+    assert _other_branch(lines, branch) == flagged
