@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from provision.detect.facts import Facts, Gpu, PciDevice, Unknown
+from provision.detect.facts import Facts, Gpu, GpuHealth, PciDevice, Unknown
 
 
 def render_facts(facts: Facts, console: Console) -> None:
@@ -91,7 +91,46 @@ def _rows(facts: Facts) -> list[tuple[str, str]]:
             ),
         ),
         ("secure boot", _secure_boot(facts)),
+        ("binding", _binding(facts)),
+        (
+            "initramfs",
+            _or_unknown(facts.initramfs, lambda i: i.image or "none (the kernel boots without one)"),
+        ),
+        ("gpu health", _or_unknown(facts.gpu_health, _health)),
+        (
+            "libcuda",
+            _or_unknown(facts.ld_cache, lambda c: c.first("libcuda.so.1") or "not in the loader cache"),
+        ),
     ]
+
+
+def _binding(facts: Facts) -> str:
+    hw = facts.hardware
+    if isinstance(hw, Unknown):
+        return _or_unknown(hw, str)
+    gpus = hw.gpus
+    if isinstance(gpus, Unknown):
+        return _or_unknown(gpus, str)
+    parts = [
+        f"{g.bdf}: " + (g.driver.unknown if isinstance(g.driver, Unknown) else g.driver or "unbound")
+        for g in gpus
+    ]
+    return escape("; ".join(parts) or "no GPU function")
+
+
+def _health(health: tuple[GpuHealth, ...]) -> str:
+    rows = []
+    for h in health:
+        flags = [
+            "row remap pending" if h.remapped_rows_pending else "",
+            "row remapping FAILED" if h.remapping_failed else "",
+            f"{h.dram_uncorrectable_volatile} uncorrectable DRAM errors"
+            if h.dram_uncorrectable_volatile
+            else "",
+            *(e for e in h.clock_events if e != "Idle"),
+        ]
+        rows.append(f"{h.bdf}: {', '.join(f for f in flags if f) or 'ok'}")
+    return "\n".join(rows) or "no GPU"
 
 
 def _gpus(gpus: tuple[Gpu, ...]) -> str:
