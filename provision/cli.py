@@ -15,6 +15,7 @@ from rich.markdown import Markdown
 from rich.markup import escape
 
 from provision import app as workflow
+from provision import jsonout
 from provision.errors import ProvisionError, SpecError
 from provision.output import write_output
 from provision.plan.models import Plan
@@ -71,19 +72,23 @@ def user_errors(spec_error_code: int = 1) -> Callable[[Callable[P, None]], Calla
     def decorate(command: Callable[P, None]) -> Callable[P, None]:
         @functools.wraps(command)
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> None:
+            jsonout.begin()
             try:
                 command(*args, **kwargs)
             except ProvisionError as exc:
+                code = spec_error_code if isinstance(exc, SpecError) else 1
                 err.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
-                raise typer.Exit(spec_error_code if isinstance(exc, SpecError) else 1) from None
+                if kwargs.get("as_json") and not jsonout.written():
+                    jsonout.emit(jsonout.error_document(exc, code))
+                raise typer.Exit(code) from None
 
         return wrapper
 
     return decorate
 
 
-def _emit_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+def _emit_json(data: dict[str, Any]) -> None:
+    jsonout.emit(data)
 
 
 @cli.command()
@@ -98,24 +103,27 @@ def validate(spec: SpecArg, *, as_json: JsonOpt = False) -> None:
     from provision.spec.loader import load_spec
 
     findings = validate_spec(load_spec(spec), load_catalog())
+    refused = any(f.severity == "blocker" for f in findings)
     if as_json:
-        _emit_json({"spec": str(spec), "findings": [f.model_dump() for f in findings]})
-    for f in findings:
-        line = f"{spec}: {f.severity} [{f.rule}]: {f.message} (source: {f.source})"
-        (err if f.severity == "blocker" else out).print(escape(line), soft_wrap=True)
-    if any(f.severity == "blocker" for f in findings):
+        found = [f.model_dump() for f in findings]
+        _emit_json({"spec": str(spec), "valid": not refused, "findings": found})
+    else:
+        for f in findings:
+            line = f"{spec}: {f.severity} [{f.rule}]: {f.message} (source: {f.source})"
+            (err if f.severity == "blocker" else out).print(escape(line), soft_wrap=True)
+        if not refused:
+            out.print(f"{spec}: valid")
+    if refused:
         raise typer.Exit(1)
-    if not as_json:
-        out.print(f"{spec}: valid")
 
 
 @cli.command()
 @user_errors()
 def schema() -> None:
     """Print the spec's JSON Schema (point your editor's YAML language server at it)."""
-    from provision.spec.models import Spec
+    from provision.spec.schema import spec_schema
 
-    _emit_json(Spec.model_json_schema())
+    sys.stdout.write(json.dumps(spec_schema(), indent=2) + "\n")
 
 
 @cli.command()
@@ -151,7 +159,7 @@ def detect(
         )
     if as_json:
         docs = [f.model_dump(mode="json") for f in facts.values()]
-        _emit_json(docs[0] if len(docs) == 1 and not (inventory or fleet) else docs)
+        _emit_json(docs[0] if len(docs) == 1 and not (inventory or fleet) else {"hosts": docs})
         return
     for f in facts.values():
         render_facts(f, out)
@@ -201,7 +209,7 @@ def plan(
 def _show_plans(plans: dict[str, Plan], as_json: bool) -> None:
     if as_json:
         docs = [json.loads(p.model_dump_json()) | {"summary": summary(p)} for p in plans.values()]
-        _emit_json(docs[0] if len(docs) == 1 else docs)
+        _emit_json(docs[0] if len(docs) == 1 else {"plans": docs})
         return
     for p in plans.values():
         render_plan(p, out)
@@ -255,7 +263,7 @@ def apply(
     if fleet_commands.fleet_mode(spec, inventory, fleet):
         options = fleet_commands.FleetOptions(dry_run, yes, runs_dir or runner.default_runs_dir(), forks)
         hosts = fleet_commands.resolve(spec, inventory, fleet, limit)
-        raise typer.Exit(fleet_commands.apply_command(hosts, options, out))
+        raise typer.Exit(fleet_commands.apply_command(hosts, options, err if as_json else out, as_json))
     assert spec is not None  # fleet_mode is true without a SPEC
     raise typer.Exit(
         apply_workflow(
