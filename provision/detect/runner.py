@@ -188,7 +188,14 @@ def detect_play() -> list[dict[str, Any]]:
             "name": "Detect GPU machine facts.",
             "hosts": "all",
             "gather_facts": False,
-            "tasks": [mkdir, {"block": [*copy, run], "always": [clean]}],
+            "tasks": [
+                mkdir,
+                {
+                    "name": "Collect the probe outputs, then clean up.",
+                    "block": [*copy, run],
+                    "always": [clean],
+                },
+            ],
         }
     ]
 
