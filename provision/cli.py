@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import functools
+import io
 import json
+import os
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Literal, ParamSpec, cast
+from typing import IO, Annotated, Any, Literal, ParamSpec, cast
 
 import typer
 from rich.console import Console
 from rich.markdown import Markdown
 from rich.markup import escape
 
+from provision import __version__, jsonout
 from provision import app as workflow
-from provision import jsonout
 from provision.errors import ProvisionError, SpecError
 from provision.output import write_output
 from provision.plan.models import Plan
@@ -27,11 +30,42 @@ cli = typer.Typer(
     name="provision",
     help="Declarative provisioning for NVIDIA GPU machines: spec -> detect -> plan -> apply -> checklist.",
     no_args_is_help=True,
-    add_completion=False,
     pretty_exceptions_enable=False,
 )
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+
+PIPED_WIDTH = 10_000
+"""Columns when the stream is not a terminal and COLUMNS is unset: a pipe or a file gets whole
+lines (paths and messages unsplit) rather than rich's 80-column default."""
+
+
+class _Piped(io.TextIOBase):
+    """stdout or stderr as found at each write (tests swap them), without the spaces that pad
+    table cells to the line's end."""
+
+    def __init__(self, stderr: bool) -> None:
+        self.stderr = stderr
+
+    def write(self, text: str) -> int:
+        stream = sys.stderr if self.stderr else sys.stdout
+        return stream.write(re.sub(r" +\n", "\n", text))
+
+    def flush(self) -> None:
+        (sys.stderr if self.stderr else sys.stdout).flush()
+
+    def isatty(self) -> bool:
+        return False
+
+
+def console(*, stderr: bool = False) -> Console:
+    """A rich Console on stdout or stderr: the terminal's width, or no wrapping when redirected."""
+    stream = sys.stderr if stderr else sys.stdout
+    if stream.isatty() or "COLUMNS" in os.environ:
+        return Console(stderr=stderr, highlight=False)
+    return Console(file=cast(IO[str], _Piped(stderr)), highlight=False, width=PIPED_WIDTH)
+
+
+out = console()
+err = console(stderr=True)
 
 SpecArg = Annotated[
     Path, typer.Argument(help="Spec file (YAML), e.g. specs/dual-a100x.yaml.", show_default=False)
@@ -61,6 +95,22 @@ FleetOpt = Annotated[
 def main() -> None:
     """Console-script entry point."""
     cli()
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        out.print(f"provision {__version__}")
+        raise typer.Exit()
+
+
+@cli.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
+) -> None:
+    """Declarative provisioning for NVIDIA GPU machines: spec -> detect -> plan -> apply -> checklist."""
 
 
 def user_errors(spec_error_code: int = 1) -> Callable[[Callable[P, None]], Callable[P, None]]:
@@ -352,9 +402,9 @@ def checklist(
     if fmt == "html" and len(documents) > 1:
         raise ProvisionError("one HTML document per host: give --output DIR, or --host to pick one")
     for text in documents.values():
-        if fmt == "md":
+        if fmt == "md" and out.is_terminal:
             out.print(Markdown(str(text)))
-        else:
+        else:  # piped Markdown stays Markdown, for a file or another renderer
             sys.stdout.write(str(text))
 
 
