@@ -178,6 +178,30 @@ def schema() -> None:
 
 @cli.command()
 @user_errors()
+def catalog(
+    table: Annotated[
+        str | None,
+        typer.Argument(help="gpus, drivers, cuda or torch; all four when left out.", show_default=False),
+    ] = None,
+    *,
+    as_json: JsonOpt = False,
+) -> None:
+    """List what a spec may name: GPU models, driver branches, CUDA releases, PyTorch releases."""
+    from provision.catalog import load_catalog
+    from provision.catalog.listing import TABLES, listing, render_listing
+
+    if table is not None and table not in TABLES:
+        raise ProvisionError(f"no catalog table {table!r}; choose one of {', '.join(TABLES)}")
+    chosen = TABLES if table is None else (cast(Any, table),)
+    data = listing(load_catalog(), chosen)
+    if as_json:
+        _emit_json(data)
+    else:
+        render_listing(data, out)
+
+
+@cli.command()
+@user_errors()
 def detect(
     spec: Annotated[
         Path | None, typer.Argument(help="Optional spec: its venv is probed for PyTorch.")

@@ -223,3 +223,15 @@ def test_verify_fleet(inventory: Path, mocker: MockerFixture) -> None:
     result = invoke("verify", "-i", str(inventory), "--json")
     assert result.exit_code == gone.exit_code(), result.output
     assert document(result)["hosts"]["b"]["unreachable"] == DOWN
+
+
+@pytest.mark.parametrize("table", ["gpus", "drivers", "cuda", "torch"])
+def test_catalog_table(table: str) -> None:
+    result = invoke("catalog", table, "--json")
+    assert result.exit_code == 0, result.output
+    doc = document(result)
+    assert set(doc) == {"format_version", table} and doc[table]["rows"]
+
+
+def test_catalog_error_is_a_document() -> None:
+    error_of(invoke("catalog", "bios", "--json"), 1, "no catalog table 'bios'")
