@@ -11,9 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import Result
 from pytest_mock import MockerFixture
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from provision import hosts as hosts_mod
 from provision.apply import runner
