@@ -172,3 +172,28 @@ def _stdout_tail(runner: Any) -> str:
     except AnsibleRunnerException:  # ansible-playbook never started
         return "no output"
     return lines[-1] if lines else "no output"
+
+
+_GENERIC = ("MODULE FAILURE", "non-zero return code")
+"""Ansible's own placeholder messages: the cause is in the module's stderr or stdout instead."""
+
+
+def failure_message(res: Mapping[str, Any]) -> str:
+    """The one line that names why a task failed, from a failed event's ``res``.
+
+    Ansible's ``msg`` when it says something; for a module that crashed (``MODULE FAILURE``,
+    e.g. no Python on the host) or a command that failed, the last line of the module's own
+    stderr, then stdout, which carries the cause (an exception, ``python3: not found``).
+    """
+    msg = _lines(res.get("msg"))
+    if msg and not msg[0].startswith(_GENERIC):
+        return msg[0]
+    for key in ("module_stderr", "stderr", "module_stdout", "stdout"):
+        if found := _lines(res.get(key)):
+            rc = f" (rc {res['rc']})" if isinstance(res.get("rc"), int) else ""
+            return f"{msg[0] if msg else 'failed'}{rc}: {found[-1]}"
+    return msg[0] if msg else "no message"
+
+
+def _lines(value: Any) -> list[str]:
+    return [line.strip() for line in str(value or "").splitlines() if line.strip()]

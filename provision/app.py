@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from provision.catalog import Catalog
 from provision.detect.facts import Facts
-from provision.errors import DriftError, FactsError, RefusedError
+from provision.errors import DriftError, FactsError
 from provision.hosts import HostSpec, detect_hosts, one_spec, plan_facts
 from provision.output import read_input
 from provision.plan.models import Plan
@@ -107,14 +107,6 @@ def check_drift(saved: Plan, fresh: Plan) -> None:
         )
 
 
-def refuse_if_blocked(plans: dict[str, Plan]) -> None:
-    """Raise RefusedError naming the first blocker of any host."""
-    for host, plan in plans.items():
-        if plan.blockers:
-            first = plan.blockers[0]
-            raise RefusedError(f"{host}: refused [{first.rule}] {first.message} (source: {first.source})")
-
-
 def spec_from(path: Path) -> tuple[Spec, Plan | None]:
     """The spec named by ``path``: a spec file, or the spec embedded in a saved plan."""
     if is_plan_file(path):
@@ -130,6 +122,5 @@ __all__ = [
     "load_plan",
     "plan_all",
     "read_facts",
-    "refuse_if_blocked",
     "spec_from",
 ]

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import functools
+import io
 import json
+import os
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Literal, ParamSpec, cast
+from typing import IO, Annotated, Any, Literal, ParamSpec, cast
 
 import typer
 from rich.console import Console
 from rich.markdown import Markdown
 from rich.markup import escape
 
+from provision import __version__, jsonout
 from provision import app as workflow
 from provision.errors import ProvisionError, SpecError
 from provision.output import write_output
@@ -26,11 +30,42 @@ cli = typer.Typer(
     name="provision",
     help="Declarative provisioning for NVIDIA GPU machines: spec -> detect -> plan -> apply -> checklist.",
     no_args_is_help=True,
-    add_completion=False,
     pretty_exceptions_enable=False,
 )
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+
+PIPED_WIDTH = 10_000
+"""Columns when the stream is not a terminal and COLUMNS is unset: a pipe or a file gets whole
+lines (paths and messages unsplit) rather than rich's 80-column default."""
+
+
+class _Piped(io.TextIOBase):
+    """stdout or stderr as found at each write (tests swap them), without the spaces that pad
+    table cells to the line's end."""
+
+    def __init__(self, stderr: bool) -> None:
+        self.stderr = stderr
+
+    def write(self, text: str) -> int:
+        stream = sys.stderr if self.stderr else sys.stdout
+        return stream.write(re.sub(r" +\n", "\n", text))
+
+    def flush(self) -> None:
+        (sys.stderr if self.stderr else sys.stdout).flush()
+
+    def isatty(self) -> bool:
+        return False
+
+
+def console(*, stderr: bool = False) -> Console:
+    """A rich Console on stdout or stderr: the terminal's width, or no wrapping when redirected."""
+    stream = sys.stderr if stderr else sys.stdout
+    if stream.isatty() or "COLUMNS" in os.environ:
+        return Console(stderr=stderr, highlight=False)
+    return Console(file=cast(IO[str], _Piped(stderr)), highlight=False, width=PIPED_WIDTH)
+
+
+out = console()
+err = console(stderr=True)
 
 SpecArg = Annotated[
     Path, typer.Argument(help="Spec file (YAML), e.g. specs/dual-a100x.yaml.", show_default=False)
@@ -62,6 +97,22 @@ def main() -> None:
     cli()
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        out.print(f"provision {__version__}")
+        raise typer.Exit()
+
+
+@cli.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
+) -> None:
+    """Declarative provisioning for NVIDIA GPU machines: spec -> detect -> plan -> apply -> checklist."""
+
+
 def user_errors(spec_error_code: int = 1) -> Callable[[Callable[P, None]], Callable[P, None]]:
     """Turn every ProvisionError into one red line on stderr and the documented exit code.
 
@@ -71,19 +122,23 @@ def user_errors(spec_error_code: int = 1) -> Callable[[Callable[P, None]], Calla
     def decorate(command: Callable[P, None]) -> Callable[P, None]:
         @functools.wraps(command)
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> None:
+            jsonout.begin()
             try:
                 command(*args, **kwargs)
             except ProvisionError as exc:
+                code = spec_error_code if isinstance(exc, SpecError) else 1
                 err.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
-                raise typer.Exit(spec_error_code if isinstance(exc, SpecError) else 1) from None
+                if kwargs.get("as_json") and not jsonout.written():
+                    jsonout.emit(jsonout.error_document(exc, code))
+                raise typer.Exit(code) from None
 
         return wrapper
 
     return decorate
 
 
-def _emit_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+def _emit_json(data: dict[str, Any]) -> None:
+    jsonout.emit(data)
 
 
 @cli.command()
@@ -98,24 +153,51 @@ def validate(spec: SpecArg, *, as_json: JsonOpt = False) -> None:
     from provision.spec.loader import load_spec
 
     findings = validate_spec(load_spec(spec), load_catalog())
+    refused = any(f.severity == "blocker" for f in findings)
     if as_json:
-        _emit_json({"spec": str(spec), "findings": [f.model_dump() for f in findings]})
-    for f in findings:
-        line = f"{spec}: {f.severity} [{f.rule}]: {f.message} (source: {f.source})"
-        (err if f.severity == "blocker" else out).print(escape(line), soft_wrap=True)
-    if any(f.severity == "blocker" for f in findings):
+        found = [f.model_dump() for f in findings]
+        _emit_json({"spec": str(spec), "valid": not refused, "findings": found})
+    else:
+        for f in findings:
+            line = f"{spec}: {f.severity} [{f.rule}]: {f.message} (source: {f.source})"
+            (err if f.severity == "blocker" else out).print(escape(line), soft_wrap=True)
+        if not refused:
+            out.print(f"{spec}: valid")
+    if refused:
         raise typer.Exit(1)
-    if not as_json:
-        out.print(f"{spec}: valid")
 
 
 @cli.command()
 @user_errors()
 def schema() -> None:
     """Print the spec's JSON Schema (point your editor's YAML language server at it)."""
-    from provision.spec.models import Spec
+    from provision.spec.schema import spec_schema
 
-    _emit_json(Spec.model_json_schema())
+    sys.stdout.write(json.dumps(spec_schema(), indent=2) + "\n")
+
+
+@cli.command()
+@user_errors()
+def catalog(
+    table: Annotated[
+        str | None,
+        typer.Argument(help="gpus, drivers, cuda or torch; all four when left out.", show_default=False),
+    ] = None,
+    *,
+    as_json: JsonOpt = False,
+) -> None:
+    """List what a spec may name: GPU models, driver branches, CUDA releases, PyTorch releases."""
+    from provision.catalog import load_catalog
+    from provision.catalog.listing import TABLES, listing, render_listing
+
+    if table is not None and table not in TABLES:
+        raise ProvisionError(f"no catalog table {table!r}; choose one of {', '.join(TABLES)}")
+    chosen = TABLES if table is None else (cast(Any, table),)
+    data = listing(load_catalog(), chosen)
+    if as_json:
+        _emit_json(data)
+    else:
+        render_listing(data, out)
 
 
 @cli.command()
@@ -151,7 +233,7 @@ def detect(
         )
     if as_json:
         docs = [f.model_dump(mode="json") for f in facts.values()]
-        _emit_json(docs[0] if len(docs) == 1 and not (inventory or fleet) else docs)
+        _emit_json(docs[0] if len(docs) == 1 and not (inventory or fleet) else {"hosts": docs})
         return
     for f in facts.values():
         render_facts(f, out)
@@ -201,7 +283,7 @@ def plan(
 def _show_plans(plans: dict[str, Plan], as_json: bool) -> None:
     if as_json:
         docs = [json.loads(p.model_dump_json()) | {"summary": summary(p)} for p in plans.values()]
-        _emit_json(docs[0] if len(docs) == 1 else docs)
+        _emit_json(docs[0] if len(docs) == 1 else {"plans": docs})
         return
     for p in plans.values():
         render_plan(p, out)
@@ -255,7 +337,7 @@ def apply(
     if fleet_commands.fleet_mode(spec, inventory, fleet):
         options = fleet_commands.FleetOptions(dry_run, yes, runs_dir or runner.default_runs_dir(), forks)
         hosts = fleet_commands.resolve(spec, inventory, fleet, limit)
-        raise typer.Exit(fleet_commands.apply_command(hosts, options, out))
+        raise typer.Exit(fleet_commands.apply_command(hosts, options, err if as_json else out, as_json))
     assert spec is not None  # fleet_mode is true without a SPEC
     raise typer.Exit(
         apply_workflow(
@@ -344,9 +426,9 @@ def checklist(
     if fmt == "html" and len(documents) > 1:
         raise ProvisionError("one HTML document per host: give --output DIR, or --host to pick one")
     for text in documents.values():
-        if fmt == "md":
+        if fmt == "md" and out.is_terminal:
             out.print(Markdown(str(text)))
-        else:
+        else:  # piped Markdown stays Markdown, for a file or another renderer
             sys.stdout.write(str(text))
 
 

@@ -35,6 +35,12 @@ class HostState(StrEnum):
     CHANGE = "to change"
     REFUSED = "refused"
     UNREACHABLE = "unreachable"
+    FAILED = "failed"
+    """Reached, but a detection task failed there; the reason is the module's own message."""
+
+
+DETECTION_FAILED = "host failed at "
+"""How a detection failure's reason starts (:func:`provision.detect.runner.collector_results`)."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +105,8 @@ class HostPlan:
 
     @property
     def state(self) -> HostState:
+        if self.unreachable is not None and self.unreachable.startswith(DETECTION_FAILED):
+            return HostState.FAILED
         if self.plan is None or self.unreachable is not None:
             return HostState.UNREACHABLE
         if self.plan.refused:
@@ -127,8 +135,9 @@ class FleetPlan:
         return {h: p.plan for h, p in self.hosts.items() if p.plan and p.state is HostState.CHANGE}
 
     def exit_code(self, detailed: bool = False) -> int:
-        """1 if a host is refused or unreachable; else 2 when ``detailed`` and changes are pending; else 0."""
-        if self.with_state(HostState.REFUSED) or self.with_state(HostState.UNREACHABLE):
+        """1 if a host is refused, unreachable or failed; else 2 when ``detailed`` and changes are
+        pending; else 0."""
+        if any(self.with_state(s) for s in (HostState.REFUSED, HostState.UNREACHABLE, HostState.FAILED)):
             return 1
         return 2 if detailed and self.pending else 0
 

@@ -64,7 +64,7 @@ def outcome(planned: HostPlan, result: runner.ApplyResult, again: FleetPlan) -> 
 
 def _not_run(planned: HostPlan) -> str:
     if planned.plan is None or planned.unreachable is not None:
-        return f"unreachable: {planned.unreachable}"
+        return planned.unreachable or "host unreachable"  # "host unreachable: ..." or "host failed at ..."
     if planned.plan.refused:
         first = planned.plan.blockers[0]
         return f"refused [{first.rule}] {first.message}"

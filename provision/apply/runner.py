@@ -182,8 +182,7 @@ def _failures(events: Iterable[ansible.Event]) -> dict[str, list[str]]:
             data = event.get("event_data", {})
             if data.get("ignore_errors"):
                 continue
-            msg = str(data.get("res", {}).get("msg", "")).strip().splitlines()
             failures.setdefault(data.get("host", "?"), []).append(
-                f"{data.get('task', '?')}: {msg[0] if msg else event['event']}"
+                f"{data.get('task', '?')}: {ansible.failure_message(data.get('res') or {})}"
             )
     return failures

@@ -9,19 +9,18 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 from typing import Any, Literal
 
 from rich.console import Console
 from rich.markup import escape
 
-from provision import app
+from provision import jsonout
 from provision.apply.outcome import Applied, steps
 from provision.hosts import FleetPlan
 from provision.plan.models import Plan
 from provision.plan.render import render_plan
 
-Stop = Literal["nothing-to-do", "dry-run"]
+Stop = Literal["nothing-to-do", "dry-run", "refused"]
 """Why Ansible was not started."""
 
 
@@ -46,7 +45,7 @@ class JsonReport:
     def emit(self) -> None:
         """Write the document to stdout, when asked for and an outcome was reached."""
         if self.enabled and self.data["outcome"] is not None:
-            sys.stdout.write(json.dumps(self.data, indent=2) + "\n")
+            jsonout.emit(self.data)
 
 
 class SingleView:
@@ -57,19 +56,13 @@ class SingleView:
         self.report = report
         self.label = label
 
-    def show_plan(self, planned: FleetPlan) -> None:
-        """Every host's plan; any blocker refuses the whole apply.
-
-        Raises:
-            RefusedError: A host's plan has a blocker (the first one is named).
-        """
+    def show_plan(self, planned: FleetPlan) -> bool:
+        """Every host's plan; any blocker refuses the whole apply, said once by the plan itself."""
         plans = planned.plans
         for plan in plans.values():
             render_plan(plan, self.console)
         self.report.data["plans"] = [json.loads(p.model_dump_json()) for p in plans.values()]
-        if any(p.refused for p in plans.values()):
-            self.report.outcome("refused", converged=False)
-        app.refuse_if_blocked(plans)
+        return not any(p.refused for p in plans.values())
 
     def stopped(self, planned: FleetPlan, why: Stop) -> int:
         return self.report.outcome(why, converged=why == "nothing-to-do")

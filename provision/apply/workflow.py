@@ -58,8 +58,8 @@ class ApplyView(Protocol):
     label: str
     """Names the run directory (``<UTC time>-<label>``)."""
 
-    def show_plan(self, planned: FleetPlan) -> None:
-        """Show every host's plan; may refuse the whole apply (raise a ProvisionError)."""
+    def show_plan(self, planned: FleetPlan) -> bool:
+        """Show every host's plan; False refuses the whole apply (the plans said why)."""
 
     def stopped(self, planned: FleetPlan, why: Stop) -> int:
         """The exit code when Ansible is not started."""
@@ -75,10 +75,11 @@ def apply_planned(hosts: Hosts, planned: FleetPlan, options: ApplyOptions, view:
     """Apply ``planned`` to ``hosts``: the one apply sequence; returns the exit code.
 
     Raises:
-        ProvisionError: The view refused the plans, the user did not confirm, or the
-            repository key could not be verified (nothing ran).
+        ProvisionError: The user did not confirm, or the repository key could not be
+            verified (nothing ran).
     """
-    view.show_plan(planned)
+    if not view.show_plan(planned):
+        return view.stopped(planned, "refused")
     pending = planned.pending
     if not pending:
         view.console.print("Nothing to do: Ansible was not started.")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import socket
 from pathlib import Path
+from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -66,14 +67,15 @@ def detect_for_checklist(host: str) -> Facts:
 
 
 def read_facts_documents(path: Path) -> list[Facts]:
-    """Facts saved by ``provision detect --json``: one object, or a list (an inventory run).
+    """Facts saved by ``provision detect --json``: one host's object, or several hosts
+    (``{"format_version": 1, "hosts": [...]}``; a bare list from version 0.1).
 
     Raises:
         FactsError: Missing file, invalid JSON, or not facts.
     """
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        return _FACTS_LIST.validate_python(data if isinstance(data, list) else [data])
+        return _FACTS_LIST.validate_python(_documents(data))
     except FileNotFoundError:
         raise FactsError(f"{path}: no such facts file") from None
     except json.JSONDecodeError as exc:
@@ -82,6 +84,14 @@ def read_facts_documents(path: Path) -> list[Facts]:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise FactsError(f"{path}: not a provision facts file ({where}: {first['msg']})") from None
+
+
+def _documents(data: Any) -> list[Any]:
+    if isinstance(data, list):
+        return data
+    if isinstance(data, dict) and "hosts" in data and "os" not in data:
+        return data["hosts"]  # type: ignore[no-any-return]
+    return [data]
 
 
 def _select(documents: list[Facts], host: str | None) -> dict[str, Facts]:

@@ -18,6 +18,7 @@ import json
 import re
 from collections.abc import Callable
 from datetime import datetime
+from typing import Literal
 
 from pydantic import Field
 
@@ -87,8 +88,9 @@ def _numeric(version: str) -> DottedVersion | None:
 
 
 class Facts(Frozen):
-    """Everything detection learned about one host."""
+    """Everything detection learned about one host (``provision detect --json``)."""
 
+    format_version: Literal[1] = 1
     host: str = "localhost"
     collected_at: datetime | None = None
     os: OsRelease | Unknown
@@ -180,7 +182,7 @@ class Facts(Frozen):
 
         ``apply plan.json`` compares it with a fresh detection to refuse a stale plan.
         """
-        volatile = {"collected_at": True}
+        volatile = {"collected_at": True, "format_version": True}
         data = self.model_dump(mode="json", exclude=volatile)
         if isinstance(data.get("gpus"), list):
             for gpu in data["gpus"]:

@@ -188,7 +188,14 @@ def detect_play() -> list[dict[str, Any]]:
             "name": "Detect GPU machine facts.",
             "hosts": "all",
             "gather_facts": False,
-            "tasks": [mkdir, {"block": [*copy, run], "always": [clean]}],
+            "tasks": [
+                mkdir,
+                {
+                    "name": "Collect the probe outputs, then clean up.",
+                    "block": [*copy, run],
+                    "always": [clean],
+                },
+            ],
         }
     ]
 
@@ -222,8 +229,9 @@ def _collector_json(res: Mapping[str, Any]) -> str | dict[str, Any]:
 
 def _failure_reason(event: str, task: str, res: Mapping[str, Any]) -> str:
     what = "unreachable" if event == "runner_on_unreachable" else f"failed at '{task}'"
-    message = str(res.get("msg") or res.get("stderr") or "no message").strip().splitlines()
-    return f"host {what}: {message[0] if message else 'no message'}"
+    from provision.ansible import failure_message
+
+    return f"host {what}: {failure_message(res)}"
 
 
 def collector_source() -> str:

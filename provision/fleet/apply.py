@@ -8,16 +8,20 @@ The exit code is 0 only when every host ends unchanged or converged.
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from provision import jsonout
 from provision.apply.outcome import Applied, HostOutcome
 from provision.apply.views import Stop
 from provision.apply.workflow import ApplyOptions, apply_planned
 from provision.fleet.mapping import Fleet
 from provision.fleet.orchestrate import fleet_hosts
-from provision.fleet.summary import render_fleet_plan
+from provision.fleet.summary import fleet_plan_json, render_fleet_plan
 from provision.hosts import FleetPlan, plan_hosts
 from provision.plan.models import Plan
 
@@ -25,10 +29,48 @@ FleetOptions = ApplyOptions
 """The fleet form's options: the same as any apply's."""
 
 
-def apply_fleet(fleet: Fleet, options: ApplyOptions, console: Console) -> int:
-    """Run ``provision apply`` on every host of ``fleet``; returns the exit code (0 or 1)."""
+def apply_fleet(fleet: Fleet, options: ApplyOptions, console: Console, *, as_json: bool = False) -> int:
+    """Run ``provision apply`` on every host of ``fleet``; returns the exit code (0 or 1).
+
+    With ``as_json`` the outcome is written to stdout as one document (:class:`FleetJsonReport`).
+    """
     hosts = fleet_hosts(fleet)
-    return apply_planned(hosts, plan_hosts(hosts), options, FleetView(console))
+    report = FleetJsonReport()
+    try:
+        return apply_planned(hosts, plan_hosts(hosts), options, FleetView(console, report))
+    finally:
+        if as_json and report.data:
+            jsonout.emit(report.data)
+
+
+class FleetJsonReport:
+    """The fleet apply's ``--json`` document, filled as the sequence goes.
+
+    Shape: ``{"outcome": "nothing-to-do" | "dry-run" | "applied" | "failed", "run_dir": str |
+    None, "plan": <plan --json of the fleet>, "hosts": {host: {"planned": state, "outcome": str,
+    "ok": bool, "ansible": {ok, changed, failed, unreachable, failures} | None}}}``.
+    """
+
+    def __init__(self) -> None:
+        self.data: dict[str, Any] = {}
+
+    def stopped(self, planned: FleetPlan, why: Stop) -> None:
+        """Ansible was not started: every host as planned."""
+        self.data = {"outcome": why, "run_dir": None, "plan": fleet_plan_json(planned), "hosts": {}}
+
+    def applied(self, planned: FleetPlan, applied: Applied, ok: bool) -> None:
+        """Ansible ran: each host's outcome."""
+        self.data = {
+            "outcome": "applied" if ok else "failed",
+            "run_dir": str(applied.result.run_dir),
+            "plan": fleet_plan_json(planned),
+            "hosts": {o.host: _outcome_json(o) for o in applied.outcomes},
+        }
+
+
+def _outcome_json(o: HostOutcome) -> dict[str, Any]:
+    ansible = dataclasses.asdict(o.ansible) if o.ansible else None
+    return {"planned": o.before.value, "outcome": o.outcome, "ok": o.ok, "ansible": ansible}
 
 
 class FleetView:
@@ -36,18 +78,24 @@ class FleetView:
 
     label = "fleet"
 
-    def __init__(self, console: Console) -> None:
+    def __init__(self, console: Console, report: FleetJsonReport | None = None) -> None:
         self.console = console
+        self.report = report or FleetJsonReport()
 
-    def show_plan(self, planned: FleetPlan) -> None:
+    def show_plan(self, planned: FleetPlan) -> bool:
+        """The fleet plan and its summary; refused hosts are left out, the others go on."""
         render_fleet_plan(planned, self.console)
+        return True
 
     def stopped(self, planned: FleetPlan, why: Stop) -> int:
+        self.report.stopped(planned, why)
         return planned.exit_code()
 
     def show_applied(self, planned: FleetPlan, applied: Applied) -> int:
         self.console.print(outcome_table(applied.outcomes))
-        return 0 if all(o.ok for o in applied.outcomes) else 1
+        ok = all(o.ok for o in applied.outcomes)
+        self.report.applied(planned, applied, ok)
+        return 0 if ok else 1
 
     def reboot_notice(self, pending: dict[str, Plan]) -> None:
         hosts = [h for h, p in pending.items() if p.reboot_required]

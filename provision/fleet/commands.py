@@ -7,12 +7,11 @@ single-spec behaviour of :mod:`provision.apply.workflow`.
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 
 from rich.console import Console
 
+from provision import jsonout
 from provision.detect.facts import Facts
 from provision.errors import ProvisionError
 from provision.fleet.apply import FleetOptions, apply_fleet
@@ -55,7 +54,7 @@ def plan_command(fleet: Fleet, console: Console, as_json: bool, detailed: bool, 
     """
     planned = plan_fleet(fleet)
     if as_json:
-        sys.stdout.write(json.dumps(fleet_plan_json(planned), indent=2, default=str) + "\n")
+        jsonout.emit(fleet_plan_json(planned))
     else:
         render_fleet_plan(planned, console)
     if out_file is not None:
@@ -70,6 +69,6 @@ def _save_one(hosts: dict[str, HostPlan], path: Path) -> None:
     write_output(path, plans[0].model_dump_json(indent=2))
 
 
-def apply_command(fleet: Fleet, options: FleetOptions, console: Console) -> int:
+def apply_command(fleet: Fleet, options: FleetOptions, console: Console, as_json: bool = False) -> int:
     """``provision apply`` in fleet mode; returns the exit code."""
-    return apply_fleet(fleet, options, console)
+    return apply_fleet(fleet, options, console, as_json=as_json)

@@ -17,6 +17,7 @@ _STYLE = {
     HostState.CHANGE: "yellow",
     HostState.REFUSED: "red",
     HostState.UNREACHABLE: "red",
+    HostState.FAILED: "red",
 }
 
 
@@ -47,7 +48,7 @@ def summary_table(fleet_plan: FleetPlan) -> Table:
 def host_line(host: HostPlan) -> str:
     """One line for ``host``: its plan's summary or why it could not be planned."""
     if host.plan is None or host.unreachable is not None:
-        return f"Unreachable: {host.unreachable}"
+        return host.unreachable or "host unreachable"  # the reason names itself: unreachable or failed
     return summary(host.plan)
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from provision import jsonout
 from provision.fleet.verify import FleetVerify, HostVerify
 from provision.output import write_output
 from provision.verify.render import STYLE, junit_document, junit_suite, render_table
@@ -77,7 +76,7 @@ def fleet_junit_xml(fleet: FleetVerify) -> str:
 def emit_fleet(fleet: FleetVerify, console: Console, as_json: bool, junit: Path | None) -> int:
     """Print the tables or the JSON, write JUnit XML if asked; returns the exit code (1: a host failed)."""
     if as_json:
-        sys.stdout.write(json.dumps(fleet_verify_json(fleet), indent=2) + "\n")
+        jsonout.emit(fleet_verify_json(fleet))
     else:
         render_fleet_verify(fleet, console)
     if junit is not None:

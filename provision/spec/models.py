@@ -75,7 +75,9 @@ class OsSpec(Frozen):
     version: Annotated[str, Field(pattern=r"^\d+(\.\d+)?$")] = Field(
         description='VERSION_ID from /etc/os-release, e.g. "24.04" or "12".'
     )
-    architecture: Literal["x86_64", "aarch64"] = "x86_64"
+    architecture: Literal["x86_64", "aarch64"] = Field(
+        "x86_64", description="CPU architecture, as `uname -m` prints it; picks NVIDIA's repository."
+    )
 
     @property
     def repo_code(self) -> str:
@@ -86,7 +88,9 @@ class OsSpec(Frozen):
 class GpuSpec(Frozen):
     """Which GPUs the machine has: a catalog model id and how many."""
 
-    model: Identifier = Field(description="Catalog GPU id, e.g. a100x or h200-sxm (provision catalog gpus).")
+    model: Identifier = Field(
+        description="Catalog GPU id, e.g. a100x or h200-sxm (`provision catalog gpus`)."
+    )
     count: int = Field(ge=1, le=16, description="Number of GPUs expected by nvidia-smi.")
     max_path: Literal["NV", "PIX", "PXB", "PHB", "NODE", "SYS"] | None = Field(
         None,
@@ -96,7 +100,7 @@ class GpuSpec(Frozen):
     binding: Literal["nvidia", "vfio-pci"] = Field(
         "nvidia",
         description="The driver every GPU must be bound to: nvidia, or vfio-pci for GPUs passed through "
-        "to virtual machines (then provision never blacklists vfio-pci).",
+        "to virtual machines (vfio-pci is then never blacklisted).",
         examples=["nvidia"],
     )
 
@@ -176,17 +180,17 @@ class PythonSpec(Frozen):
 class BiosItem(Frozen):
     """One manual BIOS or hardware step of the printable checklist."""
 
-    id: Identifier
-    title: str = Field(min_length=1)
-    why: str = Field(min_length=1)
-    how: str = Field(min_length=1)
+    id: Identifier = Field(description="Item id; a catalog item's id replaces that item.")
+    title: str = Field(min_length=1, description="The setting or check, as a heading.")
+    why: str = Field(min_length=1, description="What goes wrong without it.")
+    how: str = Field(min_length=1, description="Where to find it in the BIOS or on the machine.")
 
 
 class BiosSpec(Frozen):
     """Checklist items: catalog defaults, plus ``items`` (added or replacing by id), minus ``skip``."""
 
-    items: tuple[BiosItem, ...] = ()
-    skip: tuple[Identifier, ...] = ()
+    items: tuple[BiosItem, ...] = Field((), description="Items to add, or to replace catalog items by id.")
+    skip: tuple[Identifier, ...] = Field((), description="Ids of catalog items to leave out.")
 
 
 ThresholdName = Literal[
@@ -205,8 +209,18 @@ class VerifySpec(Frozen):
     """What "working" means. Thresholds left unset come from the catalog's GPU entry."""
 
     min_h2d_gbps: float | None = Field(None, gt=0, description="Pinned host-to-device GB/s per GPU.")
-    max_gpu_temp_c: float | None = Field(None, gt=0, le=120)
-    max_memory_temp_c: float | None = Field(None, gt=0, le=120)
+    max_gpu_temp_c: float | None = Field(
+        None,
+        gt=0,
+        le=120,
+        description="Highest GPU core temperature (deg C) under load; unset: the catalog's.",
+    )
+    max_memory_temp_c: float | None = Field(
+        None,
+        gt=0,
+        le=120,
+        description="Highest GPU memory temperature (deg C) under load; unset: the catalog's.",
+    )
     min_d2h_gbps: float | None = Field(None, gt=0, description="Pinned device-to-host GB/s per GPU.")
     min_bf16_tflops: float | None = Field(None, gt=0, description="bf16 8192^3 matmul TFLOP/s per GPU.")
     min_p2p_gbps: float | None = Field(None, gt=0, description="GPU-to-GPU copy GB/s per ordered pair.")
@@ -238,17 +252,21 @@ class RepositorySpec(Frozen):
 
 
 class Spec(Frozen):
-    """A provision spec, format version 1."""
+    """One GPU machine's wanted software stack, spec format version 1."""
 
-    schema_version: Literal[1] = 1
-    name: Identifier
-    description: str = ""
-    os: OsSpec
-    gpus: GpuSpec
-    driver: DriverSpec
-    cuda: CudaSpec | None = None
-    fabric_manager: Literal["auto", "required", "disabled"] = "auto"
-    python: PythonSpec | None = None
-    repository: RepositorySpec | None = None
-    bios: BiosSpec = BiosSpec()
-    verify: VerifySpec = VerifySpec()
+    schema_version: Literal[1] = Field(1, description="Spec format version; 1 is the only one.")
+    name: Identifier = Field(description="Short name of the machine type; names run directories.")
+    description: str = Field("", description="Free text shown in the checklist's header.")
+    os: OsSpec = Field(description="The operating system the machine runs.")
+    gpus: GpuSpec = Field(description="The GPUs the machine has.")
+    driver: DriverSpec = Field(description="The NVIDIA driver to install and hold.")
+    cuda: CudaSpec | None = Field(None, description="CUDA toolkit, cuDNN and NCCL; unset: none installed.")
+    fabric_manager: Literal["auto", "required", "disabled"] = Field(
+        "auto", description="NVIDIA Fabric Manager: auto installs it when NVSwitch is detected."
+    )
+    python: PythonSpec | None = Field(None, description="A venv with PyTorch; unset: none made.")
+    repository: RepositorySpec | None = Field(
+        None, description="A mirror of NVIDIA's repository; unset: NVIDIA's own, from the catalog."
+    )
+    bios: BiosSpec = Field(BiosSpec(), description="Changes to the printable BIOS and hardware checklist.")
+    verify: VerifySpec = Field(VerifySpec(), description="Thresholds for `provision verify`.")

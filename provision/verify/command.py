@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 
 from pydantic import ValidationError
 from rich.console import Console
 
+from provision import jsonout
 from provision.errors import FactsError
 from provision.hosts import LOCALHOST, Hosts, HostSpec
 from provision.output import write_output
@@ -45,7 +44,7 @@ def emit(report: Report, console: Console, as_json: bool, junit: Path | None) ->
     """Print the table or JSON, write JUnit XML if asked; the exit code: 1 when a check failed."""
     if as_json:
         doc = report.model_dump(mode="json") | {"counts": report.counts(), "failed": report.failed}
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        jsonout.emit(doc)
     else:
         render_table(report, console)
     if junit is not None:

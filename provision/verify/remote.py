@@ -235,7 +235,11 @@ def verify_play() -> list[dict[str, Any]]:
                     "ansible.builtin.tempfile": {"state": "directory", "prefix": "provision-verify-"},
                     "register": "provision_verify_dir",
                 },
-                {"block": [*copies, _collect(workdir), _stat(job), _gpu(job, workdir)], "always": [_clean()]},
+                {
+                    "name": "Collect the verify inputs and run the GPU program, then clean up.",
+                    "block": [*copies, _collect(workdir), _stat(job), _gpu(job, workdir)],
+                    "always": [_clean()],
+                },
             ],
         }
     ]

@@ -57,12 +57,14 @@ def test_plan_maps_specs_by_group_and_fleet_file_and_summarises(
 
     result = provision("plan", "--fleet", str(d / "fleet.yaml"), "--json")
     assert result.exit_code == 1, result.output
-    doc = json.loads(result.output)
+    doc = json.loads(result.stdout)
+    assert doc["format_version"] == 1
     assert doc["summary"] == {
         "unchanged": [],
         "to change": ["gpu1", "gpu2", "gpu3"],
         "refused": ["gpu4"],
         "unreachable": [],
+        "failed": [],
     }
     assert doc["hosts"]["gpu1"]["spec"] == str(d / "debian.yaml")
     assert doc["hosts"]["gpu4"]["plan"]["blockers"][0]["rule"] == "os-mismatch"
@@ -110,7 +112,7 @@ def test_apply_isolates_an_unreachable_host_and_a_rerun_converges(
 
     final = provision("plan", "-i", str(inventory), "--json", "--detailed-exitcode")
     assert final.exit_code == 0, final.output
-    assert json.loads(final.output)["summary"]["unchanged"] == ["gpu1", "gpu2", "gpu3", "gpu4"]
+    assert json.loads(final.stdout)["summary"]["unchanged"] == ["gpu1", "gpu2", "gpu3", "gpu4"]
 
 
 def held(fleet: FleetTargets, name: str) -> dict[str, str]:

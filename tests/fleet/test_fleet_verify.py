@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from provision.cli import cli
 from provision.verify.launch import CHILD_ENV
 from tests.fleet.conftest import FleetTargets
+from tests.unit import junit_strict
 
 ROOT = Path(__file__).parents[2]
 SPEC = ROOT / "specs" / "dual-a100x.yaml"
@@ -98,6 +99,7 @@ def _assert_gpu_program_ran_as_launch_does(root: Path) -> None:
 
 
 def _assert_junit(path: Path) -> None:
+    assert junit_strict.problems(path.read_text()) == []
     suites = ET.parse(path).getroot().findall("testsuite")
     assert [s.get("hostname") for s in suites] == ["gpu1", "gpu2", "gpu3", "gpu4"]
     assert all(int(s.get("failures", "0")) > 0 and s.findall("testcase") for s in suites)

@@ -40,11 +40,11 @@ def test_apply_installs_holds_converges_and_reapplies_nothing(
 
     replan = provision("plan", str(spec), "-i", inv, "--detailed-exitcode", "--json")
     assert replan.exit_code == 0, replan.output
-    replanned = json.loads(replan.output)
+    replanned = json.loads(replan.stdout)
     assert replanned["summary"] == "No changes. The machine matches the spec."
     assert all(w["rule"] != "mixed-driver-sources" for w in replanned["warnings"])
 
-    facts = json.loads(provision("detect", "-i", inv, "--json").output)[0]
+    facts = json.loads(provision("detect", "-i", inv, "--json").stdout)["hosts"][0]
     repo_host = nvidia_repo.url.split("/")[2]
     assert facts["origins"]["origins"]["nvidia-open"] == repo_host  # apt-cache policy, real apt
     assert set(facts["origins"]["origins"].values()) == {repo_host}

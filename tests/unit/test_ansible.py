@@ -124,3 +124,45 @@ def test_a_real_local_play(tmp_path: Path) -> None:
     assert ok["event_data"]["res"]["msg"] == "hi"
     assert "runner_on_ok" in seen and "playbook_on_stats" in seen
     assert not (tmp_path / "env" / "extravars").exists()  # suppress_env_files
+
+
+# A module that cannot start on the host: Ansible's res for it (msg is a placeholder; the cause is
+# in module_stderr), as runner_on_failed carries it.
+MODULE_FAILURE = {
+    "msg": "MODULE FAILURE\nSee stdout/stderr for the exact error",
+    "module_stdout": "",
+    "module_stderr": "/bin/sh: 1: /usr/bin/python3: not found\n",
+    "rc": 127,
+    "changed": False,
+}
+
+
+@pytest.mark.parametrize(
+    ("res", "message"),
+    [
+        (MODULE_FAILURE, "MODULE FAILURE (rc 127): /bin/sh: 1: /usr/bin/python3: not found"),
+        (
+            {"msg": "non-zero return code", "stderr": "E: Unable to locate package x\n", "rc": 100},
+            "non-zero return code (rc 100): E: Unable to locate package x",
+        ),
+        ({"msg": "apt said no\nmore"}, "apt said no"),
+        ({}, "no message"),
+    ],
+)
+def test_a_failure_names_the_modules_own_message(res: dict[str, Any], message: str) -> None:
+    assert ansible.failure_message(res) == message
+
+
+def test_a_host_whose_detection_module_failed_is_failed_not_unreachable() -> None:
+    from provision.detect.runner import COLLECTOR_TASK, collector_results, unknown_facts
+    from provision.hosts import HostSpec, HostState, one_spec, plan_facts
+
+    event = {
+        "event": "runner_on_failed",
+        "event_data": {"host": "n1", "task": COLLECTOR_TASK, "res": MODULE_FAILURE},
+    }
+    reason = str(collector_results([event])["n1"])
+    assert reason.endswith("/usr/bin/python3: not found")
+    facts = {"n1": unknown_facts("n1", reason)}
+    planned = plan_facts(one_spec(None, facts, HostSpec(spec(), "s.yaml")), facts).hosts["n1"]
+    assert planned.state is HostState.FAILED and planned.unreachable == reason

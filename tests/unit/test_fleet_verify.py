@@ -139,7 +139,11 @@ def test_fleet_junit_has_one_suite_per_host(fleet: FleetVerify) -> None:
         ("provision verify h200", "h200"),
         ("provision verify gone", "gone"),
     ]
-    assert suites[0].get("failures") == "0" and int(suites[1].get("failures", "0")) == len(suites[1])
+    assert suites[0].get("failures") == "0"
+    assert int(suites[1].get("failures", "0")) == len(suites[1].findall("testcase"))
+    from tests.unit.junit_strict import problems
+
+    assert problems(fleet_junit_xml(fleet)) == []
 
 
 def test_fleet_text_has_host_tables_then_the_summary(fleet: FleetVerify) -> None:

@@ -331,3 +331,23 @@ def test_cli_table_and_exit_1_on_failure(tmp_path: Path, inputs: VerifyInputs) -
 def test_cli_bad_inputs_file_is_one_line(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["verify", str(SPEC_PATH), "--inputs", str(tmp_path / "missing.json")])
     assert result.exit_code == 1 and "no such verify inputs file" in result.output
+
+
+def test_junit_is_valid_against_the_strict_schema(spec: Spec, inputs: VerifyInputs) -> None:
+    from tests.unit.junit_strict import problems
+
+    report = verify(
+        spec,
+        "s.yaml",
+        inputs.facts,
+        load_catalog(),
+        shipped_limits(),
+        inputs=_with_load(inputs, h2d_gbps=10.0),
+    )
+    xml = junit_xml(report)
+    assert problems(xml) == []
+    failure = ET.fromstring(xml).find(".//testcase/failure")
+    assert failure is not None and "measured: " in (failure.text or "")  # the details are the element's text
+    # The format provision wrote before: no timestamp, output inside testcases, an attribute on the root.
+    old = (Path(__file__).parents[1] / "fixtures" / "verify" / "h200-ubuntu2404" / "junit.xml").read_text()
+    assert any("timestamp" in p for p in problems(old)) and any("testsuites" in p for p in problems(old))

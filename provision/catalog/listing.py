@@ -1,0 +1,121 @@
+"""What a spec may name, as ``provision catalog`` lists it: one table per spec field family.
+
+Pure: each table is a list of rows (plain data, JSON-ready) built from the loaded catalog, with
+the spec field it feeds and each row's source keys (``data/sources.yaml``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table as RichTable
+
+from provision.catalog.catalog import Catalog
+
+Table = Literal["gpus", "drivers", "cuda", "torch"]
+TABLES: tuple[Table, ...] = ("gpus", "drivers", "cuda", "torch")
+
+SPEC_FIELDS: dict[Table, str] = {
+    "gpus": "gpus.model",
+    "drivers": "driver.branch",
+    "cuda": "cuda.toolkit",
+    "torch": "python.torch, python.cuda_variant",
+}
+"""The spec fields each table's first column may be written into."""
+
+
+def gpu_rows(cat: Catalog) -> list[dict[str, Any]]:
+    """One row per GPU model: id, name, architecture, compute capability, memory, form factor."""
+    return [
+        {
+            "id": g.id,
+            "name": g.name,
+            "architecture": g.architecture.value,
+            "compute_capability": str(g.compute_capability),
+            "memory_gib": g.memory_gib,
+            "form_factor": g.form_factor,
+            "nvswitch": g.nvswitch,
+            "source": list(g.source),
+        }
+        for g in cat.gpus.values()
+    ]
+
+
+def driver_rows(cat: Catalog) -> list[dict[str, Any]]:
+    """One row per driver branch: its type (LTSB, PB, NFB), end of life, newest CUDA major."""
+    return [
+        {
+            "branch": b.branch,
+            "type": b.type,
+            "eol": b.eol,
+            "max_cuda_major": b.max_cuda_major,
+            "source": list(b.source),
+        }
+        for b in cat.driver_branches.values()
+    ]
+
+
+def cuda_rows(cat: Catalog) -> list[dict[str, Any]]:
+    """One row per CUDA toolkit release: its GA driver, the branch floor, its updates."""
+    return [
+        {
+            "release": str(r.release),
+            "toolkit_driver": str(r.toolkit_driver) if r.toolkit_driver else None,
+            "min_branch": r.family_floor,
+            "updates": [str(u.version) for u in r.updates],
+            "source": list(r.source),
+        }
+        for r in cat.cuda_releases.values()
+    ]
+
+
+def torch_rows(cat: Catalog) -> list[dict[str, Any]]:
+    """One row per PyTorch release: status, Python range, CUDA variants, PyPI's default variant."""
+    return [
+        {
+            "release": str(t.release),
+            "status": t.status,
+            "python_min": str(t.python[0]),
+            "python_max": str(t.python[1]),
+            "cuda_variants": list(t.builds),
+            "pypi_default": t.pypi_default,
+            "source": list(t.source),
+        }
+        for t in cat.torch_releases.values()
+    ]
+
+
+ROWS: dict[Table, Callable[[Catalog], list[dict[str, Any]]]] = {
+    "gpus": gpu_rows,
+    "drivers": driver_rows,
+    "cuda": cuda_rows,
+    "torch": torch_rows,
+}
+
+
+def listing(cat: Catalog, tables: tuple[Table, ...] = TABLES) -> dict[str, Any]:
+    """``{table: {"spec_field": str, "rows": [row, ...]}}`` for ``tables``, in that order."""
+    return {t: {"spec_field": SPEC_FIELDS[t], "rows": ROWS[t](cat)} for t in tables}
+
+
+def render_listing(data: dict[str, Any], console: Console) -> None:
+    """Each table of :func:`listing` as a rich table titled with the spec field it feeds."""
+    for name, table in data.items():
+        rows = table["rows"]
+        view = RichTable(title=f"{name} ({table['spec_field']})", title_justify="left")
+        for column in rows[0] if rows else ():
+            view.add_column(column)
+        for row in rows:
+            view.add_row(*(escape(_cell(v)) for v in row.values()))
+        console.print(view)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, list):
+        return ", ".join(map(str, value))
+    return str(value)

@@ -1,0 +1,66 @@
+"""The one ``--json`` channel: exactly one JSON document on stdout per command, in every outcome.
+
+Every document is a JSON object whose ``format_version`` names its shape (README, "JSON
+output"). A command writes its document through :func:`emit`; when a ``ProvisionError`` ends a
+``--json`` command before it wrote one, the CLI writes :func:`error_document` instead, so a
+caller always parses exactly one object and reads the exit code for the outcome. Text for
+people goes to stderr while ``--json`` is on.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from provision.errors import ProvisionError, SpecError
+
+FORMAT_VERSION = 1
+"""Raised when a key is removed or changes meaning; new keys keep the version."""
+
+_written = False
+
+
+def begin() -> None:
+    """Start a command: no document written yet."""
+    global _written
+    _written = False
+
+
+def written() -> bool:
+    """Whether the running command already wrote its document."""
+    return _written
+
+
+def versioned(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with ``format_version`` first (an existing one is kept: a Plan carries its own)."""
+    return {"format_version": data.get("format_version", FORMAT_VERSION)} | data
+
+
+def emit(data: dict[str, Any]) -> None:
+    """Write ``data`` (versioned) to stdout as the command's one document.
+
+    Raises:
+        RuntimeError: A document was already written (two would break every caller's parser).
+    """
+    global _written
+    if _written:
+        raise RuntimeError("a --json command wrote a second document")
+    sys.stdout.write(json.dumps(versioned(data), indent=2, default=str) + "\n")
+    sys.stdout.flush()
+    _written = True
+
+
+def error_document(exc: ProvisionError, exit_code: int) -> dict[str, Any]:
+    """The document of a command a ProvisionError ended.
+
+    Shape: ``{"format_version": 1, "outcome": "error", "exit_code": int, "error": {"type": str,
+    "message": str, "problems": [str]}}``; ``problems`` holds one ``file:line:column: field:
+    message`` line per problem of a spec (:class:`SpecError`), else the message alone.
+    """
+    problems = exc.problems if isinstance(exc, SpecError) else [str(exc)]
+    return {
+        "outcome": "error",
+        "exit_code": exit_code,
+        "error": {"type": type(exc).__name__, "message": str(exc), "problems": problems},
+    }

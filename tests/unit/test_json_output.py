@@ -1,0 +1,236 @@
+"""Every ``--json`` prints exactly one JSON object on stdout, with ``format_version``, in every outcome.
+
+Each case runs the real command through typer's CliRunner; for the fleet forms detection and the
+playbook run are replaced (pytest-mock), the sequence and what it prints are the real code.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pytest_mock import MockerFixture
+from typer.testing import CliRunner, Result
+
+from provision import hosts as hosts_mod
+from provision.apply import runner
+from provision.detect.facts import Facts
+from provision.detect.runner import unknown_facts
+from provision.fleet.verify import FleetVerify, HostVerify
+from provision.verify.models import Report
+from tests.unit.factories import fresh_ubuntu
+
+ROOT = Path(__file__).resolve().parents[2]
+A100X = str(ROOT / "specs" / "dual-a100x.yaml")
+H200 = str(ROOT / "specs" / "h200-ubuntu2404.yaml")
+H200_RAW = str(ROOT / "tests" / "fixtures" / "raw" / "h200-ubuntu2404-spec")
+IMPOSSIBLE = str(ROOT / "specs" / "examples" / "impossible-a100x.yaml")
+INPUTS = str(ROOT / "tests" / "fixtures" / "verify" / "h200-ubuntu2404" / "inputs.json")
+DOWN = "host unreachable: Failed to connect to the host via ssh"
+
+
+@pytest.fixture(autouse=True)
+def _no_colour(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NO_COLOR", "1")
+
+
+def invoke(*args: str) -> Result:
+    from provision.cli import cli
+
+    return CliRunner().invoke(cli, list(args))
+
+
+def document(result: Result) -> dict[str, Any]:
+    """stdout as exactly one JSON object with a format version (json.loads refuses trailing text)."""
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    doc = json.loads(result.stdout)
+    assert isinstance(doc, dict), doc
+    assert doc["format_version"] == 1
+    return doc
+
+
+def error_of(result: Result, code: int, message: str) -> dict[str, Any]:
+    assert result.exit_code == code, result.output
+    doc = document(result)
+    assert doc["outcome"] == "error" and doc["exit_code"] == code
+    assert message in doc["error"]["message"], doc
+    return doc
+
+
+def test_validate_valid() -> None:
+    result = invoke("validate", A100X, "--json")
+    assert result.exit_code == 0
+    assert document(result)["valid"] is True
+
+
+def test_validate_warnings_stay_inside_the_document(tmp_path: Path) -> None:
+    spec = tmp_path / "warn.yaml"
+    text = Path(A100X).read_text().replace("  branch: 580 ", "  branch: 999 ")
+    spec.write_text(text.replace('  version: "580.95.05"', ""))
+    result = invoke("validate", str(spec), "--json")
+    assert result.exit_code == 0, result.output
+    doc = document(result)
+    assert doc["valid"] is True and [f["rule"] for f in doc["findings"]] == ["driver-branch-unknown"]
+
+
+def test_validate_refused() -> None:
+    result = invoke("validate", IMPOSSIBLE, "--json")
+    doc = document(result)
+    assert result.exit_code == 1 and doc["valid"] is False
+    assert "cuda-driver-floor" in {f["rule"] for f in doc["findings"]}
+
+
+def test_validate_field_errors_are_a_document(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nos:\n  distro: ubuntu\n  version: '24.04'\n  colour: blue\n")
+    doc = error_of(invoke("validate", str(bad), "--json"), 2, "unknown key")
+    assert doc["error"]["type"] == "SpecError"
+    assert f"{bad}:1:1: gpus: Field required" in doc["error"]["problems"], doc
+
+
+def test_validate_missing_file_is_a_document(tmp_path: Path) -> None:
+    error_of(invoke("validate", str(tmp_path / "no.yaml"), "--json"), 2, "no such spec file")
+
+
+def test_detect_one_host_is_the_facts_document_and_reads_back(tmp_path: Path) -> None:
+    result = invoke("detect", "--from-raw", H200_RAW, "--json")
+    assert result.exit_code == 0
+    doc = document(result)
+    assert str(Facts.model_validate(doc).driver.version) == "580.159.04"  # type: ignore[union-attr]
+    saved = tmp_path / "facts.json"
+    saved.write_text(result.stdout)
+    assert invoke("plan", H200, "--facts", str(saved), "--json").exit_code == 0
+
+
+def test_detect_error_is_a_document(tmp_path: Path) -> None:
+    error_of(invoke("detect", "--from-raw", str(tmp_path), "--json"), 1, "no probe outputs")
+
+
+@pytest.fixture()
+def inventory(tmp_path: Path) -> Path:
+    """Two hosts mapped to the A100X spec: ``a`` a fresh Ubuntu box, ``b`` unreachable."""
+    path = tmp_path / "hosts.ini"
+    path.write_text(f"a provision_spec={A100X}\nb provision_spec={A100X}\n")
+    return path
+
+
+@pytest.fixture()
+def detected(mocker: MockerFixture) -> Any:
+    facts = {"a": fresh_ubuntu().model_copy(update={"host": "a"}), "b": unknown_facts("b", DOWN)}
+
+    def detect(inventory: Path | None, limit: str | None, venv: str | None, *rest: Any) -> dict[str, Facts]:
+        names = limit.split(",") if limit else list(facts)
+        return {h: f for h, f in facts.items() if h in names}
+
+    mocker.patch("provision.app.detect_hosts", side_effect=detect)
+    return mocker.patch.object(hosts_mod, "detect_hosts", side_effect=detect)
+
+
+def test_detect_inventory_is_one_document_of_hosts(inventory: Path, detected: Any, tmp_path: Path) -> None:
+    result = invoke("detect", "-i", str(inventory), "--json")
+    assert result.exit_code == 0, result.output
+    doc = document(result)
+    assert [h["host"] for h in doc["hosts"]] == ["a", "b"]
+    saved = tmp_path / "facts.json"
+    saved.write_text(result.stdout)
+    assert invoke("checklist", A100X, "--facts", str(saved), "--host", "a").exit_code == 0
+
+
+def test_plan_one_host() -> None:
+    result = invoke("plan", H200, "--from-raw", H200_RAW, "--json")
+    assert result.exit_code == 0
+    assert document(result)["summary"] == "No changes. The machine matches the spec."
+
+
+def test_plan_refused() -> None:
+    result = invoke("plan", IMPOSSIBLE, "--from-raw", H200_RAW, "--json")
+    assert result.exit_code == 1
+    assert document(result)["blockers"], result.stdout
+
+
+def test_plan_error_is_a_document(tmp_path: Path) -> None:
+    facts = tmp_path / "facts.json"
+    facts.write_text('{"host": 3}')
+    error_of(invoke("plan", H200, "--facts", str(facts), "--json"), 1, "not a provision facts file")
+
+
+def test_plan_fleet(inventory: Path, detected: Any) -> None:
+    result = invoke("plan", "-i", str(inventory), "--json")
+    assert result.exit_code == 1, result.output  # b is unreachable
+    doc = document(result)
+    assert doc["hosts"]["b"]["unreachable"] == DOWN and doc["hosts"]["a"]["plan"]["steps"]
+
+
+def test_apply_refused_on_this_machine() -> None:
+    result = invoke("apply", A100X, "--dry-run", "--json")
+    assert result.exit_code == 1
+    doc = document(result)
+    assert doc["outcome"] == "refused" and doc["plans"][0]["blockers"][0]["rule"] == "os-mismatch"
+
+
+def test_apply_error_is_a_document(tmp_path: Path) -> None:
+    bad = tmp_path / "plan.json"
+    bad.write_text("{}")
+    error_of(invoke("apply", str(bad), "--dry-run", "--json"), 1, "not a provision plan")
+
+
+def test_apply_fleet_dry_run(inventory: Path, detected: Any) -> None:
+    result = invoke("apply", "-i", str(inventory), "--dry-run", "--json")
+    assert result.exit_code == 1, result.output  # b is unreachable
+    doc = document(result)
+    assert doc["outcome"] == "dry-run" and doc["plan"]["summary"]["unreachable"] == ["b"]
+
+
+def test_apply_fleet_applied(inventory: Path, detected: Any, mocker: MockerFixture, tmp_path: Path) -> None:
+    ran = runner.ApplyResult(
+        run_dir=tmp_path / "run",
+        status="failed",
+        rc=2,
+        hosts={"a": runner.HostResult("a", ok=3, failed=1, failures=("Install: E: broken",))},
+    )
+    mocker.patch.object(runner, "run_playbook", return_value=ran)
+    result = invoke("apply", "-i", str(inventory), "--yes", "--json", "--runs-dir", str(tmp_path))
+    assert result.exit_code == 1, result.output
+    doc = document(result)
+    assert doc["outcome"] == "failed" and doc["run_dir"] == str(tmp_path / "run")
+    assert doc["hosts"]["a"]["outcome"] == "failed: Install: E: broken"
+    assert doc["hosts"]["a"]["ansible"]["failed"] == 1 and doc["hosts"]["b"]["planned"] == "unreachable"
+
+
+def test_apply_fleet_error_is_a_document(inventory: Path, detected: Any) -> None:
+    # No terminal to confirm on: refused before Ansible starts.
+    error_of(invoke("apply", "-i", str(inventory), "--json"), 1, "pass --yes")
+
+
+def test_verify_replayed_inputs() -> None:
+    result = invoke("verify", H200, "--inputs", INPUTS, "--json")
+    assert result.exit_code == 0, result.output
+    doc = document(result)
+    assert doc["counts"] == {"pass": 28, "warn": 0, "fail": 0, "skip": 10}
+
+
+def test_verify_error_is_a_document(tmp_path: Path) -> None:
+    error_of(invoke("verify", H200, "--inputs", str(tmp_path / "no.json"), "--json"), 1, "no such")
+
+
+def test_verify_fleet(inventory: Path, mocker: MockerFixture) -> None:
+    report = Report(host="b", spec=A100X, results=[])
+    gone = FleetVerify({"b": HostVerify("b", Path(A100X), report, DOWN)})
+    mocker.patch("provision.fleet.verify.verify_fleet", return_value=gone)
+    result = invoke("verify", "-i", str(inventory), "--json")
+    assert result.exit_code == gone.exit_code(), result.output
+    assert document(result)["hosts"]["b"]["unreachable"] == DOWN
+
+
+@pytest.mark.parametrize("table", ["gpus", "drivers", "cuda", "torch"])
+def test_catalog_table(table: str) -> None:
+    result = invoke("catalog", table, "--json")
+    assert result.exit_code == 0, result.output
+    doc = document(result)
+    assert set(doc) == {"format_version", table} and doc[table]["rows"]
+
+
+def test_catalog_error_is_a_document() -> None:
+    error_of(invoke("catalog", "bios", "--json"), 1, "no catalog table 'bios'")
