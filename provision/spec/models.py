@@ -37,6 +37,25 @@ def _absolute_path(value: str) -> str:
 
 AbsolutePath = Annotated[str, AfterValidator(_absolute_path)]
 
+VENV_ROOTS = ("/opt", "/srv")
+"""Directories a venv may be created under: root-owned and never part of the OS.
+
+Source: Filesystem Hierarchy Standard 3.0, sections /opt (add-on software) and /srv (site data).
+"""
+
+
+def _venv_path(value: str) -> str:
+    # Root creates the venv and runs its python and pip; under /usr, /etc or /tmp that would
+    # overwrite the OS or run what another user planted (docs/security.md).
+    parent = str(PurePosixPath(value).parent)
+    if not any(parent == root or parent.startswith(root + "/") for root in VENV_ROOTS):
+        roots = " or ".join(f"{root}/" for root in VENV_ROOTS)
+        raise ValueError(f"must be a directory under {roots} (system and shared directories are refused)")
+    return value
+
+
+VenvPath = Annotated[str, AfterValidator(_absolute_path), AfterValidator(_venv_path)]
+
 
 def _no_template(value: str) -> str:
     # Spec values travel to Ansible as extravars, and Ansible evaluates "{{ }}" in any variable
@@ -148,7 +167,7 @@ class PythonSpec(Frozen):
     """Python virtual environment with a PyTorch wheel from a pinned index."""
 
     interpreter: Dotted = Field(description='Python X.Y used to create the venv, e.g. "3.12".')
-    venv: AbsolutePath = Field(description="Absolute path of the virtual environment.")
+    venv: VenvPath = Field(description="Absolute path of the virtual environment, under /opt/ or /srv/.")
     torch: Pep440 | None = Field(None, description='PyTorch release, e.g. "2.11.0" (local tag not included).')
     cuda_variant: Annotated[str, Field(pattern=r"^cu\d{3}$")] | None = Field(
         None, description="PyTorch CUDA wheel variant, e.g. cu130."

@@ -117,24 +117,25 @@ _VENV_SCRIPT = (
     'echo "path $1"; cat "$1/pyvenv.cfg" || exit 1; '
     'ls -d "$1"/lib*/python3*/site-packages/*.dist-info 2>/dev/null; exit 0'
 )
-# Reads torch/version.py with ast instead of importing torch (4 s on the H200,
-# docs/device-runs/h200-measurements.md) and prints the same `key value` lines as the fixture's torch.txt.
-_TORCH_SCRIPT = "; ".join(
-    (
-        "import ast, glob, os, sys",
-        "venv = sys.argv[1]",
-        'print("venv", venv)',
-        'print("python", sys.version.replace(chr(10), " "))',
-        'found = glob.glob(os.path.join(venv, "lib*", "python3*", "site-packages", "torch", "version.py"))',
-        'found or sys.exit("torch: not installed in " + venv)',
-        "body = ast.parse(open(found[0]).read()).body",
-        "pairs = [(n.targets[0] if isinstance(n, ast.Assign) else n.target, n.value) for n in body"
-        " if isinstance(n, (ast.Assign, ast.AnnAssign))]",
-        "values = {t.id: v.value for t, v in pairs if isinstance(t, ast.Name) and isinstance(v, ast.Constant)}",
-        'print("torch", values.get("__version__"))',
-        'print("cuda", values.get("cuda"))',
-    )
-)
+# Reads the interpreter version from pyvenv.cfg and torch/version.py's two constants with sed:
+# nothing in the venv is executed, so a venv a user could write cannot run code as root
+# (docs/security.md). `head -c` bounds what is read from a file that is a device or a huge file.
+# Prints the same `key value` lines as the fixture's torch.txt.
+_TORCH_SCRIPT = """\
+echo "venv $1"
+[ -d "$1" ] || { echo "torch: no virtual environment at $1"; exit 1; }
+head -c 65536 "$1/pyvenv.cfg" 2>/dev/null | sed -n -E 's/^version(_info)? *= *([0-9]+([.][0-9]+)*).*/python \\2/p' | head -n 1
+for f in "$1"/lib*/python3*/site-packages/torch/version.py; do
+  [ -f "$f" ] || continue
+  head -c 65536 "$f" | sed -n -E \
+    -e "s/^__version__ *(:[^=]*)?= *['\\"]([^'\\"]*)['\\"].*/torch \\2/p" \
+    -e "s/^cuda *(:[^=]*)?= *['\\"]([^'\\"]*)['\\"].*/cuda \\2/p" \
+    -e "s/^cuda *(:[^=]*)?= *None.*/cuda None/p"
+  exit 0
+done
+echo "torch: not installed in $1"
+exit 1
+"""
 
 
 class VenvFact(Fact[Venv]):
@@ -150,7 +151,7 @@ class VenvFact(Fact[Venv]):
 
 
 class TorchFact(Fact[Torch]):
-    """torch's version and CUDA build from ``torch/version.py``, with the venv's own python."""
+    """torch's version and CUDA build from ``torch/version.py``, read without running the venv."""
 
     id = "torch"
     needs_venv = True
@@ -159,7 +160,7 @@ class TorchFact(Fact[Torch]):
 
     @classmethod
     def command(cls, venv: str) -> tuple[str, ...]:
-        return (f"{venv}/bin/python", "-I", "-c", _TORCH_SCRIPT, venv)
+        return sh(_TORCH_SCRIPT, venv)
 
 
 FACTS = (VenvFact, TorchFact)
