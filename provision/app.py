@@ -14,8 +14,8 @@ from pydantic import ValidationError
 from provision.catalog import Catalog
 from provision.detect.facts import Facts
 from provision.errors import DriftError, FactsError, RefusedError
+from provision.files import read_json_text
 from provision.hosts import HostSpec, detect_hosts, one_spec, plan_facts
-from provision.output import read_input
 from provision.plan.models import Plan
 from provision.spec.loader import load_spec
 from provision.spec.models import Spec
@@ -56,7 +56,9 @@ def read_facts(path: Path) -> Facts:
         FactsError: Missing file, invalid JSON, or not a facts document.
     """
     try:
-        return Facts.model_validate_json(read_input(path, "facts", FactsError))
+        return Facts.model_validate_json(
+            read_json_text(path, what="facts", error=FactsError, label="provision facts")
+        )
     except ValidationError as exc:
         raise FactsError(f"{path}: not a provision facts file ({first_error(exc)})") from None
 
@@ -83,7 +85,9 @@ def load_plan(path: Path) -> Plan:
         FactsError: The file is missing or is not a provision plan.
     """
     try:
-        return Plan.model_validate_json(read_input(path, "plan", FactsError))
+        return Plan.model_validate_json(
+            read_json_text(path, what="plan", error=FactsError, label="provision plan")
+        )
     except ValidationError as exc:
         raise FactsError(f"{path}: not a provision plan ({first_error(exc)})") from None
 
