@@ -13,9 +13,10 @@ from pydantic import ValidationError
 
 from provision.catalog import Catalog
 from provision.detect.facts import Facts
-from provision.errors import DriftError, FactsError, RefusedError
+from provision.errors import FactsError, RefusedError
 from provision.files import read_json_text
 from provision.hosts import HostSpec, detect_hosts, one_spec, plan_facts
+from provision.plan import seal
 from provision.plan.models import Plan
 from provision.spec.loader import load_spec
 from provision.spec.models import Spec
@@ -98,17 +99,12 @@ def is_plan_file(path: Path) -> bool:
 
 
 def check_drift(saved: Plan, fresh: Plan) -> None:
-    """Refuse a saved plan whose facts changed since it was made.
+    """Refuse a saved plan unless planning now gives the same plan (see :mod:`provision.plan.seal`).
 
     Raises:
-        DriftError: The facts fingerprint differs.
+        DriftError: The facts fingerprint, or another part of the plan, differs.
     """
-    if saved.facts_fingerprint != fresh.facts_fingerprint:
-        raise DriftError(
-            f"the machine {fresh.host} changed since the plan was made "
-            f"(facts {saved.facts_fingerprint[:12]} -> {fresh.facts_fingerprint[:12]}); "
-            "run `provision plan` again"
-        )
+    seal.check_unchanged(saved, fresh)
 
 
 def refuse_if_blocked(plans: dict[str, Plan]) -> None:
@@ -123,6 +119,7 @@ def spec_from(path: Path) -> tuple[Spec, Plan | None]:
     """The spec named by ``path``: a spec file, or the spec embedded in a saved plan."""
     if is_plan_file(path):
         saved = load_plan(path)
+        seal.check_seal(saved, str(path))
         return saved.spec, saved
     return load_spec(path), None
 
