@@ -9,6 +9,7 @@ per-GPU BAR1 and memory totals are both read from that one parse.
 from __future__ import annotations
 
 import csv
+import math
 import re
 from collections.abc import Callable
 from typing import Any
@@ -127,7 +128,10 @@ _NO_DEVICES = "No devices were found"
 
 
 def _number(text: str) -> float:
-    return float(_UNITS.sub("", text))
+    value = float(_UNITS.sub("", text))
+    if not math.isfinite(value):  # float() reads "inf" and "nan"; int(inf) raised OverflowError
+        raise ValueError(f"not a finite number: {text!r}")
+    return value
 
 
 def _enabled(text: str) -> bool:

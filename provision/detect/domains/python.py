@@ -12,12 +12,11 @@ import re
 from pydantic import Field
 
 from provision.detect.collector import NOT_FOUND_RC
-from provision.detect.fact import Derive, Fact, Parsed, Unknown, failure, first_line, sh
+from provision.detect.fact import Derive, Fact, Parsed, Unknown, failure, first_line, is_count, sh
 from provision.models import Frozen
 from provision.versions import Dotted, DottedVersion
 
 _LEADING_VERSION = re.compile(r"^\d+(\.\d+)*")
-_DIST_INFO = re.compile(r"([^/]+?)-([^-/]+)\.dist-info$")
 NOT_RECORDED = "(not recorded)"
 NO_VENV = "no venv given (torch is read from the spec's python.venv)"
 
@@ -70,7 +69,7 @@ def parse_torch(output: str, rc: int, venv: str | None = None) -> Torch | Unknow
         cuda=None if values.get("cuda", "None") == "None" else values["cuda"],
         python=values["python"].split()[0] if values.get("python") else None,
         arch_list=_literal_tuple(values.get("arch_list")),
-        device_count=int(values["count"]) if values.get("count", "").isdigit() else None,
+        device_count=int(values["count"]) if is_count(values.get("count", "")) else None,
     )
 
 
@@ -100,16 +99,23 @@ def parse_venv(output: str, rc: int) -> Venv | Unknown:
     config = {k.strip(): v.strip() for k, _, v in (line.partition("=") for line in output.splitlines())}
     version = config.get("version") or config.get("version_info") or ""
     python = _LEADING_VERSION.match(version)
-    found = (_DIST_INFO.search(line) for line in output.splitlines())
+    found = (
+        _distribution(line.strip()) for line in output.splitlines() if line.strip().endswith(".dist-info")
+    )
     return Venv(
         path=path,
         python=DottedVersion(python.group(0)) if python else None,
-        distributions=dict(_distribution(m) for m in found if m),
+        distributions=dict(d for d in found if d),
     )
 
 
-def _distribution(match: re.Match[str]) -> tuple[str, str]:
-    return re.sub(r"[-_.]+", "-", match.group(1)).lower(), match.group(2)
+def _distribution(path: str) -> tuple[str, str] | None:
+    # ``<name>-<version>.dist-info`` (PEP 427: neither part holds '-'); split without a regex,
+    # which took seconds on a long line without '/'.
+    name, _, version = path.rpartition("/")[2].removesuffix(".dist-info").rpartition("-")
+    if not name or not version:
+        return None
+    return re.sub(r"[-_.]+", "-", name).lower(), version
 
 
 # pyvenv.cfg and the dist-info names tell the interpreter and installed wheels without starting python.
