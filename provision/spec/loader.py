@@ -40,13 +40,19 @@ def _read_yaml(path: Path) -> Any:
     text = read_text(path, what="spec", error=SpecError)
     data = parse_yaml(text, path, error=SpecError, typ="rt")
     if not isinstance(data, CommentedMap):
-        raise SpecError(
-            [f"{path}:1:1: the spec must be a YAML mapping (key: value), not {type(data).__name__}"]
-        )
+        raise SpecError([f"{path}:1:1: the spec must be a YAML mapping (key: value), not {_kind(data)}"])
     if (where := _non_string_key(data)) is not None:
         key, (line, col) = where
         raise SpecError([f"{path}:{line}:{col}: key {key!r} is not a name (spec keys are words)"])
     return data
+
+
+def _kind(data: Any) -> str:
+    if data is None:
+        return "an empty document"
+    if isinstance(data, CommentedSeq):
+        return "a list"
+    return f"a single value ({type(data).__name__})"
 
 
 def _non_string_key(node: Any) -> tuple[Any, Location] | None:

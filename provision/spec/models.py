@@ -17,6 +17,8 @@ from pydantic import (
     AfterValidator,
     Field,
     HttpUrl,
+    ValidationInfo,
+    field_validator,
     model_validator,
 )
 
@@ -278,6 +280,9 @@ class RepositorySpec(Frozen):
     url: SafeUrl = Field(
         description="Base URL holding InRelease for the distro, e.g. .../repos/ubuntu2404/x86_64/."
     )
+    key_hosts: tuple[Hostname, ...] = Field(
+        (), description="Hosts key_url may name besides NVIDIA's developer.download.nvidia.com."
+    )
     key_url: SafeUrl | None = Field(
         None, description="https URL of the OpenPGP signing key (binary or armored), on an allowed key host."
     )
@@ -285,19 +290,22 @@ class RepositorySpec(Frozen):
         None,
         description="The signing key as a file on the controller, instead of key_url (air-gapped mirrors).",
     )
-    key_hosts: tuple[Hostname, ...] = Field(
-        (), description="Hosts key_url may name besides NVIDIA's developer.download.nvidia.com."
-    )
     fingerprint: Annotated[str, Field(pattern=r"^[0-9A-F]{40}$")] = Field(
         description="Full 40-hex-digit fingerprint the key must have."
     )
+
+    @field_validator("key_url")
+    @classmethod
+    def _key_host(cls, value: HttpUrl | None, info: ValidationInfo) -> HttpUrl | None:
+        # key_hosts is declared before key_url, so it is validated first and is in info.data.
+        if value is not None and (why := key_url_problem(str(value), info.data.get("key_hosts", ()))):
+            raise ValueError(why)
+        return value
 
     @model_validator(mode="after")
     def _one_key_source(self) -> RepositorySpec:
         if (self.key_url is None) == (self.key_file is None):
             raise ValueError("give exactly one of repository.key_url and repository.key_file")
-        if self.key_url is not None and (why := key_url_problem(str(self.key_url), self.key_hosts)):
-            raise ValueError(f"repository.key_url {why}")
         return self
 
 

@@ -81,7 +81,7 @@ def test_a_mirror_url_with_a_password_is_refused() -> None:
     ],
 )
 def test_key_url_must_be_https_to_an_allowed_host(key_url: str, why: str) -> None:
-    with pytest.raises(ValidationError, match=f"repository.key_url {why}"):
+    with pytest.raises(ValidationError, match=f"key_url\n  Value error, {why}"):
         _repository(key_url=key_url)
 
 

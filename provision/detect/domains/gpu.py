@@ -54,17 +54,17 @@ FAR_PATHS = ("NODE", "SYS")
 class Gpu(Frozen):
     """One GPU as ``nvidia-smi --query-gpu`` reports it. Units in field names."""
 
-    index: int
+    index: int = Field(ge=0)
     name: str
     uuid: str | None = None
     pci_bus_id: str | None = None
     driver_version: str | None = None
-    memory_total_mib: int | None = None
+    memory_total_mib: int | None = Field(None, ge=0)
     compute_capability: Dotted | None = None
-    pcie_gen_current: int | None = None
-    pcie_gen_max: int | None = None
-    pcie_width_current: int | None = None
-    pcie_width_max: int | None = None
+    pcie_gen_current: int | None = Field(None, ge=0)
+    pcie_gen_max: int | None = Field(None, ge=0)
+    pcie_width_current: int | None = Field(None, ge=0)
+    pcie_width_max: int | None = Field(None, ge=0)
     persistence_mode: bool | None = None
     temperature_gpu_c: float | None = None
     temperature_memory_c: float | None = None
