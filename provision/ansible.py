@@ -156,7 +156,7 @@ def result_of(runner: Any) -> PlayResult:
     stats = runner.stats or {}
     return PlayResult(
         status=str(runner.status),
-        rc=int(runner.rc),
+        rc=int(runner.rc) if runner.rc is not None else -1,  # None when ansible-runner could not start
         events=tuple(runner.events),
         stats={key: dict(stats.get(key) or {}) for key in STAT_KEYS if key in stats},
         stdout_tail=_stdout_tail(runner),

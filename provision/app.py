@@ -13,9 +13,10 @@ from pydantic import ValidationError
 
 from provision.catalog import Catalog
 from provision.detect.facts import Facts
-from provision.errors import DriftError, FactsError
+from provision.errors import FactsError
+from provision.files import read_json_text
 from provision.hosts import HostSpec, detect_hosts, one_spec, plan_facts
-from provision.output import read_input
+from provision.plan import seal
 from provision.plan.models import Plan
 from provision.spec.loader import load_spec
 from provision.spec.models import Spec
@@ -56,7 +57,9 @@ def read_facts(path: Path) -> Facts:
         FactsError: Missing file, invalid JSON, or not a facts document.
     """
     try:
-        return Facts.model_validate_json(read_input(path, "facts", FactsError))
+        return Facts.model_validate_json(
+            read_json_text(path, what="facts", error=FactsError, label="provision facts")
+        )
     except ValidationError as exc:
         raise FactsError(f"{path}: not a provision facts file ({first_error(exc)})") from None
 
@@ -83,7 +86,9 @@ def load_plan(path: Path) -> Plan:
         FactsError: The file is missing or is not a provision plan.
     """
     try:
-        return Plan.model_validate_json(read_input(path, "plan", FactsError))
+        return Plan.model_validate_json(
+            read_json_text(path, what="plan", error=FactsError, label="provision plan")
+        )
     except ValidationError as exc:
         raise FactsError(f"{path}: not a provision plan ({first_error(exc)})") from None
 
@@ -94,23 +99,19 @@ def is_plan_file(path: Path) -> bool:
 
 
 def check_drift(saved: Plan, fresh: Plan) -> None:
-    """Refuse a saved plan whose facts changed since it was made.
+    """Refuse a saved plan unless planning now gives the same plan (see :mod:`provision.plan.seal`).
 
     Raises:
-        DriftError: The facts fingerprint differs.
+        DriftError: The facts fingerprint, or another part of the plan, differs.
     """
-    if saved.facts_fingerprint != fresh.facts_fingerprint:
-        raise DriftError(
-            f"the machine {fresh.host} changed since the plan was made "
-            f"(facts {saved.facts_fingerprint[:12]} -> {fresh.facts_fingerprint[:12]}); "
-            "run `provision plan` again"
-        )
+    seal.check_unchanged(saved, fresh)
 
 
 def spec_from(path: Path) -> tuple[Spec, Plan | None]:
     """The spec named by ``path``: a spec file, or the spec embedded in a saved plan."""
     if is_plan_file(path):
         saved = load_plan(path)
+        seal.check_seal(saved, str(path))
         return saved.spec, saved
     return load_spec(path), None
 

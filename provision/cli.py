@@ -23,6 +23,7 @@ from provision.errors import ProvisionError, SpecError
 from provision.output import write_output
 from provision.plan.models import Plan
 from provision.plan.render import render_plan, summary
+from provision.plan.seal import sealed
 
 P = ParamSpec("P")
 
@@ -292,7 +293,7 @@ def _show_plans(plans: dict[str, Plan], as_json: bool) -> None:
 def _save_plan(plans: dict[str, Plan], path: Path) -> None:
     if len(plans) != 1:
         raise ProvisionError("--out saves one host's plan; use --limit to choose one host")
-    write_output(path, next(iter(plans.values())).model_dump_json(indent=2))
+    write_output(path, sealed(next(iter(plans.values()))).model_dump_json(indent=2))
     err.print(f"Saved the plan to {path}; run `provision apply {path}` to apply exactly this plan.")
 
 

@@ -23,9 +23,9 @@ class SpecError(ProvisionError):
 
     exit_code = 2
 
-    def __init__(self, problems: list[str]) -> None:
-        self.problems = problems
-        super().__init__("\n".join(problems))
+    def __init__(self, problems: list[str] | str) -> None:
+        self.problems = [problems] if isinstance(problems, str) else problems
+        super().__init__("\n".join(self.problems))
 
 
 class CatalogError(ProvisionError):

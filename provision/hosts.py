@@ -19,6 +19,7 @@ from pathlib import Path
 from provision.catalog import Catalog, load_catalog
 from provision.detect.facts import Facts, Unknown
 from provision.errors import FactsError
+from provision.files import read_bytes
 from provision.plan.models import Plan
 from provision.plan.planner import make_plan
 from provision.spec.models import Spec
@@ -164,6 +165,8 @@ def detect_hosts(
         return {facts.host: facts}
     if not inventory.exists():
         raise FactsError(f"{inventory}: no such inventory")
+    if not inventory.is_dir():
+        read_bytes(inventory, what="inventory", error=FactsError)  # a FIFO or device never reaches Ansible
     found = detect.detect_remote(str(inventory), limit, venv)
     if not found:
         matching = f" matching --limit {limit!r}" if limit else ""

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from provision.errors import ProvisionError
+from provision.files import read_text
 
 
 def write_output(path: Path, data: str | bytes) -> None:
@@ -32,13 +33,7 @@ def read_input(path: Path, kind: str, error: type[ProvisionError], label: str | 
         label: How a wrong file is named (default ``provision <kind>``).
 
     Raises:
-        ProvisionError: ``error`` when the file is missing, not UTF-8 text, or unreadable.
+        ProvisionError: ``error`` when the file is missing, not a regular file, too large, not
+            UTF-8 text, holds a NUL byte, or is unreadable (see :mod:`provision.files`).
     """
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise error(f"{path}: no such {kind} file") from None
-    except UnicodeDecodeError:
-        raise error(f"{path}: not a {label or 'provision ' + kind} file (not UTF-8 text)") from None
-    except OSError as exc:
-        raise error(f"{path}: cannot read the {kind} file: {exc.strerror or exc}") from None
+    return read_text(path, what=kind, error=error, label=label or f"provision {kind}")

@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from provision import ansible
-from provision.apply.keyring import fetch_verified_keyring
+from provision.apply.keyring import fetch_verified_keyring, read_key_file, write_verified_keyring
 from provision.errors import ApplyError
 from provision.plan.models import Plan
 from provision.resources import data_dir
+from provision.spec.models import KEY_HOSTS
 
 EventHandler = ansible.EventHandler
 
@@ -154,7 +155,12 @@ def _keyring(plans: dict[str, Plan], run_dir: Path) -> Path:
     if len(repos) > 1:
         raise ApplyError("hosts in one run use different repository keys; apply them in separate runs")
     for repo in repos.values():
-        fetch_verified_keyring(repo["key_url"], repo["fingerprint"], dest)
+        if repo.get("key_file"):
+            raw = read_key_file(Path(repo["key_file"]))
+            write_verified_keyring(raw, repo["key_file"], repo["fingerprint"], dest)
+        else:
+            hosts = tuple(repo.get("key_hosts") or KEY_HOSTS)
+            fetch_verified_keyring(repo["key_url"], repo["fingerprint"], dest, hosts)
     return dest
 
 

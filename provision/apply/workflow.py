@@ -152,6 +152,7 @@ def apply_workflow(
         hosts = one_spec(target.inventory, facts, HostSpec(spec, saved.spec_path if saved else str(path)))
         planned = plan_facts(hosts, facts)
         if saved is not None:
+            # The saved plan is applied only when planning now gives exactly it (host included).
             plans = planned.plans
             app.check_drift(saved, plans[saved.host] if saved.host in plans else next(iter(plans.values())))
         options = ApplyOptions(dry_run, yes, runs_dir, target.forks)

@@ -12,6 +12,7 @@ from typing import Any
 from provision.components.base import Action, Built, Component, InstallableComponent, PlanContext, Step
 from provision.components.steps import noop
 from provision.detect.facts import Unknown
+from provision.spec.models import KEY_HOSTS
 
 
 class Repository(InstallableComponent):
@@ -79,10 +80,23 @@ def repo_vars(ctx: PlanContext) -> dict[str, Any]:
     repo = ctx.catalog.repository(spec.os.repo_code, arch=spec.os.architecture)
     return {
         "url": str(override.url) if override else (repo.url if repo else ""),
-        "key_url": str(override.key_url) if override else (repo.key_url if repo else ""),
+        **_key_source(ctx),
         "fingerprint": override.fingerprint if override else (repo.fingerprint if repo else ""),
         "keyring": files.keyring,
         "sources_file": files.sources,
         "preferences_file": files.pins,
         "preferences": ctx.pins_text(),
+    }
+
+
+def _key_source(ctx: PlanContext) -> dict[str, Any]:
+    """Where the controller reads the signing key: a URL (and the hosts it may name) or a file."""
+    override = ctx.spec.repository
+    if override is None:
+        repo = ctx.catalog.repository(ctx.spec.os.repo_code, arch=ctx.spec.os.architecture)
+        return {"key_url": repo.key_url if repo else "", "key_file": None, "key_hosts": list(KEY_HOSTS)}
+    return {
+        "key_url": str(override.key_url) if override.key_url else None,
+        "key_file": override.key_file,
+        "key_hosts": [*KEY_HOSTS, *override.key_hosts],
     }

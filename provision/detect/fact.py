@@ -12,6 +12,7 @@ raw output parsed exactly once, and the Facts fields are derived from it.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, ClassVar, Generic, TypeVar
@@ -54,6 +55,30 @@ def sh(script: str, *args: str) -> tuple[str, ...]:
     return ("sh", "-c", script, "sh", *args)
 
 
+MAX_LINE = 4096
+"""Longest line a parser sees: longer ones are cut (no tool the parsers read prints lines over 1 KB)."""
+
+
+def bounded_lines(output: str) -> str:
+    """``output`` with every line cut to :data:`MAX_LINE` characters, so parsing time stays bounded."""
+    if all(len(line) <= MAX_LINE for line in output.split("\n")):
+        return output
+    return "\n".join(line[:MAX_LINE] for line in output.split("\n"))
+
+
+def _with_bounded_lines(parse: Callable[[str, int], Any]) -> Callable[[str, int], Any]:
+    @functools.wraps(parse)
+    def parse_bounded(output: str, rc: int) -> Any:
+        return parse(bounded_lines(output), rc)
+
+    return parse_bounded
+
+
+def is_count(text: str) -> bool:
+    """Whether ``text`` is a plain ASCII decimal that ``int()`` reads (``"²".isdigit()`` is true)."""
+    return text.isascii() and text.isdigit() and len(text) <= 18
+
+
 class Fact(Generic[T]):
     """One fact: its probe and its pure parser. Subclasses set the class attributes.
 
@@ -69,6 +94,13 @@ class Fact(Generic[T]):
 
     id: ClassVar[str]
     argv: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # Every parser sees bounded lines, whoever calls it (Parsed, tests, verify).
+        super().__init_subclass__(**kwargs)
+        if "parse" in cls.__dict__:
+            cls.parse = staticmethod(_with_bounded_lines(cls.__dict__["parse"].__func__))  # type: ignore[method-assign,assignment]
+
     timeout: ClassVar[float] = 10.0
     requires: ClassVar[str | None] = None
     aliases: ClassVar[tuple[str, ...]] = ()

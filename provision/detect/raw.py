@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from provision.errors import FactsError
+from provision.files import read_bytes
 from provision.models import Frozen
 
 MISSING_RC = -1
@@ -82,11 +83,15 @@ def read_raw(directory: Path) -> dict[str, ProbeOutput]:
     """Read every ``*.txt`` of a raw directory, keyed by file stem (the probe id).
 
     Raises:
-        FactsError: If the directory is missing or a file is not in the raw format.
+        FactsError: If the directory is missing, or a ``*.txt`` is not a regular file (a directory,
+            a FIFO), is too large, or is not in the raw format.
     """
     if not directory.is_dir():
         raise FactsError(f"{directory}: no such raw probe directory")
-    return {
-        path.stem: parse_raw(path.read_text(encoding="utf-8", errors="replace"), str(path))
-        for path in sorted(directory.glob("*.txt"))
-    }
+    return {path.stem: _read_one(path) for path in sorted(directory.glob("*.txt"))}
+
+
+def _read_one(path: Path) -> ProbeOutput:
+    # Tools print any bytes; undecodable ones are replaced, as the collector does for live output.
+    data = read_bytes(path, what="raw probe", error=FactsError)
+    return parse_raw(data.decode("utf-8", errors="replace"), str(path))

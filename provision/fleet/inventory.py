@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from provision.files import read_bytes
+
 SPEC_VAR = "provision_spec"
 
 
@@ -41,6 +43,9 @@ def inventory_hosts(inventory: Path, limit: str | None = None) -> list[Inventory
     Returns:
         The matching hosts; empty when the pattern matches nothing.
     """
+    if inventory.exists() and not inventory.is_dir():
+        # Ansible would wait on a FIFO or read /dev/zero until memory runs out: the one reader first.
+        read_bytes(inventory, what="inventory")
     # Ansible ships no type information; the import is slow, so only fleet paths pay for it.
     from ansible.inventory.manager import InventoryManager  # type: ignore[import-untyped]
     from ansible.parsing.dataloader import DataLoader  # type: ignore[import-untyped]

@@ -19,12 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
-from ruamel.yaml import YAML
-from ruamel.yaml.error import YAMLError
 
 from provision.errors import ProvisionError
+from provision.files import read_yaml
 from provision.fleet.inventory import SPEC_VAR, InventoryHost, inventory_hosts
-from provision.output import read_input
 
 
 class FleetError(ProvisionError):
@@ -113,12 +111,9 @@ def read_fleet_file(path: Path) -> FleetFile:
     Raises:
         FleetError: Missing file, invalid YAML, or unknown/mistyped keys.
     """
-    text = read_input(path, "fleet", FleetError, label="fleet")
+    data = read_yaml(path, what="fleet", error=FleetError)
     try:
-        data = YAML(typ="safe").load(text)
         return FleetFile.model_validate(data or {})
-    except YAMLError as exc:
-        raise FleetError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "(top level)"

@@ -19,6 +19,20 @@ from provision.models import Frozen
 from provision.spec.models import Spec
 
 
+class Seal(Frozen):
+    """Digests over a saved plan (:mod:`provision.plan.seal`).
+
+    Attributes:
+        tool_version: The provision version that wrote the plan.
+        parts: SHA-256 per sealed part (``spec``, ``steps``, ``extravars``, ...).
+        digest: SHA-256 over ``parts`` and ``tool_version``.
+    """
+
+    tool_version: str
+    parts: dict[str, str]
+    digest: str
+
+
 class Plan(Frozen):
     """The diff between spec and facts, ready for apply.
 
@@ -38,6 +52,9 @@ class Plan(Frozen):
     warnings: tuple[Finding, ...] = ()
     reboot_required: bool = False
     extravars: dict[str, Any] = Field(default_factory=dict)
+    seal: Seal | None = Field(
+        None, description="Written by `plan --out`; apply refuses a plan whose seal differs."
+    )
 
     @property
     def spec_name(self) -> str:

@@ -11,11 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
-from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
-from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from provision.errors import SpecError
+from provision.files import parse_yaml, read_text
 from provision.spec.models import Spec
 
 Location = tuple[int, int]  # 1-based line, 1-based column
@@ -25,8 +24,9 @@ def load_spec(path: Path) -> Spec:
     """Read and validate the spec at ``path``.
 
     Raises:
-        SpecError: File missing or unreadable, YAML malformed (including duplicate
-            keys), or validation failed; one ``file:line:column: field: message``
+        SpecError: File missing, unreadable or not a regular file (see :mod:`provision.files`),
+            YAML malformed (duplicate keys, unknown tags, alias bombs, deep nesting), a key
+            that is not a name, or validation failed; one ``file:line:column: field: message``
             line per problem.
     """
     data = _read_yaml(path)
@@ -37,25 +37,35 @@ def load_spec(path: Path) -> Spec:
 
 
 def _read_yaml(path: Path) -> Any:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SpecError([f"{path}: no such spec file"]) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError([f"{path}: cannot read spec: {exc}"]) from None
-    try:
-        data = YAML(typ="rt").load(text)
-    except MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
-        raise SpecError([f"{where}: invalid YAML: {exc.problem or exc.context}"]) from None
-    except YAMLError as exc:
-        raise SpecError([f"{path}: invalid YAML: {exc}"]) from None
+    text = read_text(path, what="spec", error=SpecError)
+    data = parse_yaml(text, path, error=SpecError, typ="rt")
     if not isinstance(data, CommentedMap):
-        raise SpecError(
-            [f"{path}:1:1: the spec must be a YAML mapping (key: value), not {type(data).__name__}"]
-        )
+        raise SpecError([f"{path}:1:1: the spec must be a YAML mapping (key: value), not {_kind(data)}"])
+    if (where := _non_string_key(data)) is not None:
+        key, (line, col) = where
+        raise SpecError([f"{path}:{line}:{col}: key {key!r} is not a name (spec keys are words)"])
     return data
+
+
+def _kind(data: Any) -> str:
+    if data is None:
+        return "an empty document"
+    if isinstance(data, CommentedSeq):
+        return "a list"
+    return f"a single value ({type(data).__name__})"
+
+
+def _non_string_key(node: Any) -> tuple[Any, Location] | None:
+    """The first mapping key that is not a string (``1:``, ``[a, b]:``), with its position."""
+    if isinstance(node, CommentedMap):
+        for key, value in node.items():
+            if not isinstance(key, str):
+                return key, _key_position(node, key)
+            if (found := _non_string_key(value)) is not None:
+                return found
+    if isinstance(node, CommentedSeq):
+        return next((found for v in node if (found := _non_string_key(v)) is not None), None)
+    return None
 
 
 def _plain(node: Any) -> Any:

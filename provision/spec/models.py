@@ -10,12 +10,15 @@ from __future__ import annotations
 import re
 from pathlib import PurePosixPath
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
 from packaging.requirements import InvalidRequirement, Requirement
 from pydantic import (
     AfterValidator,
     Field,
     HttpUrl,
+    ValidationInfo,
+    field_validator,
     model_validator,
 )
 
@@ -36,6 +39,25 @@ def _absolute_path(value: str) -> str:
 
 
 AbsolutePath = Annotated[str, AfterValidator(_absolute_path)]
+
+VENV_ROOTS = ("/opt", "/srv")
+"""Directories a venv may be created under: root-owned and never part of the OS.
+
+Source: Filesystem Hierarchy Standard 3.0, sections /opt (add-on software) and /srv (site data).
+"""
+
+
+def _venv_path(value: str) -> str:
+    # Root creates the venv and runs its python and pip; under /usr, /etc or /tmp that would
+    # overwrite the OS or run what another user planted (docs/security.md).
+    parent = str(PurePosixPath(value).parent)
+    if not any(parent == root or parent.startswith(root + "/") for root in VENV_ROOTS):
+        roots = " or ".join(f"{root}/" for root in VENV_ROOTS)
+        raise ValueError(f"must be a directory under {roots} (system and shared directories are refused)")
+    return value
+
+
+VenvPath = Annotated[str, AfterValidator(_absolute_path), AfterValidator(_venv_path)]
 
 
 def _no_template(value: str) -> str:
@@ -64,8 +86,57 @@ def _url_without_braces(value: HttpUrl) -> HttpUrl:
     return value
 
 
-SafeUrl = Annotated[HttpUrl, AfterValidator(_url_without_braces)]
-"""An http(s) URL without ``{`` or ``}``: RFC 3986 never allows them unencoded."""
+CREDENTIALS_HELP = (
+    "credentials may not be written in a URL (they would reach plans, logs and command lines); "
+    "give them to apt in /etc/apt/auth.conf.d/<name>.conf or to pip in /root/.netrc, "
+    "mode 0600 (docs/security.md#secrets)"
+)
+
+
+def _url_without_userinfo(value: HttpUrl) -> HttpUrl:
+    # Any userinfo is refused, not only a password: "https://download.pytorch.org@other.host/"
+    # names other.host, with download.pytorch.org as a user name (RFC 3986 §3.2.1).
+    if value.username is not None or value.password is not None:
+        raise ValueError(CREDENTIALS_HELP)
+    return value
+
+
+SafeUrl = Annotated[HttpUrl, AfterValidator(_url_without_braces), AfterValidator(_url_without_userinfo)]
+"""An http(s) URL without ``{`` or ``}`` (RFC 3986 never allows them unencoded) and without userinfo."""
+
+KEY_HOSTS = ("developer.download.nvidia.com",)
+"""Hosts a repository signing key may be fetched from unless the spec adds its own (NVIDIA's CDN)."""
+
+Hostname = Annotated[
+    str, Field(max_length=253, pattern=r"^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$")
+]
+"""A DNS name with a letter top-level label: never an IP literal (no link-local metadata address)."""
+
+
+def redacted(url: str) -> str:
+    """``url`` with any userinfo replaced by ``***``, for messages (a password is never printed)."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    return parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2]).geturl()
+
+
+def key_url_problem(url: str, extra_hosts: tuple[str, ...] = ()) -> str | None:
+    """Why the signing key may not be fetched from ``url``, or None.
+
+    The key must come over https from :data:`KEY_HOSTS` or a host the spec names in
+    ``repository.key_hosts``; anything else (http, an IP literal, a metadata address) is refused.
+    """
+    parts = urlsplit(url)
+    if parts.scheme != "https":
+        return "must be an https URL"
+    if parts.username is not None or parts.password is not None:
+        return CREDENTIALS_HELP
+    allowed = (*KEY_HOSTS, *extra_hosts)
+    if (parts.hostname or "") not in allowed:
+        hosts = ", ".join(allowed)
+        return f"host {parts.hostname} is not an allowed key host ({hosts}; add it to repository.key_hosts)"
+    return None
 
 
 class OsSpec(Frozen):
@@ -158,7 +229,7 @@ class PythonSpec(Frozen):
     """Python virtual environment with a PyTorch wheel from a pinned index."""
 
     interpreter: Dotted = Field(description='Python X.Y used to create the venv, e.g. "3.12".')
-    venv: AbsolutePath = Field(description="Absolute path of the virtual environment.")
+    venv: VenvPath = Field(description="Absolute path of the virtual environment, under /opt/ or /srv/.")
     torch: Pep440 | None = Field(None, description='PyTorch release, e.g. "2.11.0" (local tag not included).')
     cuda_variant: Annotated[str, Field(pattern=r"^cu\d{3}$")] | None = Field(
         None, description="PyTorch CUDA wheel variant, e.g. cu130."
@@ -245,10 +316,36 @@ class RepositorySpec(Frozen):
     url: SafeUrl = Field(
         description="Base URL holding InRelease for the distro, e.g. .../repos/ubuntu2404/x86_64/."
     )
-    key_url: SafeUrl = Field(description="URL of the OpenPGP signing key (binary or armored).")
+    key_hosts: tuple[Hostname, ...] = Field(
+        (),
+        description="Hosts key_url may name besides NVIDIA's developer.download.nvidia.com.",
+        examples=[["mirror.example.org"]],
+    )
+    key_url: SafeUrl | None = Field(
+        None, description="https URL of the OpenPGP signing key (binary or armored), on an allowed key host."
+    )
+    key_file: AbsolutePath | None = Field(
+        None,
+        description="The signing key as a file on the controller, instead of key_url (air-gapped mirrors).",
+        examples=["/etc/provision/keys/cuda-archive.pub"],
+    )
     fingerprint: Annotated[str, Field(pattern=r"^[0-9A-F]{40}$")] = Field(
         description="Full 40-hex-digit fingerprint the key must have."
     )
+
+    @field_validator("key_url")
+    @classmethod
+    def _key_host(cls, value: HttpUrl | None, info: ValidationInfo) -> HttpUrl | None:
+        # key_hosts is declared before key_url, so it is validated first and is in info.data.
+        if value is not None and (why := key_url_problem(str(value), info.data.get("key_hosts", ()))):
+            raise ValueError(why)
+        return value
+
+    @model_validator(mode="after")
+    def _one_key_source(self) -> RepositorySpec:
+        if (self.key_url is None) == (self.key_file is None):
+            raise ValueError("give exactly one of repository.key_url and repository.key_file")
+        return self
 
 
 class Spec(Frozen):

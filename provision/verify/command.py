@@ -9,6 +9,7 @@ from rich.console import Console
 
 from provision import jsonout
 from provision.errors import FactsError
+from provision.files import read_json_text
 from provision.hosts import LOCALHOST, Hosts, HostSpec
 from provision.output import write_output
 from provision.spec.loader import load_spec
@@ -25,9 +26,7 @@ def read_inputs(path: Path) -> VerifyInputs:
         FactsError: Missing file or not a verify inputs document.
     """
     try:
-        return VerifyInputs.model_validate_json(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise FactsError(f"{path}: no such verify inputs file") from None
+        return VerifyInputs.model_validate_json(read_json_text(path, what="verify inputs", error=FactsError))
     except ValidationError as exc:
         raise FactsError(f"{path}: not a verify inputs file ({str(exc).splitlines()[0]})") from None
 

@@ -49,7 +49,8 @@ def write_spec(
         },
         "repository": {
             "url": repo_url,
-            "key_url": nvidia_repo.key_url,
+            # The stand-in serves its key over loopback http, which key_url refuses: read it as a file.
+            "key_file": str(nvidia_repo.keyring),
             "fingerprint": nvidia_repo.fingerprint,
         },
     }

@@ -34,7 +34,7 @@ def test_apply_installs_holds_converges_and_reapplies_nothing(
     assert not any(name.startswith("nvidia-fabricmanager") for name in status)
     assert "cuda-drivers" not in status and "cuda" not in status  # never the driver-pulling metas (FF-08)
     sources = (target.root / "etc/apt/sources.list.d/provision-nvidia-cuda.sources").read_text()
-    assert "Signed-By: /usr/share/keyrings/provision-nvidia-cuda.gpg" in sources
+    assert f"Signed-By: /usr/share/keyrings/provision-nvidia-cuda.gpg {nvidia_repo.fingerprint}" in sources
     version_py = target.root / "opt/provision/venv/lib/python3.11/site-packages/torch/version.py"
     assert "__version__ = '2.11.0+cu130'" in version_py.read_text()
 

@@ -181,7 +181,7 @@ def test_unreadable_inputs_are_one_line(tmp_path: Path) -> None:
     garbled = tmp_path / "hosts.ini"
     garbled.write_text("[x\n")
     cases = [
-        (["plan", H200_SPEC, "--facts", str(tmp_path)], "cannot read the facts file"),
+        (["plan", H200_SPEC, "--facts", str(tmp_path)], "not a regular file (a directory)"),
         (["apply", str(binary), "--dry-run"], "not a provision plan file (not UTF-8 text)"),
         (["plan", "--fleet", str(binary)], "not a fleet file (not UTF-8 text)"),
         (["plan", H200_SPEC, "-i", str(tmp_path / "none.ini")], "no such inventory"),

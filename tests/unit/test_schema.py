@@ -67,9 +67,11 @@ def test_examples_are_valid_spec_values() -> None:
             if section == "repository":
                 data[section] = {
                     "url": "https://example.invalid/",
-                    "key_url": "https://example.invalid/k",
+                    "key_url": "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64/k.pub",
                     "fingerprint": "0" * 40,
                 }
+                if field == "key_file":
+                    del data[section]["key_url"]
             if section == "driver" and field == "version":
                 data[section]["branch"] = int(example.split(".")[0])
             data[section][field] = example

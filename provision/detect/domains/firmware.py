@@ -18,6 +18,7 @@ from provision.detect.fact import (
     colon_pairs,
     failure,
     first_text,
+    is_count,
 )
 from provision.detect.raw import MISSING_RC
 from provision.models import Frozen
@@ -117,7 +118,7 @@ def parse_iommu(output: str, rc: int) -> Iommu | Unknown:
     if (bad := failure("ls /sys/kernel/iommu_groups", output, rc)) is not None:
         return bad
     fields = dict(colon_pairs(output))
-    if not fields.get("groups", "").isdigit():
+    if not is_count(fields.get("groups", "")):
         return Unknown(unknown=f"no group count in: {first_text(output)}")
     return Iommu(groups=int(fields["groups"]), units=tuple(fields.get("units", "").split()))
 

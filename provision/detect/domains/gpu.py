@@ -9,6 +9,7 @@ per-GPU BAR1 and memory totals are both read from that one parse.
 from __future__ import annotations
 
 import csv
+import math
 import re
 from collections.abc import Callable
 from typing import Any
@@ -53,17 +54,17 @@ FAR_PATHS = ("NODE", "SYS")
 class Gpu(Frozen):
     """One GPU as ``nvidia-smi --query-gpu`` reports it. Units in field names."""
 
-    index: int
+    index: int = Field(ge=0)
     name: str
     uuid: str | None = None
     pci_bus_id: str | None = None
     driver_version: str | None = None
-    memory_total_mib: int | None = None
+    memory_total_mib: int | None = Field(None, ge=0)
     compute_capability: Dotted | None = None
-    pcie_gen_current: int | None = None
-    pcie_gen_max: int | None = None
-    pcie_width_current: int | None = None
-    pcie_width_max: int | None = None
+    pcie_gen_current: int | None = Field(None, ge=0)
+    pcie_gen_max: int | None = Field(None, ge=0)
+    pcie_width_current: int | None = Field(None, ge=0)
+    pcie_width_max: int | None = Field(None, ge=0)
     persistence_mode: bool | None = None
     temperature_gpu_c: float | None = None
     temperature_memory_c: float | None = None
@@ -134,7 +135,10 @@ _NO_DEVICES = "No devices were found"
 
 
 def _number(text: str) -> float:
-    return float(_UNITS.sub("", text))
+    value = float(_UNITS.sub("", text))
+    if not math.isfinite(value):  # float() reads "inf" and "nan"; int(inf) raised OverflowError
+        raise ValueError(f"not a finite number: {text!r}")
+    return value
 
 
 def _enabled(text: str) -> bool:

@@ -18,6 +18,7 @@ from provision.detect.fact import (
     failure,
     first_text,
     int_or_none,
+    is_count,
 )
 from provision.detect.raw import MISSING_RC
 from provision.models import Frozen
@@ -92,7 +93,7 @@ def parse_numactl(output: str, rc: int) -> tuple[NumaNode, ...] | Unknown:
 
 
 def _cpu_ranges(cpus: list[str]) -> str:
-    numbers = sorted(int(c) for c in cpus if c.isdigit())
+    numbers = sorted(int(c) for c in cpus if is_count(c))
     ranges: list[str] = []
     for n in numbers:
         if ranges and int(ranges[-1].split("-")[-1]) == n - 1:

@@ -12,12 +12,11 @@ import re
 from pydantic import Field
 
 from provision.detect.collector import NOT_FOUND_RC
-from provision.detect.fact import Derive, Fact, Parsed, Unknown, failure, first_line, sh
+from provision.detect.fact import Derive, Fact, Parsed, Unknown, failure, first_line, is_count, sh
 from provision.models import Frozen
 from provision.versions import Dotted, DottedVersion
 
 _LEADING_VERSION = re.compile(r"^\d+(\.\d+)*")
-_DIST_INFO = re.compile(r"([^/]+?)-([^-/]+)\.dist-info$")
 NOT_RECORDED = "(not recorded)"
 NO_VENV = "no venv given (torch is read from the spec's python.venv)"
 
@@ -70,7 +69,7 @@ def parse_torch(output: str, rc: int, venv: str | None = None) -> Torch | Unknow
         cuda=None if values.get("cuda", "None") == "None" else values["cuda"],
         python=values["python"].split()[0] if values.get("python") else None,
         arch_list=_literal_tuple(values.get("arch_list")),
-        device_count=int(values["count"]) if values.get("count", "").isdigit() else None,
+        device_count=int(values["count"]) if is_count(values.get("count", "")) else None,
     )
 
 
@@ -100,16 +99,23 @@ def parse_venv(output: str, rc: int) -> Venv | Unknown:
     config = {k.strip(): v.strip() for k, _, v in (line.partition("=") for line in output.splitlines())}
     version = config.get("version") or config.get("version_info") or ""
     python = _LEADING_VERSION.match(version)
-    found = (_DIST_INFO.search(line) for line in output.splitlines())
+    found = (
+        _distribution(line.strip()) for line in output.splitlines() if line.strip().endswith(".dist-info")
+    )
     return Venv(
         path=path,
         python=DottedVersion(python.group(0)) if python else None,
-        distributions=dict(_distribution(m) for m in found if m),
+        distributions=dict(d for d in found if d),
     )
 
 
-def _distribution(match: re.Match[str]) -> tuple[str, str]:
-    return re.sub(r"[-_.]+", "-", match.group(1)).lower(), match.group(2)
+def _distribution(path: str) -> tuple[str, str] | None:
+    # ``<name>-<version>.dist-info`` (PEP 427: neither part holds '-'); split without a regex,
+    # which took seconds on a long line without '/'.
+    name, _, version = path.rpartition("/")[2].removesuffix(".dist-info").rpartition("-")
+    if not name or not version:
+        return None
+    return re.sub(r"[-_.]+", "-", name).lower(), version
 
 
 # pyvenv.cfg and the dist-info names tell the interpreter and installed wheels without starting python.
@@ -117,24 +123,25 @@ _VENV_SCRIPT = (
     'echo "path $1"; cat "$1/pyvenv.cfg" || exit 1; '
     'ls -d "$1"/lib*/python3*/site-packages/*.dist-info 2>/dev/null; exit 0'
 )
-# Reads torch/version.py with ast instead of importing torch (4 s on the H200,
-# docs/device-runs/h200-measurements.md) and prints the same `key value` lines as the fixture's torch.txt.
-_TORCH_SCRIPT = "; ".join(
-    (
-        "import ast, glob, os, sys",
-        "venv = sys.argv[1]",
-        'print("venv", venv)',
-        'print("python", sys.version.replace(chr(10), " "))',
-        'found = glob.glob(os.path.join(venv, "lib*", "python3*", "site-packages", "torch", "version.py"))',
-        'found or sys.exit("torch: not installed in " + venv)',
-        "body = ast.parse(open(found[0]).read()).body",
-        "pairs = [(n.targets[0] if isinstance(n, ast.Assign) else n.target, n.value) for n in body"
-        " if isinstance(n, (ast.Assign, ast.AnnAssign))]",
-        "values = {t.id: v.value for t, v in pairs if isinstance(t, ast.Name) and isinstance(v, ast.Constant)}",
-        'print("torch", values.get("__version__"))',
-        'print("cuda", values.get("cuda"))',
-    )
-)
+# Reads the interpreter version from pyvenv.cfg and torch/version.py's two constants with sed:
+# nothing in the venv is executed, so a venv a user could write cannot run code as root
+# (docs/security.md). `head -c` bounds what is read from a file that is a device or a huge file.
+# Prints the same `key value` lines as the fixture's torch.txt.
+_TORCH_SCRIPT = """\
+echo "venv $1"
+[ -d "$1" ] || { echo "torch: no virtual environment at $1"; exit 1; }
+head -c 65536 "$1/pyvenv.cfg" 2>/dev/null | sed -n -E 's/^version(_info)? *= *([0-9]+([.][0-9]+)*).*/python \\2/p' | head -n 1
+for f in "$1"/lib*/python3*/site-packages/torch/version.py; do
+  [ -f "$f" ] || continue
+  head -c 65536 "$f" | sed -n -E \
+    -e "s/^__version__ *(:[^=]*)?= *['\\"]([^'\\"]*)['\\"].*/torch \\2/p" \
+    -e "s/^cuda *(:[^=]*)?= *['\\"]([^'\\"]*)['\\"].*/cuda \\2/p" \
+    -e "s/^cuda *(:[^=]*)?= *None.*/cuda None/p"
+  exit 0
+done
+echo "torch: not installed in $1"
+exit 1
+"""
 
 
 class VenvFact(Fact[Venv]):
@@ -150,7 +157,7 @@ class VenvFact(Fact[Venv]):
 
 
 class TorchFact(Fact[Torch]):
-    """torch's version and CUDA build from ``torch/version.py``, with the venv's own python."""
+    """torch's version and CUDA build from ``torch/version.py``, read without running the venv."""
 
     id = "torch"
     needs_venv = True
@@ -159,7 +166,7 @@ class TorchFact(Fact[Torch]):
 
     @classmethod
     def command(cls, venv: str) -> tuple[str, ...]:
-        return (f"{venv}/bin/python", "-I", "-c", _TORCH_SCRIPT, venv)
+        return sh(_TORCH_SCRIPT, venv)
 
 
 FACTS = (VenvFact, TorchFact)

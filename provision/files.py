@@ -1,0 +1,219 @@
+"""The one reader for every file a command reads: spec, facts, plan, inventory, fleet, raw outputs.
+
+A named file may be anything: a FIFO that never ends, ``/dev/zero``, a directory, a 1 KB YAML
+alias bomb, 5000 nested brackets, a NUL byte, a ``!vault`` tag. Every read goes through here and
+each of those gives one located line (``file:line:column: problem``) as the caller's
+:class:`~provision.errors.ProvisionError` subclass, never a hang or a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.composer import Composer
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.events import AliasEvent
+
+from provision.errors import ProvisionError
+
+MAX_BYTES = 4 << 20
+"""Largest file read (4 MiB): a fleet of thousands of hosts or a full raw capture is under 1 MiB."""
+MAX_DEPTH = 64
+"""Deepest nesting of YAML or JSON accepted; every format provision reads is under 10 deep."""
+MAX_NODES = 100_000
+"""YAML nodes per document once aliases are expanded: a 1 KB alias bomb expands to 10^9; a spec has ~100."""
+
+
+def read_bytes(
+    path: Path, *, what: str, error: type[ProvisionError] = ProvisionError, limit: int = MAX_BYTES
+) -> bytes:
+    """The bytes of ``path``, a regular file of at most ``limit`` bytes.
+
+    Opened without blocking so that a FIFO or a device is refused, not waited on.
+
+    Raises:
+        ProvisionError: ``error`` when the file is missing, not a regular file, too large or unreadable.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except FileNotFoundError:
+        raise error(f"{path}: no such {what} file") from None
+    except OSError as exc:
+        raise error(f"{path}: cannot read the {what} file: {exc.strerror or exc}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise error(f"{path}: not a regular file ({_kind(mode)}); give the {what} file itself")
+    with os.fdopen(fd, "rb") as handle:
+        try:
+            data = handle.read(limit + 1)
+        except OSError as exc:
+            raise error(f"{path}: cannot read the {what} file: {exc.strerror or exc}") from None
+    if len(data) > limit:
+        raise error(f"{path}: larger than {limit // 1024} KiB; not a {what} file")
+    return data
+
+
+def _kind(mode: int) -> str:
+    kinds = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device"}
+    return kinds.get(stat.S_IFMT(mode), "a special file")
+
+
+def read_text(
+    path: Path, *, what: str, error: type[ProvisionError] = ProvisionError, label: str | None = None
+) -> str:
+    """The UTF-8 text of ``path`` (see :func:`read_bytes`), without NUL bytes.
+
+    Raises:
+        ProvisionError: ``error`` as :func:`read_bytes`, or the text is not UTF-8 or holds a NUL
+            (located ``file:line:column``).
+    """
+    data = read_bytes(path, what=what, error=error)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line, col = _position(data[: exc.start].decode("utf-8", "replace"), len(data[: exc.start]))
+        raise error(f"{path}:{line}:{col}: not a {label or what} file (not UTF-8 text)") from None
+    if (nul := text.find("\0")) >= 0:
+        line, col = _position(text, nul)
+        raise error(f"{path}:{line}:{col}: not a {label or what} file (NUL byte)")
+    return text
+
+
+def _position(text: str, offset: int) -> tuple[int, int]:
+    """1-based line and column of character ``offset`` of ``text``."""
+    before = text[:offset]
+    return before.count("\n") + 1, offset - (before.rfind("\n") + 1) + 1
+
+
+def read_json_text(
+    path: Path, *, what: str, error: type[ProvisionError] = ProvisionError, label: str | None = None
+) -> str:
+    """The text of the JSON file ``path`` (see :func:`read_text`), nested at most :data:`MAX_DEPTH` deep.
+
+    Raises:
+        ProvisionError: ``error`` as :func:`read_text`, or the brackets nest too deep (located).
+    """
+    text = read_text(path, what=what, error=error, label=label)
+    if (where := _too_deep(text, "[{", "]}")) is not None:
+        line, col = _position(text, where)
+        raise error(f"{path}:{line}:{col}: nested deeper than {MAX_DEPTH} levels; not a {label or what} file")
+    return text
+
+
+def read_json(
+    path: Path, *, what: str, error: type[ProvisionError] = ProvisionError, label: str | None = None
+) -> Any:
+    """The JSON document in ``path`` (see :func:`read_json_text`).
+
+    Raises:
+        ProvisionError: ``error`` as :func:`read_json_text`, or the JSON is malformed (located).
+    """
+    text = read_json_text(path, what=what, error=error, label=label)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise error(f"{path}:{exc.lineno}:{exc.colno}: not a {label or what} file ({exc.msg})") from None
+
+
+def _too_deep(text: str, openers: str, closers: str) -> int | None:
+    """Offset where bracket nesting exceeds :data:`MAX_DEPTH` (ignoring strings), else None."""
+    depth, in_string, escaped = 0, False, False
+    for i, char in enumerate(text):
+        if in_string:
+            escaped, in_string = (not escaped and char == "\\"), in_string and (escaped or char != '"')
+        elif char == '"':
+            in_string = True
+        elif char in openers:
+            depth += 1
+            if depth > MAX_DEPTH:
+                return i
+        elif char in closers:
+            depth -= 1
+    return None
+
+
+class _BoundedComposer(Composer):
+    """ruamel's composer with a budget of aliases and a depth limit, checked while composing.
+
+    Each alias counts as the values it would expand to, before any is expanded, so the 1 KB
+    "billion laughs" document fails in microseconds; depth is checked before recursion, so 5000
+    brackets fail without a RecursionError.
+    """
+
+    def compose_document(self) -> Any:
+        self._nodes, self._depth = 0, 0
+        self._sizes: dict[int, int] = {}
+        return super().compose_document()
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        event = self.parser.peek_event()
+        anchored = self.anchors.get(event.anchor) if isinstance(event, AliasEvent) else None
+        self._nodes += _expanded_size(anchored, self._sizes) if anchored is not None else 1
+        if self._nodes > MAX_NODES:
+            raise _LimitError(f"more than {MAX_NODES} values once aliases are expanded", event.start_mark)
+        tag = getattr(event, "tag", None)
+        if tag is not None and tag not in _CORE_TAGS:
+            raise _LimitError(f"unknown tag {tag} (only plain YAML values are read)", event.start_mark)
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise _LimitError(f"nested deeper than {MAX_DEPTH} levels", event.start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+def _expanded_size(node: Any, sizes: dict[int, int]) -> int:
+    """Values ``node`` stands for once every alias in it is expanded (memoised per node)."""
+    if id(node) not in sizes:
+        children = node.value if isinstance(node.value, list) else []
+        flat = [c for child in children for c in (child if isinstance(child, tuple) else (child,))]
+        sizes[id(node)] = 1 + sum(_expanded_size(child, sizes) for child in flat)
+    return sizes[id(node)]
+
+
+_CORE_TAGS = frozenset(
+    {"!"} | {f"tag:yaml.org,2002:{name}" for name in ("str", "int", "float", "bool", "null", "map", "seq")}
+)
+"""Explicit tags accepted: the YAML 1.2 core schema's and the non-specific ``!`` (YAML 1.2.2 §10.3)."""
+
+
+class _LimitError(MarkedYAMLError):
+    def __init__(self, problem: str, mark: Any) -> None:
+        super().__init__(problem=problem, problem_mark=mark)
+
+
+def yaml_loader(typ: str) -> YAML:
+    """A ruamel loader (``"rt"`` keeps line numbers, ``"safe"`` gives plain data) with the limits."""
+    yaml = YAML(typ=typ, pure=True)
+    yaml.Composer = _BoundedComposer
+    return yaml
+
+
+def parse_yaml(text: str, path: Path, *, error: type[ProvisionError], typ: str = "safe") -> Any:
+    """The YAML document ``text`` of ``path``: bounded aliases and depth, unknown tags refused.
+
+    Raises:
+        ProvisionError: ``error`` with one ``file:line:column: invalid YAML: problem`` line.
+    """
+    try:
+        return yaml_loader(typ).load(text)
+    except MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        raise error(f"{where}: invalid YAML: {exc.problem or exc.context}") from None
+    except YAMLError as exc:
+        raise error(f"{path}: invalid YAML: {str(exc).splitlines()[0]}") from None
+    except RecursionError:
+        raise error(f"{path}: invalid YAML: nested deeper than {MAX_DEPTH} levels") from None
+
+
+def read_yaml(path: Path, *, what: str, error: type[ProvisionError], typ: str = "safe") -> Any:
+    """The YAML document in ``path`` (see :func:`read_text` and :func:`parse_yaml`)."""
+    return parse_yaml(read_text(path, what=what, error=error), path, error=error, typ=typ)

@@ -1,0 +1,119 @@
+"""Saved plans are sealed: every edit of what apply uses is refused with the part named."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from provision.app import check_drift
+from provision.cli import cli
+from provision.errors import DriftError
+from provision.plan.models import Plan
+from provision.plan.seal import SEALED_PARTS, edited_parts, sealed
+
+ROOT = Path(__file__).resolve().parents[2]
+H200_SPEC = str(ROOT / "specs" / "h200-ubuntu2404.yaml")
+H200_RAW = str(ROOT / "tests" / "fixtures" / "raw" / "h200-ubuntu2404-spec")
+
+Edit = Callable[[dict[str, Any]], None]
+
+
+def _set(path: str, value: Any) -> Edit:
+    def edit(doc: dict[str, Any]) -> None:
+        *parents, key = path.split(".")
+        node = doc
+        for part in parents:
+            node = node[int(part)] if isinstance(node, list) else node[part]
+        node[key] = value
+
+    return edit
+
+
+def _call(fn: Callable[[dict[str, Any]], Any]) -> Edit:
+    def edit(doc: dict[str, Any]) -> None:
+        fn(doc)
+
+    return edit
+
+
+FINDING = {"rule": "x", "message": "m", "source": "s", "severity": "warning"}
+
+
+# The edits of the issue's 16 (versions, a pip package, the index URL, the mirror, holds off, the
+# spec path, steps, extravars, host, blockers...), each with the part apply must name.
+EDITS: list[tuple[str, Edit, str]] = [
+    ("driver version", _set("spec.driver.version", "580.95.05"), "spec"),
+    ("cuda toolkit", _set("spec.cuda.toolkit", "12.9"), "spec"),
+    ("extra pip package", _call(lambda d: d["spec"]["python"]["packages"].append("requests")), "spec"),
+    ("index url", _set("spec.python.index_url", "https://evil.example/whl/"), "spec"),
+    ("holds off", _set("spec.driver.hold", True), "spec"),
+    ("spec path", _set("spec_path", "/tmp/other.yaml"), "spec_path"),
+    ("host", _set("host", "other-host"), "host"),
+    ("facts fingerprint", _set("facts_fingerprint", "0" * 64), "facts_fingerprint"),
+    ("a step's action", _set("steps.0.action", "install"), "steps"),
+    ("a step dropped", _call(lambda d: d["steps"].pop()), "steps"),
+    ("blocker added", _set("blockers", [FINDING | {"severity": "blocker"}]), "blockers"),
+    ("warning added", _set("warnings", [FINDING]), "warnings"),
+    ("reboot", _set("reboot_required", True), "reboot_required"),
+    ("apt packages", _set("extravars.provision_apt_packages", ["cuda-drivers"]), "extravars"),
+    ("mirror", _set("extravars.provision_repository", {"url": "http://evil.example/"}), "extravars"),
+    ("tool version", _set("seal.tool_version", "0.0.1"), "tool version"),
+    ("digest", _set("seal.digest", "0" * 64), "seal"),
+    ("seal removed", _set("seal", None), "seal (missing)"),
+]
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    out = tmp_path_factory.mktemp("plan") / "plan.json"
+    result = CliRunner().invoke(cli, ["plan", H200_SPEC, "--from-raw", H200_RAW, "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    doc: dict[str, Any] = json.loads(out.read_text())
+    return doc
+
+
+def test_plan_out_writes_a_seal_that_matches(saved: dict[str, Any]) -> None:
+    plan = Plan.model_validate(saved)
+    assert plan.seal is not None and set(plan.seal.parts) == set(SEALED_PARTS)
+    assert edited_parts(plan) == []
+
+
+def test_every_field_apply_reads_is_sealed() -> None:
+    assert set(SEALED_PARTS) == set(Plan.model_fields) - {"seal"}
+
+
+@pytest.mark.parametrize(("what", "edit", "part"), EDITS, ids=[e[0] for e in EDITS])
+def test_every_edit_of_a_saved_plan_is_refused_naming_the_part(
+    saved: dict[str, Any], tmp_path: Path, what: str, edit: Edit, part: str
+) -> None:
+    doc = json.loads(json.dumps(saved))
+    edit(doc)
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(doc))
+    result = CliRunner().invoke(cli, ["apply", str(path), "--dry-run"])
+    assert result.exit_code == 1, result.output
+    line = " ".join(result.output.split())
+    assert "the saved plan was changed after `provision plan --out` wrote it" in line, line
+    assert f"(changed: {part}" in line or f", {part}" in line, line
+    assert "Traceback" not in result.output
+
+
+def test_apply_runs_the_saved_plan_only_when_planning_again_gives_the_same(saved: dict[str, Any]) -> None:
+    plan = Plan.model_validate(saved)
+    check_drift(plan, plan.model_copy(update={"seal": None}))
+    other_steps = plan.model_copy(update={"steps": plan.steps[:-1]})
+    with pytest.raises(DriftError, match=r"another plan than the saved one \(differs: steps\)"):
+        check_drift(plan, other_steps)
+    moved = plan.model_copy(update={"facts_fingerprint": "f" * 64})
+    with pytest.raises(DriftError, match="changed since the plan was made"):
+        check_drift(plan, moved)
+
+
+def test_sealing_is_stable_through_json(saved: dict[str, Any]) -> None:
+    plan = Plan.model_validate_json(json.dumps(saved))
+    assert sealed(plan.model_copy(update={"seal": None})).seal == plan.seal
