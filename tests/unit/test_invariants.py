@@ -104,12 +104,17 @@ def _check_verify(case: dict[str, Any], spec: Spec, facts: Facts) -> None:
         assert failing[check_id].status == expected
 
 
-def test_the_real_capture_holds_every_invariant_it_can_judge() -> None:
-    facts = facts_from_outputs(read_raw(CAPTURE), host="h200")
-    verdicts = judge_all(load_spec(SPEC), facts, CATALOG)
+@pytest.mark.parametrize("capture", ["h200-ubuntu2404", "h200x2-ubuntu2404"])
+def test_the_real_captures_hold_every_invariant_they_can_judge_and_plan_no_change(capture: str) -> None:
+    facts = facts_from_outputs(read_raw(FIXTURES / "raw" / f"{capture}-2026-12-01"), host=capture)
+    spec = load_spec(SPEC.parent / f"{capture}.yaml")
+    verdicts = judge_all(spec, facts, CATALOG)
     assert {v.invariant: v.status for v in verdicts if v.status != "holds"} == {
         "blacklist-in-initramfs": "not-applicable"
     }
+    plan = make_plan(spec, facts, CATALOG)
+    assert not plan.changes and not plan.blockers
+    assert not [w.rule for w in plan.warnings if w.rule.startswith("invariant")]
 
 
 def test_memory_floor_is_verify_s() -> None:
