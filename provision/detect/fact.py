@@ -194,6 +194,17 @@ Derive = Callable[[Parsed], Any]
 """How one Facts field is derived from the parsed outputs (see each domain's ``FIELDS``)."""
 
 
+def value_of(fact: FactType) -> Derive:
+    """A Facts field that is ``fact``'s value (an Unknown "never ran" when its output is absent)."""
+    return lambda parsed: parsed.of(fact)
+
+
+def if_probed(fact: FactType) -> Derive:
+    """A Facts field that is ``fact``'s value, or its "not probed" default when the output is absent
+    (captures older than the fact)."""
+    return lambda parsed: parsed.of(fact) if parsed.has(fact) else None
+
+
 def colon_pairs(text: str) -> Iterator[tuple[str, str]]:
     """``key: value`` pairs of ``text``, both stripped; lines without a colon are skipped."""
     for line in text.splitlines():

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import Field
 
-from provision.detect.fact import Derive, Fact, Parsed, Unknown, failure, first_line, sh
+from provision.detect.fact import Derive, Fact, Parsed, Unknown, failure, first_line, if_probed, sh
 from provision.models import Frozen
 from provision.versions import Dotted, DottedVersion
 
@@ -133,5 +133,5 @@ def _cuda(p: Parsed) -> CudaToolkits | Unknown:
 
 FIELDS: dict[str, Derive] = {
     "cuda": _cuda,
-    "ld_cache": lambda p: p.of(LibraryCacheFact) if p.has(LibraryCacheFact) else None,
+    "ld_cache": if_probed(LibraryCacheFact),
 }

@@ -12,7 +12,7 @@ import re
 from pydantic import Field
 
 from provision.catalog.models import Flavor
-from provision.detect.fact import Derive, Fact, Parsed, Unknown, failure, first_line
+from provision.detect.fact import Derive, Fact, Unknown, failure, first_line, if_probed, value_of
 from provision.models import Frozen
 from provision.versions import Driver, DriverVersion
 
@@ -265,20 +265,12 @@ class FabricManagerVersionFact(Fact[str]):
 FACTS = (LoadedDriverFact, ModuleOnDiskFact, DkmsFact, NouveauFact, MokFact, InitramfsFact)
 
 
-def _on_disk(p: Parsed) -> DriverVersion | Unknown | None:
-    # None (not Unknown) when modinfo never ran: older saved facts have no such field.
-    if not p.has(ModuleOnDiskFact):
-        return None
-    version = p.of(ModuleOnDiskFact)
-    return version
-
-
 FIELDS: dict[str, Derive] = {
-    "driver": lambda p: p.of(LoadedDriverFact),
-    "driver_on_disk": _on_disk,
-    "dkms": lambda p: p.of(DkmsFact) if p.has(DkmsFact) else None,
-    "nouveau": lambda p: p.of(NouveauFact) if p.has(NouveauFact) else None,
-    "mok": lambda p: p.of(MokFact) if p.has(MokFact) else None,
-    "initramfs": lambda p: p.of(InitramfsFact) if p.has(InitramfsFact) else None,
+    "driver": value_of(LoadedDriverFact),
+    "driver_on_disk": if_probed(ModuleOnDiskFact),  # None: captures older than modinfo
+    "dkms": if_probed(DkmsFact),
+    "nouveau": if_probed(NouveauFact),
+    "mok": if_probed(MokFact),
+    "initramfs": if_probed(InitramfsFact),
 }
 """Facts fields of this domain; None means "not probed" (the field keeps its default)."""

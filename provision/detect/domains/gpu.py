@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import Field
 
 from provision.detect.domains.pci import normalize_bdf
-from provision.detect.fact import Derive, Fact, Parsed, Unknown, failure, first_line
+from provision.detect.fact import Derive, Fact, Parsed, Unknown, failure, first_line, if_probed, value_of
 from provision.models import Frozen
 from provision.versions import Dotted, DottedVersion
 
@@ -502,8 +502,8 @@ def _health_field(p: Parsed) -> tuple[GpuHealth, ...] | Unknown | None:
 
 FIELDS: dict[str, Derive] = {
     "gpu_health": _health_field,
-    "gpus": lambda p: p.of(QueryGpuFact),
-    "topology": lambda p: p.of(TopologyFact),
-    "nvidia_pci": lambda p: p.of(NvidiaPciFact) if p.has(NvidiaPciFact) else None,
+    "gpus": value_of(QueryGpuFact),
+    "topology": value_of(TopologyFact),
+    "nvidia_pci": if_probed(NvidiaPciFact),
     "fabric": _fabric_field,
 }

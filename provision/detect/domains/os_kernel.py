@@ -11,7 +11,7 @@ import shlex
 
 from pydantic import Field
 
-from provision.detect.fact import Derive, Fact, Parsed, Unknown, failure, first_line
+from provision.detect.fact import Derive, Fact, Parsed, Unknown, failure, first_line, value_of
 from provision.models import Frozen
 
 _COMPILER = re.compile(r"\b(gcc|clang)\b.*?(\d+\.\d+(?:\.\d+)*)")
@@ -126,4 +126,4 @@ def _kernel(p: Parsed) -> Kernel | Unknown:
     return merge_kernel(uname, proc)
 
 
-FIELDS: dict[str, Derive] = {"os": lambda p: p.of(OsReleaseFact), "kernel": _kernel}
+FIELDS: dict[str, Derive] = {"os": value_of(OsReleaseFact), "kernel": _kernel}

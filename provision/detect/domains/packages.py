@@ -14,7 +14,7 @@ import re
 
 from pydantic import Field
 
-from provision.detect.fact import Derive, Fact, Unknown, failure
+from provision.detect.fact import Derive, Fact, Unknown, failure, if_probed, value_of
 from provision.models import Frozen
 
 UNATTENDED_FILE = "/etc/apt/apt.conf.d/51provision-nvidia-unattended"
@@ -180,7 +180,7 @@ class PackageOriginsFact(Fact[PackageOrigins]):
 FACTS = (DpkgPackagesFact, AptLocksFact, PackageOriginsFact)
 
 FIELDS: dict[str, Derive] = {
-    "packages": lambda p: p.of(DpkgPackagesFact),
-    "apt_locks": lambda p: p.of(AptLocksFact) if p.has(AptLocksFact) else None,
-    "origins": lambda p: p.of(PackageOriginsFact) if p.has(PackageOriginsFact) else None,
+    "packages": value_of(DpkgPackagesFact),
+    "apt_locks": if_probed(AptLocksFact),
+    "origins": if_probed(PackageOriginsFact),
 }
