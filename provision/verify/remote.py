@@ -70,8 +70,10 @@ class HostJob:
         return int(launch.gpu_timeout(self.gpu_count, self.load_seconds)) + 1
 
     def probes(self) -> list[Probe]:
-        """Detection's probes for the venv, plus the fabric manager's version."""
-        return [*all_probes(self.venv), FM_PROBE]
+        """Detection's probes for the venv, the fabric manager's version, and who could have
+        written the venv's interpreter (checked on the host before root runs it)."""
+        trust = [trust_probe(f"{self.venv}/bin/python")] if self.venv else []
+        return [*all_probes(self.venv), FM_PROBE, *trust]
 
 
 @dataclass(frozen=True)
@@ -127,6 +129,38 @@ def _host_inputs(
     return inputs_from(host, outputs, gpu, job, started)
 
 
+TRUST_PROBE_ID = "venv-trust"
+_TRUST_SCRIPT = (
+    'p=$(readlink -f "$1") || { echo "missing: $1"; exit 0; }; '
+    '[ -e "$p" ] || { echo "missing: $p"; exit 0; }; d=$p; '
+    "while :; do "
+    "set -- $(stat -c '%u %a' \"$d\"); "
+    'if [ "$1" != 0 ]; then echo "untrusted: $d is owned by uid $1, not root"; exit 0; fi; '
+    "w=$(( 0$2 & 18 )); s=$(( (0$2 >> 9) & 1 )); "
+    'if [ $w -ne 0 ] && { [ "$d" = "$p" ] || [ $s -eq 0 ]; }; then '
+    'echo "untrusted: $d is writable by group or others (mode $2)"; exit 0; fi; '
+    '[ "$d" = / ] && break; d=$(dirname "$d"); done; echo trusted'
+)
+"""The rule of :func:`provision.trust.untrusted_reason`, run on the host: the interpreter and every
+directory above it owned by root and writable by neither group nor others (a sticky directory
+above, such as /tmp, excepted)."""
+
+
+def trust_probe(python: str) -> Probe:
+    """The probe that says whether only root could have written ``python`` on the host."""
+    return Probe(id=TRUST_PROBE_ID, argv=("sh", "-c", _TRUST_SCRIPT, "sh", python), timeout=10.0)
+
+
+def trust_problem(outputs: Mapping[str, ProbeOutput]) -> str | None:
+    """Why the venv's interpreter must not run as root on that host; None when only root could
+    have written it (or when there is no venv to check)."""
+    out = outputs.get(TRUST_PROBE_ID)
+    if out is None:
+        return None
+    line = out.output.strip().splitlines()[0] if out.output.strip() else f"no output (exit {out.rc})"
+    return None if line == "trusted" or line.startswith("missing: ") else line.removeprefix("untrusted: ")
+
+
 def inputs_from(
     host: str,
     outputs: Mapping[str, ProbeOutput],
@@ -136,7 +170,10 @@ def inputs_from(
 ) -> VerifyInputs:
     """One host's verify inputs from its collector outputs and its GPU task outcome (pure)."""
     facts = facts_from_outputs(outputs, host=host, collected_at=started)
+    untrusted = trust_problem(outputs)
     gpu_run = remote_gpu_run(facts, gpu, job)
+    if untrusted is not None and not isinstance(facts.gpus, Unknown):
+        gpu_run = Unknown(unknown=f"not run as root: {untrusted} (docs/security.md)")
     many = isinstance(gpu_run, GpuRun) and gpu_run.device_count >= 2
     return VerifyInputs(
         facts=facts,
@@ -289,7 +326,9 @@ def _stat(job: str) -> dict[str, Any]:
 def _gpu(job: str, workdir: str) -> dict[str, Any]:
     argv = [f"{{{{ {job}.python }}}}", "-I", f"{workdir}/gpuload.py", "gpus"]
     argv += ["--seconds", f"{{{{ {job}.seconds }}}}", "--copy-mib", "256"]
-    answered = "(provision_verify_collected.stdout | from_json)['query-gpu']['rc'] == 0"
+    collected = "(provision_verify_collected.stdout | from_json)"
+    answered = f"{collected}['query-gpu']['rc'] == 0"
+    trusted = f"{collected}.get('{TRUST_PROBE_ID}', {{}}).get('output', '') is match('trusted')"
     return {
         "name": GPU_TASK,
         "ansible.builtin.command": {"argv": argv},
@@ -302,6 +341,7 @@ def _gpu(job: str, workdir: str) -> dict[str, Any]:
             f"{job}.python | length > 0",
             "provision_verify_python.stat.executable | default(false)",
             answered,
+            trusted,
         ],
     }
 
