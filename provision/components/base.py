@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 from provision.catalog import Catalog, Flavor
 from provision.detect.facts import Facts, Package
 from provision.findings import Finding
+from provision.invariants.base import Verdict
 from provision.models import Frozen
 from provision.pkg import PackageManager, Pin, numeric_upstream
 from provision.spec.models import Spec
@@ -98,6 +99,7 @@ class PlanContext:
         transaction: Components whose packages go into the one package transaction.
         pins: Every component's version pins, in registry order.
         built: Component name -> what it built, for the components already planned.
+        verdicts: Every invariant's verdict for this machine, by invariant id, judged once per plan.
     """
 
     spec: Spec
@@ -105,6 +107,7 @@ class PlanContext:
     catalog: Catalog
     flavor: Flavor
     pm: PackageManager
+    verdicts: Mapping[str, Verdict]
     transaction: frozenset[Component] = frozenset()
     pins: tuple[Pin, ...] = ()
     built: Mapping[Component, Sequence[Built]] = field(default_factory=dict)

@@ -43,7 +43,7 @@ class KernelModules(InstallableComponent):
     verify_checks = ("invariant-gpu-bound", "invariant-blacklist-in-initramfs")
 
     def plan(self, ctx: PlanContext) -> Iterable[Built]:
-        return (kernel_modules_step(ctx.spec, ctx.facts, ctx.catalog),)
+        return (kernel_modules_step(ctx),)
 
     def extravars(self, ctx: PlanContext) -> dict[str, Any]:
         step = next((s for s in ctx.steps() if s.component is Component.KERNEL_MODULES), None)
@@ -60,10 +60,10 @@ def wanted_blacklist(spec: Spec, facts: Facts) -> tuple[str, ...]:
     return blacklist_modules(facts, spec.gpus.binding) or ("nouveau",)
 
 
-def kernel_modules_step(spec: Spec, facts: Facts, catalog: Any) -> Step:
+def kernel_modules_step(ctx: PlanContext) -> Step:
     """The step for the binding and boot-time invariants; nouveau's state when binding is unread."""
-    bound = GpuBound().judge(spec, facts, catalog)
-    boot = BootEffect().judge(spec, facts, catalog)
+    spec, facts = ctx.spec, ctx.facts
+    bound, boot = ctx.verdicts[GpuBound.id], ctx.verdicts[BootEffect.id]
     if bound.status == "unknown":
         return _legacy_nouveau(facts.nouveau, boot)
     missing = _unblacklisted(spec, facts)
@@ -135,14 +135,12 @@ def _legacy_nouveau(state: NouveauState | Unknown, boot: Verdict) -> Step:
     )
 
 
-def binding_reboot(spec: Spec, facts: Facts, catalog: Any) -> Step | None:
+def binding_reboot(ctx: PlanContext) -> Step | None:
     """A reboot step when nothing is left to change but the GPUs are not yet bound as they will be
     after a boot: the holding driver is blacklisted in the initramfs, or nvidia.ko is installed and
-    not loaded."""
-    bound = GpuBound().judge(spec, facts, catalog)
-    if not bound.violated or _unblacklisted(spec, facts) or BootEffect().judge(spec, facts, catalog).violated:
-        return None
-    if "passthrough" in bound.cause or "vfio" in bound.cause or "did not take the GPU" in bound.cause:
+    not loaded (the verdict says a reboot binds them)."""
+    spec, bound = ctx.spec, ctx.verdicts[GpuBound.id]
+    if not bound.reboots or _unblacklisted(spec, ctx.facts) or ctx.verdicts[BootEffect.id].violated:
         return None
     return Step(
         component=Component.REBOOT,

@@ -34,6 +34,8 @@ class Verdict(Frozen):
     """A violation that only warns in verify (e.g. a CUDA minor version apart)."""
     repaired: bool = False
     """The plan repairs this violation with steps (shown as steps, not as a warning)."""
+    reboots: bool = False
+    """A reboot makes it hold once what the next boot reads is right (nothing else to change)."""
 
     @property
     def violated(self) -> bool:
@@ -80,7 +82,14 @@ class Invariant(ABC):
         return Verdict(invariant=self.id, status="holds", observed=observed)
 
     def violated(
-        self, observed: str, cause: str, fix: str, *, notice: bool = False, repaired: bool = False
+        self,
+        observed: str,
+        cause: str,
+        fix: str,
+        *,
+        notice: bool = False,
+        repaired: bool = False,
+        reboots: bool = False,
     ) -> Verdict:
         return Verdict(
             invariant=self.id,
@@ -90,6 +99,7 @@ class Invariant(ABC):
             fix=fix,
             notice=notice,
             repaired=repaired or self.repaired_by_plan,
+            reboots=reboots,
         )
 
     def unknown(self, why: Unknown | str) -> Verdict:

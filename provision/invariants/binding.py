@@ -100,29 +100,40 @@ class GpuBound(Invariant):
                 f"{', '.join(assigned)} holds the GPU (device assignment configured on this host)",
                 f"remove the vfio-pci.ids=/driver_override binding, or set gpus.binding: {assigned[0]}",
             )
+        ours = [d for d in held if d in NVIDIA_MODULES]
+        if ours:  # only when the spec asks for passthrough: NVIDIA's modules are never blacklisted
+            return self.violated(
+                observed,
+                f"{', '.join(ours)} holds the GPU meant for {expected}",
+                f"bind it to {expected} (vfio-pci.ids=<vendor:device> on the kernel command line, or "
+                "driver_override) and reboot; provision does not set up passthrough",
+            )
         if held:
-            mods = ", ".join(blacklist_modules(facts, expected)) or ", ".join(held)
             return self.violated(
                 observed,
                 f"{', '.join(held)} claimed the GPU before {expected}",
-                f"blacklist {mods} in /etc/modprobe.d, rebuild the initramfs and reboot (apply does this)",
+                f"blacklist {', '.join(blacklist_modules(facts, expected))} in /etc/modprobe.d, rebuild the "
+                "initramfs and reboot (apply does this)",
+                reboots=True,
             )
-        return self.violated(observed, *_unbound(facts, expected))
+        cause, fix, reboots = _unbound(facts, expected)
+        return self.violated(observed, cause, fix, reboots=reboots)
 
 
-def _unbound(facts: Facts, expected: str) -> tuple[str, str]:
-    """Cause and fix for GPUs no driver holds, from what the driver facts say."""
+def _unbound(facts: Facts, expected: str) -> tuple[str, str, bool]:
+    """Cause, fix, and whether a reboot binds them, for GPUs no driver holds, from the driver facts."""
     if module(expected) != "nvidia":
-        return f"{expected} is not bound", f"bind the GPU to {expected} (driver_override) or reboot"
+        return f"{expected} is not bound", f"bind the GPU to {expected} (driver_override) or reboot", False
     if isinstance(facts.driver, LoadedDriver):
         return (
             f"nvidia.ko {facts.driver.version} is loaded but did not take the GPU",
             "read `dmesg | grep NVRM` (RmInitAdapter failed?); check the flavour supports this GPU",
+            False,
         )
     on_disk = facts.on_disk_driver()
     if on_disk is not None:
-        return f"nvidia.ko {on_disk} is installed but not loaded", "reboot (or `modprobe nvidia`)"
-    return "no nvidia kernel module is installed for the running kernel", "provision apply installs it"
+        return f"nvidia.ko {on_disk} is installed but not loaded", "reboot (or `modprobe nvidia`)", True
+    return "no nvidia kernel module is installed for the running kernel", "provision apply installs it", True
 
 
 class BootEffect(Invariant):

@@ -4,19 +4,22 @@ warning per reason (a box without a driver yet gives one line, not one per GPU i
 
 from __future__ import annotations
 
-from provision.catalog import Catalog
-from provision.detect.facts import Facts
+from collections.abc import Mapping
+
 from provision.findings import Finding
 from provision.invariants.base import Invariant, Verdict
 from provision.invariants.registry import INVARIANTS
-from provision.spec.models import Spec
 
 UNCONFIRMED = "invariant-unconfirmed"
 
 
-def invariant_findings(spec: Spec, facts: Facts, catalog: Catalog) -> tuple[Finding, ...]:
-    """Violations not repaired by a step, then one warning per reason some invariants cannot be judged."""
-    judged = [(i, i.judge(spec, facts, catalog)) for i in INVARIANTS]
+def invariant_findings(verdicts: Mapping[str, Verdict]) -> tuple[Finding, ...]:
+    """Violations not repaired by a step, then one warning per reason some invariants cannot be judged.
+
+    Args:
+        verdicts: Every invariant's verdict by id (``PlanContext.verdicts``).
+    """
+    judged = [(i, verdicts[i.id]) for i in INVARIANTS]
     violations = [_violation(i, v) for i, v in judged if v.violated and not v.repaired]
     return (*violations, *_unconfirmed([(i, v) for i, v in judged if v.status == "unknown"]))
 

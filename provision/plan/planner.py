@@ -17,6 +17,7 @@ from provision.components.kernel_modules import binding_reboot
 from provision.components.registry import COMPONENTS, pins, transaction_components
 from provision.detect.facts import Facts
 from provision.findings import Finding
+from provision.invariants.registry import judge_all
 from provision.pkg import os_family, package_manager
 from provision.plan.checks import check_facts
 from provision.plan.consistency import consistency_findings, reboot_pending
@@ -45,7 +46,7 @@ def make_plan(spec: Spec, facts: Facts, catalog: Catalog, spec_path: str | None 
         *flavor_findings(ctx.flavor, spec.driver.branch, facts, catalog),
         *hardware_findings(spec, facts),
         *origin_findings(spec, facts, catalog),
-        *invariant_findings(spec, facts, catalog),
+        *invariant_findings(ctx.verdicts),
     ]
     if any(f.rule == "gpu-model-unknown" for f in findings):
         return _plan(ctx, (), findings, spec_path)
@@ -64,6 +65,7 @@ def context(spec: Spec, facts: Facts, catalog: Catalog) -> PlanContext:
         catalog=catalog,
         flavor=resolve_flavor(spec, catalog),
         pm=pm,
+        verdicts={v.invariant: v for v in judge_all(spec, facts, catalog)},
         transaction=transaction_components(),
         pins=pins(spec, pm),
     )
@@ -91,7 +93,7 @@ def _reboot(ctx: PlanContext, built: list[Built]) -> list[Built]:
     rebooting = {c.name: c for c in COMPONENTS if c.reboots}
     causes = [s for s in built if isinstance(s, Step) and s.changes and s.component in rebooting]
     if not causes:
-        pending = reboot_pending(ctx.facts) or binding_reboot(ctx.spec, ctx.facts, ctx.catalog)
+        pending = reboot_pending(ctx.facts) or binding_reboot(ctx)
         return [pending] if pending else []
     names = ", ".join(s.component.value for s in causes)
     notes = dict.fromkeys(
