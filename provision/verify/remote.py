@@ -37,11 +37,10 @@ from provision.detect.runner import (
 )
 from provision.errors import FactsError
 from provision.verify import launch
+from provision.verify.probes import FM_PROBE
 from provision.verify.runs import GpuRun, VerifyInputs
 
 GPU_TASK = "Run the GPU load program in the spec's venv."
-_FM = FabricManagerVersionFact
-FM_PROBE = Probe(id=_FM.id, argv=_FM.argv, timeout=_FM.timeout)
 REMOTE_ALLREDUCE = (
     "not run on remote hosts: the multi-process NCCL all-reduce runs only with `provision verify SPEC` "
     "on the machine itself"
