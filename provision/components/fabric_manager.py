@@ -51,14 +51,9 @@ class FabricManager(InstallableComponent):
         return fabric_findings(ctx.spec, ctx.facts, ctx.catalog)
 
 
-def detected_nvswitch(facts: Facts) -> tuple[bool | None, str]:
-    """Whether the machine shows an NVSwitch fabric, and the evidence: :meth:`Facts.nvswitch`."""
-    return facts.nvswitch()
-
-
 def fabric_manager_needed(spec: Spec, facts: Facts, catalog: Catalog) -> tuple[bool, str]:
     """Facts decide when they can; otherwise the catalog: an NVSwitch baseboard model with 8 GPUs."""
-    seen, evidence = detected_nvswitch(facts)
+    seen, evidence = facts.nvswitch()
     if seen is not None:
         verdict = "needs the fabric manager" if seen else "needs no fabric manager"
         return seen, f"{evidence}: {verdict} (FMUG)"
@@ -97,7 +92,7 @@ ELSEWHERE = (
 
 def fabric_findings(spec: Spec, facts: Facts, catalog: Catalog) -> tuple[Finding, ...]:
     """Refusals for required-without-NVSwitch and disabled-on-NVSwitch, from the machine's facts."""
-    seen, evidence = detected_nvswitch(facts)
+    seen, evidence = facts.nvswitch()
     if managed_elsewhere(facts):
         return ()
     if seen is False and spec.fabric_manager == "required":

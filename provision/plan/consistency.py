@@ -13,7 +13,7 @@ from provision.detect.facts import Facts, LoadedDriver
 from provision.fieldfailures import ff_ref
 from provision.pkg import os_family, package_manager
 from provision.plan.models import Action, Component, Finding, Step
-from provision.versions import DottedVersion, DriverVersion
+from provision.versions import DottedVersion
 
 SOURCE = f"field failures FF-01 ({ff_ref(1)})"
 
@@ -23,14 +23,9 @@ def userspace_version(facts: Facts) -> DottedVersion | None:
     return facts.userspace_driver(package_manager(os_family(facts, "")).upstream)
 
 
-def on_disk_version(facts: Facts) -> DriverVersion | None:
-    """The module the next boot loads (:meth:`Facts.on_disk_driver`)."""
-    return facts.on_disk_driver()
-
-
 def consistency_findings(facts: Facts) -> tuple[Finding, ...]:
     """A blocker when the module on disk differs from the userspace packages (not fixed by a reboot)."""
-    disk, user = on_disk_version(facts), userspace_version(facts)
+    disk, user = facts.on_disk_driver(), userspace_version(facts)
     if disk is None or user is None or disk == user:
         return ()
     repair = package_manager(os_family(facts, "")).repair_command
@@ -51,7 +46,7 @@ def reboot_pending(facts: Facts) -> Step | None:
     if not isinstance(facts.driver, LoadedDriver):
         return None
     loaded = facts.driver.version
-    installed = on_disk_version(facts) or userspace_version(facts)
+    installed = facts.on_disk_driver() or userspace_version(facts)
     if installed is None or installed == loaded:
         return None
     return Step(
