@@ -28,6 +28,7 @@ from provision.detect.domains.driver import DkmsStatus, Initramfs, LoadedDriver,
 from provision.detect.domains.firmware import Iommu, KernelCmdline, SecureBoot
 from provision.detect.domains.gpu import FabricState, Gpu, GpuHealth, PciDevice, Topology
 from provision.detect.domains.hardware import Hardware
+from provision.detect.domains.monitoring import Listening, ManagedFiles
 from provision.detect.domains.host import Board, Cpu, NumaNode, PowerProfile
 from provision.detect.domains.os_kernel import Kernel, OsRelease
 from provision.detect.domains.packages import AptLocks, Package, PackageOrigins
@@ -54,9 +55,11 @@ __all__ = [
     "Initramfs",
     "Iommu",
     "Kernel",
+    "Listening",
     "KernelCmdline",
     "LibraryCache",
     "LoadedDriver",
+    "ManagedFiles",
     "MokState",
     "NouveauState",
     "NumaNode",
@@ -118,6 +121,8 @@ class Facts(Frozen):
     gpu_health: tuple[GpuHealth, ...] | Unknown = _NOT_PROBED
     initramfs: Initramfs | Unknown = _NOT_PROBED
     ld_cache: LibraryCache | Unknown = _NOT_PROBED
+    listening: Listening | Unknown = _NOT_PROBED
+    monitoring_files: ManagedFiles | Unknown = _NOT_PROBED
 
     def package(self, name: str) -> Package | None:
         """The installed package ``name``, or None (also when packages are unknown)."""
