@@ -55,6 +55,8 @@ class Component(StrEnum):
     PYTHON_WHEELS = "python_wheels"
     SECURE_BOOT = "secure_boot"
     REBOOT = "reboot"
+    DCGM = "dcgm"
+    MONITORING = "monitoring"
 
 
 CHANGING = frozenset(
@@ -100,6 +102,8 @@ class PlanContext:
         pins: Every component's version pins, in registry order.
         built: Component name -> what it built, for the components already planned.
         verdicts: Every invariant's verdict for this machine, by invariant id, judged once per plan.
+        fleet_monitored: Inventory hostnames of the command's hosts whose specs have a monitoring
+            section (a monitoring server scrapes them); empty for one machine.
     """
 
     spec: Spec
@@ -111,6 +115,7 @@ class PlanContext:
     transaction: frozenset[Component] = frozenset()
     pins: tuple[Pin, ...] = ()
     built: Mapping[Component, Sequence[Built]] = field(default_factory=dict)
+    fleet_monitored: tuple[str, ...] = ()
 
     def installed(self, name: str) -> Package | None:
         """The package ``name`` when it is fully installed, else None."""

@@ -363,14 +363,11 @@ def _listen_address(value: str) -> str:
 ListenAddress = Annotated[str, AfterValidator(_listen_address)]
 """An IP address a service binds to (``0.0.0.0``: every IPv4 address)."""
 
-ScrapeTarget = Annotated[
+ScrapeHost = Annotated[
     str,
-    Field(
-        max_length=260,
-        pattern=r"^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*:[0-9]{1,5}$",
-    ),
+    Field(max_length=253, pattern=r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$"),
 ]
-"""``host:port`` of an exporter another machine runs (a DNS name, lower case)."""
+"""A host name (lower case, dots allowed) or an IPv4 address another machine's exporters answer on."""
 
 
 class MonitoringSpec(Frozen):
@@ -404,11 +401,11 @@ class MonitoringSpec(Frozen):
     )
     prometheus_listen: ListenAddress = Field("127.0.0.1", description="Address Prometheus listens on.")
     prometheus_port: Port = Field(9090, description="Prometheus's port.")
-    scrape_targets: tuple[ScrapeTarget, ...] = Field(
+    scrape_hosts: tuple[ScrapeHost, ...] = Field(
         (),
-        description="Further exporters this Prometheus scrapes (host:port); in a fleet the inventory's "
-        "hosts are added by themselves.",
-        examples=[["gpu2.example.org:9400", "gpu2.example.org:9100"]],
+        description="Other hosts whose exporters this Prometheus scrapes, on the same ports; in a fleet "
+        "the inventory's hosts with a monitoring section are added by themselves.",
+        examples=[["gpu2.example.org", "gpu3.example.org"]],
     )
 
     @model_validator(mode="after")
