@@ -128,9 +128,11 @@ def test_probe_ids_match_the_fixture_stems() -> None:
         "cuda-dirs",
         "torch",
     } <= ids
-    # The newest real capture holds an output of every probe detection runs.
+    # The newest real capture holds an output of every probe detection runs, except the probes
+    # added after it (monitoring's, issue 16: their cases are under tests/fixtures/facts/).
     newest = Path(__file__).parents[1] / "fixtures" / "raw" / "h200-ubuntu2404-2026-12-01"
-    assert ids <= {p.stem for p in newest.glob("*.txt")}
+    newer = {"listening", "monitoring-files"}
+    assert ids - newer <= {p.stem for p in newest.glob("*.txt")}
 
 
 # --- Collector: real processes ---------------------------------------------------------------------
