@@ -473,6 +473,14 @@ def verify(
     forks: Annotated[
         int | None, typer.Option("--forks", min=1, help="Hosts Ansible works on at once (default 5).")
     ] = None,
+    prometheus: Annotated[
+        Path | None,
+        typer.Option(
+            "--prometheus",
+            help="Also write the results as a node exporter textfile (FILE.prom, written atomically), "
+            "e.g. /var/lib/prometheus/node-exporter/provision-verify.prom.",
+        ),
+    ] = None,
 ) -> None:
     """Prove the machine works: driver, GPUs, PCIe and kernels under load, libraries, P2P, NCCL, thermals.
 
@@ -482,17 +490,27 @@ def verify(
     """
     from provision.verify.command import emit, run_verify
 
+    if prometheus is not None:
+        from provision.verify.textfile import check_path
+
+        check_path(prometheus)
     if inventory is not None or fleet is not None:
         if inputs is not None:
             raise ProvisionError(
                 "--inputs replays one machine's saved inputs; it does not go with -i/--fleet"
             )
-        raise typer.Exit(_fleet_verify(spec, inventory, fleet, limit, forks, save_raw, as_json, junit))
+        raise typer.Exit(
+            _fleet_verify(spec, inventory, fleet, limit, forks, save_raw, as_json, junit, prometheus)
+        )
     if spec is None:
         raise ProvisionError(
             "give a SPEC, or an inventory (-i) or fleet file (--fleet) that maps hosts to specs"
         )
     report = run_verify(spec, inputs_file=inputs, save_raw=save_raw)
+    if prometheus is not None:
+        from provision.verify.textfile import write_textfile
+
+        write_textfile(prometheus, {report.host: report})
     raise typer.Exit(emit(report, out, as_json, junit))
 
 
@@ -505,13 +523,19 @@ def _fleet_verify(
     save_raw: Path | None,
     as_json: bool,
     junit: Path | None,
+    prometheus: Path | None = None,
 ) -> int:
     from provision.fleet import commands as fleet_commands
     from provision.fleet.verify import verify_fleet
     from provision.fleet.verify_report import emit_fleet
 
     hosts = fleet_commands.resolve(spec, inventory, fleet, limit)
-    return emit_fleet(verify_fleet(hosts, forks, save_raw=save_raw), out, as_json, junit)
+    result = verify_fleet(hosts, forks, save_raw=save_raw)
+    if prometheus is not None:
+        from provision.verify.textfile import write_textfile
+
+        write_textfile(prometheus, {h: v.report for h, v in result.hosts.items()})
+    return emit_fleet(result, out, as_json, junit)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from pydantic import Field
 
 from provision.detect.facts import Facts, Unknown
 from provision.models import Frozen
+from provision.verify.monitoring_probe import MonitoringRun
 
 
 class Sample(Frozen):
@@ -132,6 +133,8 @@ class VerifyInputs(Frozen):
             :meth:`fabric_states`, which prefers the facts.
         gpu_run: The load program's output, or why it did not run (no venv, timeout...).
         allreduce: None when not run (fewer than two GPUs or no CUDA).
+        monitoring: The monitoring services, exporters and Prometheus as read here; None when the
+            spec has none or they were not read (remote verify).
     """
 
     facts: Facts
@@ -139,6 +142,7 @@ class VerifyInputs(Frozen):
     fabric: tuple[FabricGpu, ...] | Unknown = Unknown(unknown="not probed")
     gpu_run: GpuRun | Unknown
     allreduce: AllReduceRun | Unknown | None = None
+    monitoring: MonitoringRun | None = None
 
     def fabric_states(self) -> tuple[FabricGpu, ...] | Unknown:
         """Each GPU's fabric (State, Status): detection's ``facts.fabric``, parsed once with the rest

@@ -19,9 +19,11 @@ from provision.verify import (
     checks_driver,
     checks_gpu,
     checks_invariants,
+    checks_monitoring,
     checks_multi,
     checks_software,
     launch,
+    monitoring_probe,
     probes,
 )
 from provision.verify.context import Context
@@ -36,8 +38,9 @@ CHECKS: tuple[Check, ...] = (
     *checks_software.CHECKS,
     *checks_multi.CHECKS,
     *checks_invariants.CHECKS,
+    *checks_monitoring.CHECKS,
 )
-"""Every check, in report order: driver, GPUs and loads, software, multi-GPU, invariants."""
+"""Every check, in report order: driver, GPUs and loads, software, multi-GPU, invariants, monitoring."""
 
 
 def collect(spec: Spec, facts: Facts) -> VerifyInputs:
@@ -52,6 +55,7 @@ def collect(spec: Spec, facts: Facts) -> VerifyInputs:
         fm_version=probes.fm_version(),
         gpu_run=gpu_run,
         allreduce=_allreduce(spec, gpu_run),
+        monitoring=monitoring_probe.collect(spec.monitoring) if spec.monitoring else None,
     )
 
 

@@ -60,6 +60,7 @@ def test_examples_are_valid_spec_values() -> None:
             "RepositorySpec": "repository",
             "BiosSpec": "bios",
             "VerifySpec": "verify",
+            "MonitoringSpec": "monitoring",
         }[model]
         for example in prop["examples"]:
             data = json.loads(json.dumps(base))
@@ -72,6 +73,8 @@ def test_examples_are_valid_spec_values() -> None:
                 }
                 if field == "key_file":
                     del data[section]["key_url"]
+            if section == "monitoring":
+                data[section] = {"dcgm": "4.5.3"}
             if section == "driver" and field == "version":
                 data[section]["branch"] = int(example.split(".")[0])
             data[section][field] = example
