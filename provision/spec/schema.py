@@ -113,6 +113,7 @@ _NESTED = {
     "repository": "RepositorySpec",
     "bios": "BiosSpec",
     "verify": "VerifySpec",
+    "monitoring": "MonitoringSpec",
 }
 
 
