@@ -102,7 +102,7 @@ def _families(ctx: Context, check_id: str, title: str, which: str, wanted: tuple
             status,
             measured=Measured(value=float(len(wanted) - len(missing)), unit="families"),
             threshold=Threshold(op="==", value=float(len(wanted)), unit="families", source=SOURCE),
-            detail=f"{page.url}: {len(page.names)} series names"
+            detail=f"{page.url}: {len(page.names)} metric families"
             + (f"; missing {', '.join(missing)}" if missing else ""),
             hint="the counters file names them (provision apply writes it); a GPU without the field "
             "leaves its family out",

@@ -37,7 +37,7 @@ class Scrape(Frozen):
 
     Attributes:
         url: What was read.
-        names: Distinct sample names (``DCGM_FI_DEV_GPU_TEMP``), sorted.
+        names: Metric family names (``DCGM_FI_DEV_GPU_TEMP``), sorted.
         error: Why nothing was read or parsed; None on success.
     """
 
@@ -121,10 +121,11 @@ def _get(url: str) -> bytes:
 
 
 def scrape(url: str) -> Scrape:
-    """The sample names on an exporter's page, or the reason it could not be read."""
+    """The metric families on an exporter's page, or the reason it could not be read."""
     try:
         text = _get(url).decode("utf-8", errors="replace")
-        names = {s.name for family in text_string_to_metric_families(text) for s in family.samples}
+        # Family names, as the page's TYPE lines give them (the parser renames counter samples X_total).
+        names = {family.name for family in text_string_to_metric_families(text)}
     except (OSError, urllib.error.URLError, ValueError) as exc:
         return Scrape(url=url, error=_reason(exc))
     return Scrape(url=url, names=tuple(sorted(names)))

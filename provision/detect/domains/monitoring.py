@@ -18,8 +18,8 @@ MANAGED_FILES: tuple[str, ...] = (
     "/etc/systemd/system/nvidia-dcgm-exporter.service.d/provision.conf",
     "/etc/default/prometheus-node-exporter",
     "/etc/default/prometheus",
-    "/etc/prometheus/prometheus.yml",
     "/etc/prometheus/provision-gpu.rules.yml",
+    "/etc/prometheus/prometheus.yml",
 )
 """Every file the monitoring role writes (the catalog's ``monitoring.yaml`` names the same paths;
 ``tests/unit/test_monitoring.py`` keeps them equal)."""
