@@ -32,8 +32,8 @@ DCGM_SOURCE = (
     "(https://github.com/NVIDIA/dcgm-exporter)"
 )
 PORTS_SOURCE = (
-    "Prometheus wiki, Default port allocations (https://github.com/prometheus/prometheus/wiki/Default-port-allocations); "
-    "ss(8)"
+    "Prometheus wiki, Default port allocations "
+    "(https://github.com/prometheus/prometheus/wiki/Default-port-allocations); ss(8)"
 )
 _PKG_TAGS = ("repository", "packages")
 _ROLE_TAGS = ("monitoring",)
@@ -132,7 +132,8 @@ def spec_findings(spec: Spec, catalog: Catalog, cat: MonitoringCatalog) -> Itera
             "dcgm-cuda-mismatch",
             f"monitoring.dcgm_cuda: {mon.dcgm_cuda}, but driver R{spec.driver.branch} reports CUDA "
             f"{driver_major}: DCGM needs datacenter-gpu-manager-4-cuda{driver_major} (its diagnostics "
-            f"fail with 'Detected unsupported Cuda version' otherwise); set dcgm_cuda: {driver_major} or leave it unset",
+            f"fail with 'Detected unsupported Cuda version' otherwise); set dcgm_cuda: {driver_major} "
+            "or leave it unset",
         )
     major = mon.dcgm_cuda or driver_major
     if major is None:
@@ -164,9 +165,9 @@ def legacy_dcgm(spec: Spec, facts: Facts, cat: MonitoringCatalog) -> Iterator[Fi
 def dcgm_step(ctx: PlanContext, wanted: DcgmWanted) -> Step:
     """Install DCGM and the exporter at their paired versions, or say they are there."""
     pm, epochs = ctx.pm, wanted.cat
-    requests = [
-        (name, wanted.dcgm, epochs.dcgm.epoch) for name in wanted.dcgm_packages
-    ] + [(wanted.exporter_package, wanted.exporter, epochs.exporter.epoch)]
+    requests = [(name, wanted.dcgm, epochs.dcgm.epoch) for name in wanted.dcgm_packages] + [
+        (wanted.exporter_package, wanted.exporter, epochs.exporter.epoch)
+    ]
     missing = [(n, v, e) for n, v, e in requests if not _has(ctx, n, v)]
     target = f"DCGM {wanted.dcgm} (CUDA {wanted.cuda_major}), dcgm-exporter {wanted.exporter}"
     core = ctx.installed(wanted.dcgm_packages[0])
@@ -210,7 +211,12 @@ class Monitoring(InstallableComponent):
     facts = ("packages", "listening", "monitoring_files", "nvidia_pci", "gpus")
     role = "monitoring"
     tags = _ROLE_TAGS
-    verify_checks = ("monitoring-services", "dcgm-exporter-metrics", "node-exporter-metrics", "prometheus-targets")
+    verify_checks = (
+        "monitoring-services",
+        "dcgm-exporter-metrics",
+        "node-exporter-metrics",
+        "prometheus-targets",
+    )
 
     def plan(self, ctx: PlanContext) -> Iterable[Built]:
         mon = ctx.spec.monitoring
@@ -297,7 +303,8 @@ def files_step(ctx: PlanContext, mon: MonitoringSpec) -> Step:
         current=state,
         target="configured",
         tags=_ROLE_TAGS,
-        reason="write " + ", ".join(f"{f.what} ({f.dest})" for f in stale)
+        reason="write "
+        + ", ".join(f"{f.what} ({f.dest})" for f in stale)
         + "; enable and (re)start the services that read them",
     )
 

@@ -26,7 +26,9 @@ from provision.catalog.monitoring import MonitoringCatalog
 from provision.resources import data_dir
 from provision.spec.models import MonitoringSpec
 
-HEADER = "# Managed by provision (spec section monitoring:); changes here are overwritten by provision apply.\n"
+HEADER = (
+    "# Managed by provision (spec section monitoring:); changes here are overwritten by provision apply.\n"
+)
 SCRAPE_INTERVAL = "15s"
 """Prometheus's own default scrape and evaluation interval (prometheus.io, Configuration)."""
 ROLE_FILES = ("roles", "monitoring", "files")
@@ -84,21 +86,28 @@ def managed_files(
     """
     exporter, node, prom = cat.exporter, cat.node_exporter, cat.prometheus
     files = [
-        ManagedFile(exporter.counters_file, role_file("dcgm-counters.csv"), exporter.service, "counters file"),
+        ManagedFile(
+            exporter.counters_file, role_file("dcgm-counters.csv"), exporter.service, "counters file"
+        ),
         ManagedFile(
             f"/etc/systemd/system/{exporter.service}.service.d/provision.conf",
             exporter_dropin(spec, cat),
             exporter.service,
             "dcgm-exporter drop-in",
         ),
-        ManagedFile(node.defaults_file, node_exporter_defaults(spec, cat), node.service, "node exporter ARGS"),
+        ManagedFile(
+            node.defaults_file, node_exporter_defaults(spec, cat), node.service, "node exporter ARGS"
+        ),
     ]
     if spec.prometheus and prom.config_file and prom.rules_file:
         files += [
             ManagedFile(prom.defaults_file, prometheus_defaults(spec), prom.service, "Prometheus ARGS"),
             ManagedFile(prom.rules_file, role_file("provision-gpu.rules.yml"), prom.service, "alert rules"),
             ManagedFile(
-                prom.config_file, prometheus_config(spec, cat, fleet_hosts), prom.service, "scrape configuration"
+                prom.config_file,
+                prometheus_config(spec, cat, fleet_hosts),
+                prom.service,
+                "scrape configuration",
             ),
         ]
     return tuple(files)
@@ -126,9 +135,7 @@ def prometheus_defaults(spec: MonitoringSpec) -> str:
     return HEADER + f'ARGS="--web.listen-address={host_port(spec.prometheus_listen, spec.prometheus_port)}"\n'
 
 
-def scrape_targets(
-    spec: MonitoringSpec, fleet_hosts: tuple[str, ...] = ()
-) -> dict[str, list[str]]:
+def scrape_targets(spec: MonitoringSpec, fleet_hosts: tuple[str, ...] = ()) -> dict[str, list[str]]:
     """Targets per job: ``dcgm`` (dcgm-exporter), ``node`` (node exporter), ``prometheus`` (itself)."""
     others = tuple(dict.fromkeys((*spec.scrape_hosts, *fleet_hosts)))
     return {

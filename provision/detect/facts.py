@@ -28,8 +28,8 @@ from provision.detect.domains.driver import DkmsStatus, Initramfs, LoadedDriver,
 from provision.detect.domains.firmware import Iommu, KernelCmdline, SecureBoot
 from provision.detect.domains.gpu import FabricState, Gpu, GpuHealth, PciDevice, Topology
 from provision.detect.domains.hardware import Hardware
-from provision.detect.domains.monitoring import Listening, ManagedFiles
 from provision.detect.domains.host import Board, Cpu, NumaNode, PowerProfile
+from provision.detect.domains.monitoring import Listening, ManagedFiles
 from provision.detect.domains.os_kernel import Kernel, OsRelease
 from provision.detect.domains.packages import AptLocks, Package, PackageOrigins
 from provision.detect.domains.pci import AcsControl, GpuHardware, PciLink
@@ -55,9 +55,9 @@ __all__ = [
     "Initramfs",
     "Iommu",
     "Kernel",
-    "Listening",
     "KernelCmdline",
     "LibraryCache",
+    "Listening",
     "LoadedDriver",
     "ManagedFiles",
     "MokState",

@@ -365,7 +365,9 @@ ListenAddress = Annotated[str, AfterValidator(_listen_address)]
 
 ScrapeHost = Annotated[
     str,
-    Field(max_length=253, pattern=r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$"),
+    Field(
+        max_length=253, pattern=r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$"
+    ),
 ]
 """A host name (lower case, dots allowed) or an IPv4 address another machine's exporters answer on."""
 
@@ -410,7 +412,9 @@ class MonitoringSpec(Frozen):
 
     @model_validator(mode="after")
     def _distinct_ports(self) -> MonitoringSpec:
-        ports = [self.exporter_port, self.node_exporter_port] + ([self.prometheus_port] if self.prometheus else [])
+        ports = [self.exporter_port, self.node_exporter_port] + (
+            [self.prometheus_port] if self.prometheus else []
+        )
         if len(set(ports)) != len(ports):
             raise ValueError("exporter_port, node_exporter_port and prometheus_port must differ")
         return self

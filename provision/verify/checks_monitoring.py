@@ -13,7 +13,7 @@ from provision.catalog.monitoring import load_monitoring
 from provision.components.monitoring_files import scrape_targets
 from provision.detect.facts import Unknown
 from provision.verify.context import Context, result, unknown
-from provision.verify.models import CheckResult, Measured, Threshold
+from provision.verify.models import CheckResult, Measured, Status, Threshold
 from provision.verify.monitoring_probe import MonitoringRun, Scrape, Target, units
 
 RULE_FAMILIES: tuple[str, ...] = (
@@ -81,10 +81,14 @@ def exporter(ctx: Context) -> list[CheckResult]:
 
 def node_exporter(ctx: Context) -> list[CheckResult]:
     """node exporter answers on its port with its textfile collector on."""
-    return _families(ctx, "node-exporter-metrics", "node exporter metric families", "node_exporter", NODE_FAMILIES)
+    return _families(
+        ctx, "node-exporter-metrics", "node exporter metric families", "node_exporter", NODE_FAMILIES
+    )
 
 
-def _families(ctx: Context, check_id: str, title: str, which: str, wanted: tuple[str, ...]) -> list[CheckResult]:
+def _families(
+    ctx: Context, check_id: str, title: str, which: str, wanted: tuple[str, ...]
+) -> list[CheckResult]:
     if ctx.spec.monitoring is None:
         return []
     run = _run(ctx, check_id, title)
@@ -92,9 +96,13 @@ def _families(ctx: Context, check_id: str, title: str, which: str, wanted: tuple
         return [run]
     page: Scrape = getattr(run, which)
     if page.error is not None:
-        return [unknown(check_id, title, f"{page.url}: {page.error}", hint=f"provision apply; then curl {page.url}")]
+        return [
+            unknown(
+                check_id, title, f"{page.url}: {page.error}", hint=f"provision apply; then curl {page.url}"
+            )
+        ]
     missing = [f for f in wanted if f not in page.names]
-    status = "pass" if not missing else ("fail" if len(missing) == len(wanted) else "warn")
+    status: Status = "pass" if not missing else ("fail" if len(missing) == len(wanted) else "warn")
     return [
         result(
             check_id,
@@ -135,7 +143,10 @@ def _target(job: str, instance: str, target: Target | None) -> CheckResult:
     subject = f"{job}/{instance}"
     if target is None:
         return unknown(
-            "prometheus-targets", title, "Prometheus does not scrape it", subject=subject,
+            "prometheus-targets",
+            title,
+            "Prometheus does not scrape it",
+            subject=subject,
             hint="provision apply writes the scrape configuration; systemctl restart prometheus",
         )
     health, last_error = target.health, target.last_error

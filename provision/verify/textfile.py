@@ -62,7 +62,9 @@ class VerifyCollector(Collector):
         yield _counts_family(reports)
         yield from _value_families(reports, "measured", "The measured value of a check")
         yield from _value_families(reports, "threshold", "The threshold a check was held to")
-        duration = GaugeMetricFamily(f"{PREFIX}_duration_seconds", "Wall time of the verify run", labels=["host"])
+        duration = GaugeMetricFamily(
+            f"{PREFIX}_duration_seconds", "Wall time of the verify run", labels=["host"]
+        )
         started = GaugeMetricFamily(
             f"{PREFIX}_last_run_timestamp_seconds", "When the verify run started (Unix time)", labels=["host"]
         )
@@ -88,7 +90,9 @@ def _status_family(reports: Mapping[str, Report]) -> GaugeMetricFamily:
 
 
 def _counts_family(reports: Mapping[str, Report]) -> GaugeMetricFamily:
-    family = GaugeMetricFamily(f"{PREFIX}_checks", "Number of check results per status", labels=["host", "status"])
+    family = GaugeMetricFamily(
+        f"{PREFIX}_checks", "Number of check results per status", labels=["host", "status"]
+    )
     for host, report in reports.items():
         for status, count in report.counts().items():
             family.add_metric([host, status], float(count))
@@ -102,7 +106,8 @@ def _value_families(reports: Mapping[str, Report], kind: str, help_text: str) ->
     for host, report in reports.items():
         for r, suffix, value, op in _numbers(report.results, kind):
             family = families.setdefault(
-                suffix, GaugeMetricFamily(f"{PREFIX}_{kind}_{suffix}", f"{help_text} ({suffix})", labels=labels)
+                suffix,
+                GaugeMetricFamily(f"{PREFIX}_{kind}_{suffix}", f"{help_text} ({suffix})", labels=labels),
             )
             family.add_metric([host, r.id, r.subject] + ([op] if kind == "threshold" else []), value)
     yield from families.values()
@@ -132,7 +137,9 @@ def check_path(path: Path) -> None:
         ProvisionError: ``path`` does not end in ``.prom``, or its directory does not exist.
     """
     if path.suffix != ".prom":
-        raise ProvisionError(f"--prometheus {path}: node exporter's textfile collector reads only *.prom files")
+        raise ProvisionError(
+            f"--prometheus {path}: node exporter's textfile collector reads only *.prom files"
+        )
     if not path.parent.is_dir():
         raise ProvisionError(f"--prometheus {path}: directory {path.parent} does not exist")
 

@@ -27,6 +27,7 @@ from provision.plan.planner import make_plan
 from provision.plan.validate import validate_spec
 from provision.spec.models import Spec
 from provision.verify.checks_monitoring import NODE_FAMILIES, RULE_FAMILIES
+from provision.verify.limits import shipped_limits
 from provision.verify.models import CheckResult, Measured, Report, Threshold
 from provision.verify.monitoring_probe import (
     MonitoringRun,
@@ -39,7 +40,6 @@ from provision.verify.monitoring_probe import (
 from provision.verify.runs import VerifyInputs
 from provision.verify.textfile import check_path, render, write_textfile
 from provision.verify.workflow import evaluate
-from provision.verify.limits import shipped_limits
 from tests.unit.factories import CATALOG, ROOT, fresh_ubuntu, pkg, spec
 
 RULES = ROOT / "playbooks" / "roles" / "monitoring" / "files" / "provision-gpu.rules.yml"
@@ -48,7 +48,9 @@ EXPORTER_PAGE = ROOT / "tests" / "fixtures" / "monitoring" / "dcgm-exporter-metr
 MON = load_monitoring()
 GPU = PciDevice(bdf="0000:41:00.0", class_code="0302", device_id="20b8")
 PROMTOOL = shutil.which("promtool")
-needs_promtool = pytest.mark.skipif(PROMTOOL is None, reason="promtool not installed (apt-get install prometheus)")
+needs_promtool = pytest.mark.skipif(
+    PROMTOOL is None, reason="promtool not installed (apt-get install prometheus)"
+)
 
 
 def monitored(**monitoring: object) -> Spec:
@@ -120,7 +122,12 @@ def test_fresh_box_installs_dcgm_paired_with_its_exporter_and_the_distro_service
     role = plan.extravars["provision_monitoring"]
     assert role["packages"] == ["prometheus-node-exporter", "prometheus"]
     assert [f["dest"] for f in role["files"]] == list(MANAGED_FILES)
-    assert role["services"] == ["nvidia-dcgm", "nvidia-dcgm-exporter", "prometheus-node-exporter", "prometheus"]
+    assert role["services"] == [
+        "nvidia-dcgm",
+        "nvidia-dcgm-exporter",
+        "prometheus-node-exporter",
+        "prometheus",
+    ]
 
 
 def test_dcgm_is_pinned_and_held_with_the_stack() -> None:
@@ -213,7 +220,9 @@ def test_the_services_own_sockets_are_not_a_conflict() -> None:
     # ss without -p rights shows no process: the socket counts as the service's once its package is in.
     facts = converged(s)
     assert isinstance(facts.listening, Listening)
-    anonymous = Listening(sockets=tuple(x.model_copy(update={"process": None}) for x in facts.listening.sockets))
+    anonymous = Listening(
+        sockets=tuple(x.model_copy(update={"process": None}) for x in facts.listening.sockets)
+    )
     assert not rules(make_plan(s, facts.model_copy(update={"listening": anonymous}), CATALOG))
 
 
@@ -245,9 +254,9 @@ def test_ipv6_listen_is_bracketed_and_prometheus_yaml_lists_fleet_hosts() -> Non
     s = monitored(listen="::", scrape_hosts=["gpu2.example.org"])
     assert s.monitoring is not None
     files = {f.dest: f.content for f in managed_files(s.monitoring, MON, ("gpu3",))}
-    assert files["/etc/systemd/system/nvidia-dcgm-exporter.service.d/provision.conf"].endswith(
-        "ExecStart=\nExecStart=/usr/bin/dcgm-exporter -f /etc/dcgm-exporter/provision-counters.csv -a [::]:9400\n"
-    )
+    dropin = files["/etc/systemd/system/nvidia-dcgm-exporter.service.d/provision.conf"]
+    counters = "/etc/dcgm-exporter/provision-counters.csv"
+    assert dropin.endswith(f"ExecStart=\nExecStart=/usr/bin/dcgm-exporter -f {counters} -a [::]:9400\n")
     config = YAML(typ="safe").load(files["/etc/prometheus/prometheus.yml"])
     assert config["rule_files"] == ["/etc/prometheus/provision-gpu.rules.yml"]
     assert {c["job_name"]: c["static_configs"][0]["targets"] for c in config["scrape_configs"]} == {
@@ -281,7 +290,9 @@ def test_counters_file_rows_have_three_fields_and_cover_what_the_rules_read() ->
             assert line.count(",") >= 2 and line.split(",")[1].strip() in ("gauge", "counter", "label"), line
     fields = _counter_fields()
     assert len(fields) == len(set(fields))
-    exprs = " ".join(r["expr"] for g in YAML(typ="safe").load(RULES.read_text())["groups"] for r in g["rules"])
+    exprs = " ".join(
+        r["expr"] for g in YAML(typ="safe").load(RULES.read_text())["groups"] for r in g["rules"]
+    )
     read_by_rules = set(re.findall(r"DCGM_FI_\w+", exprs))
     assert read_by_rules <= set(RULE_FAMILIES) <= set(fields)
 
@@ -343,20 +354,33 @@ def _report() -> Report:
                 measured=Measured(value=20.5, unit="GB/s"),
                 threshold=Threshold(op=">=", value=50.0, unit="GB/s", source="verify.yaml"),
             ),
-            CheckResult(id="driver-branch", title="branch", status="pass", measured=Measured(value="580.95.05")),
+            CheckResult(
+                id="driver-branch", title="branch", status="pass", measured=Measured(value="580.95.05")
+            ),
         ),
     )
 
 
 def test_textfile_names_carry_base_units_and_every_status() -> None:
     text = render({"gpu1": _report()}).decode()
-    assert 'provision_verify_measured_celsius{check="memory-temperature",host="gpu1",subject="gpu0"} 46.0' in text
     assert (
-        'provision_verify_measured_bytes_per_second{check="pcie-h2d",host="gpu1",subject="gpu0"} 2.05e+10' in text
+        'provision_verify_measured_celsius{check="memory-temperature",host="gpu1",subject="gpu0"} 46.0'
+        in text
     )
-    assert 'provision_verify_threshold_celsius{check="memory-temperature",host="gpu1",op="<=",subject="gpu0"} 95.0' in text
-    assert 'provision_verify_check_status{check="pcie-h2d",host="gpu1",status="fail",subject="gpu0"} 1.0' in text
-    assert 'provision_verify_check_status{check="pcie-h2d",host="gpu1",status="pass",subject="gpu0"} 0.0' in text
+    assert (
+        'provision_verify_measured_bytes_per_second{check="pcie-h2d",host="gpu1",subject="gpu0"} 2.05e+10'
+        in text
+    )
+    assert (
+        'provision_verify_threshold_celsius{check="memory-temperature",host="gpu1",op="<=",subject="gpu0"} '
+        "95.0" in text
+    )
+    assert (
+        'provision_verify_check_status{check="pcie-h2d",host="gpu1",status="fail",subject="gpu0"} 1.0' in text
+    )
+    assert (
+        'provision_verify_check_status{check="pcie-h2d",host="gpu1",status="pass",subject="gpu0"} 0.0' in text
+    )
     assert 'provision_verify_checks{host="gpu1",status="fail"} 1.0' in text
     assert 'provision_verify_duration_seconds{host="gpu1"} 11.5' in text
     assert "580.95.05" not in text  # a text value has no number to export; its status is there
@@ -371,7 +395,9 @@ def test_textfile_is_written_atomically_world_readable(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["provision-verify.prom"]  # no temporary left behind
 
 
-@pytest.mark.parametrize(("name", "why"), [("verify.txt", "only \\*.prom"), ("absent/v.prom", "does not exist")])
+@pytest.mark.parametrize(
+    ("name", "why"), [("verify.txt", "only \\*.prom"), ("absent/v.prom", "does not exist")]
+)
 def test_textfile_path_is_refused_before_verify_runs(tmp_path: Path, name: str, why: str) -> None:
     with pytest.raises(ProvisionError, match=why):
         check_path(tmp_path / name)
@@ -406,7 +432,10 @@ def _evaluate(s: Spec, run: MonitoringRun | None) -> dict[str, CheckResult]:
 
 def _healthy() -> MonitoringRun:
     return MonitoringRun(
-        services={u: "active" for u in ("nvidia-dcgm", "nvidia-dcgm-exporter", "prometheus-node-exporter", "prometheus")},
+        services={
+            u: "active"
+            for u in ("nvidia-dcgm", "nvidia-dcgm-exporter", "prometheus-node-exporter", "prometheus")
+        },
         exporter=Scrape(url="http://localhost:9400/metrics", names=RULE_FAMILIES),
         node_exporter=Scrape(url="http://localhost:9100/metrics", names=NODE_FAMILIES),
         targets=(
@@ -436,9 +465,13 @@ def test_broken_monitoring_fails_with_reasons() -> None:
     run = _healthy().model_copy(
         update={
             "services": {"nvidia-dcgm": "active", "nvidia-dcgm-exporter": "failed"},
-            "exporter": Scrape(url="http://localhost:9400/metrics", error="not answering (Connection refused)"),
+            "exporter": Scrape(
+                url="http://localhost:9400/metrics", error="not answering (Connection refused)"
+            ),
             "node_exporter": Scrape(url="http://localhost:9100/metrics", names=("node_exporter_build_info",)),
-            "targets": (Target(job="dcgm", instance="localhost:9400", health="down", last_error="connection refused"),),
+            "targets": (
+                Target(job="dcgm", instance="localhost:9400", health="down", last_error="connection refused"),
+            ),
         }
     )
     got = _evaluate(monitored(), run)
@@ -494,7 +527,7 @@ def exporter_server() -> Iterator[str]:
     body = EXPORTER_PAGE.read_bytes()
 
     class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        def do_GET(self) -> None:
             self.send_response(200 if self.path == "/metrics" else 404)
             self.send_header("Content-Type", "text/plain; version=0.0.4")
             self.end_headers()

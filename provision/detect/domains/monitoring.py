@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from pydantic import Field
+
 from provision.detect.fact import Derive, Fact, Unknown, failure, first_line, if_probed
 from provision.models import Frozen
 
@@ -52,7 +54,7 @@ class Listening(Frozen):
 class ManagedFiles(Frozen):
     """SHA-256 (hex) of each of :data:`MANAGED_FILES` present on disk, by path."""
 
-    sha256: dict[str, str] = {}
+    sha256: dict[str, str] = Field(default_factory=dict)
 
 
 _LOCAL = re.compile(r"^\[?(?P<addr>[^\]]*?)\]?(%\S+)?:(?P<port>\d{1,5})$")
