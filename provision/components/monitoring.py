@@ -325,17 +325,19 @@ def no_nvidia_gpus(facts: Facts) -> Iterator[Finding]:
 
 
 def ports_taken(mon: MonitoringSpec, facts: Facts, cat: MonitoringCatalog) -> Iterator[Finding]:
-    """A spec port another program listens on: the service could not bind it (refused).
+    """A spec port another program listens on, on an address the service would bind too: the
+    service could not start (refused).
 
     A socket is the service's own when ss names its process, or, when ss shows no process (not
-    root), when the service's package is already installed.
+    root), when the service's package is already installed. Two specific addresses (127.0.0.2
+    and 127.0.0.3) do not collide; a wildcard collides with every address (bind(2), EADDRINUSE).
     """
     listening = facts.listening
     if isinstance(listening, Unknown):
         return
-    for port, field, owner in _ports(mon, cat):
+    for port, field, owner, address in _ports(mon, cat):
         for sock in listening.on_port(port):
-            if _is_own(sock.process, owner, facts):
+            if not _overlaps(sock.address, address) or _is_own(sock.process, owner, facts):
                 continue
             who = f"{sock.process}" if sock.process else "another program"
             yield _finding(
@@ -355,14 +357,20 @@ _PROCESS_NAMES = {
 """Names ss shows for each service's process (the kernel's comm, cut to 15 characters)."""
 
 
-def _ports(mon: MonitoringSpec, cat: MonitoringCatalog) -> list[tuple[int, str, str]]:
+def _ports(mon: MonitoringSpec, cat: MonitoringCatalog) -> list[tuple[int, str, str, str]]:
     ports = [
-        (mon.exporter_port, "exporter_port", cat.exporter.package),
-        (mon.node_exporter_port, "node_exporter_port", cat.node_exporter.package),
+        (mon.exporter_port, "exporter_port", cat.exporter.package, mon.listen),
+        (mon.node_exporter_port, "node_exporter_port", cat.node_exporter.package, mon.listen),
     ]
     if mon.prometheus:
-        ports.append((mon.prometheus_port, "prometheus_port", cat.prometheus.package))
+        ports.append((mon.prometheus_port, "prometheus_port", cat.prometheus.package, mon.prometheus_listen))
     return ports
+
+
+def _overlaps(bound: str, wanted: str) -> bool:
+    """Whether a socket bound to ``bound`` (as ss prints it, ``*`` for any) blocks binding ``wanted``."""
+    wildcards = ("*", "0.0.0.0", "::")
+    return bound in wildcards or wanted in wildcards or bound == wanted
 
 
 def _is_own(process: str | None, package: str, facts: Facts) -> bool:

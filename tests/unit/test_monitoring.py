@@ -214,6 +214,14 @@ def test_a_port_taken_by_another_program_is_refused(socket: Socket, field: str) 
     assert plan.blockers[0].message.startswith(f"monitoring.{field}: port {socket.port} is taken by")
 
 
+def test_a_port_on_another_specific_address_is_no_conflict() -> None:
+    other = Listening(sockets=(Socket(address="127.0.0.3", port=9400, process="python3"),))
+    assert not rules(make_plan(monitored(listen="127.0.0.2"), machine(listening=other), CATALOG))
+    assert rules(make_plan(monitored(listen="0.0.0.0"), machine(listening=other), CATALOG)) == [
+        "monitoring-port-taken"
+    ]
+
+
 def test_the_services_own_sockets_are_not_a_conflict() -> None:
     s = monitored()
     assert not rules(make_plan(s, converged(s), CATALOG))
