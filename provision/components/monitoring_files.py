@@ -43,19 +43,25 @@ class ManagedFile:
         content: Its exact text.
         service: The systemd unit that reads it (restarted when the file changes).
         what: What the file is, for the plan's reason.
+        src: The role's file it is copied from (``files/<src>``), for files shipped with the role:
+            the alert rules hold Prometheus's own ``{{ $labels.x }}`` templates, which must not
+            travel as a variable (Ansible would evaluate them; the runner refuses such values).
     """
 
     dest: str
     content: str
     service: str
     what: str
+    src: str | None = None
 
     @property
     def sha256(self) -> str:
         return hashlib.sha256(self.content.encode()).hexdigest()
 
     def as_var(self) -> dict[str, str]:
-        return {"dest": self.dest, "content": self.content, "service": self.service}
+        """The role's view: ``src`` (a role file) or ``content`` (rendered text), with dest and service."""
+        source = {"src": self.src} if self.src else {"content": self.content}
+        return {"dest": self.dest, "service": self.service} | source
 
 
 def host_port(address: str, port: int) -> str:
@@ -86,9 +92,7 @@ def managed_files(
     """
     exporter, node, prom = cat.exporter, cat.node_exporter, cat.prometheus
     files = [
-        ManagedFile(
-            exporter.counters_file, role_file("dcgm-counters.csv"), exporter.service, "counters file"
-        ),
+        _shipped(exporter.counters_file, "dcgm-counters.csv", exporter.service, "counters file"),
         ManagedFile(
             f"/etc/systemd/system/{exporter.service}.service.d/provision.conf",
             exporter_dropin(spec, cat),
@@ -102,7 +106,7 @@ def managed_files(
     if spec.prometheus and prom.config_file and prom.rules_file:
         files += [
             ManagedFile(prom.defaults_file, prometheus_defaults(spec), prom.service, "Prometheus ARGS"),
-            ManagedFile(prom.rules_file, role_file("provision-gpu.rules.yml"), prom.service, "alert rules"),
+            _shipped(prom.rules_file, "provision-gpu.rules.yml", prom.service, "alert rules"),
             ManagedFile(
                 prom.config_file,
                 prometheus_config(spec, cat, fleet_hosts),
@@ -111,6 +115,10 @@ def managed_files(
             ),
         ]
     return tuple(files)
+
+
+def _shipped(dest: str, name: str, service: str, what: str) -> ManagedFile:
+    return ManagedFile(dest, role_file(name), service, what, src=name)
 
 
 def exporter_dropin(spec: MonitoringSpec, cat: MonitoringCatalog) -> str:

@@ -130,6 +130,12 @@ def test_fresh_box_installs_dcgm_paired_with_its_exporter_and_the_distro_service
     ]
 
 
+def test_shipped_files_travel_as_role_files_not_as_templated_text() -> None:
+    files = make_plan(monitored(), machine(), CATALOG).extravars["provision_monitoring"]["files"]
+    assert [f.get("src") for f in files if "src" in f] == ["dcgm-counters.csv", "provision-gpu.rules.yml"]
+    assert not any("{{" in f.get("content", "") for f in files)
+
+
 def test_dcgm_is_pinned_and_held_with_the_stack() -> None:
     plan = make_plan(monitored(), machine(), CATALOG)
     preferences = plan.extravars["provision_repository"]["preferences"]
@@ -277,7 +283,7 @@ def test_ipv6_listen_is_bracketed_and_prometheus_yaml_lists_fleet_hosts() -> Non
 def test_fleet_plan_scrapes_every_monitored_host_from_the_monitoring_server() -> None:
     s = monitored()
     plan = make_plan(s, machine(host="mon"), CATALOG, fleet_monitored=("mon", "gpu1", "gpu2"))
-    files = {f["dest"]: f["content"] for f in plan.extravars["provision_monitoring"]["files"]}
+    files = {f["dest"]: f.get("content", "") for f in plan.extravars["provision_monitoring"]["files"]}
     assert "- gpu1:9400\n    - gpu2:9400" in files["/etc/prometheus/prometheus.yml"]
     assert "- mon:9400" not in files["/etc/prometheus/prometheus.yml"]
 

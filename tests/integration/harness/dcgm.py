@@ -134,12 +134,19 @@ def dcgm_packages() -> list[Package]:
             "datacenter-gpu-manager-4-core",
             dcgm,
             files={
-                "/usr/bin/nv-hostengine": (0o755, "#!/bin/sh\n# Stand-in nv-hostengine: no GPU to manage.\nexec sleep infinity\n"),
+                "/usr/bin/nv-hostengine": (
+                    0o755,
+                    "#!/bin/sh\n# Stand-in nv-hostengine: no GPU to manage.\nexec sleep infinity\n",
+                ),
                 "/lib/systemd/system/nvidia-dcgm.service": (0o644, _HOSTENGINE_UNIT),
             },
         )
         plugins = [
-            Package(f"datacenter-gpu-manager-4-cuda{major}", dcgm, depends=(f"datacenter-gpu-manager-4-core (= {dcgm})",))
+            Package(
+                f"datacenter-gpu-manager-4-cuda{major}",
+                dcgm,
+                depends=(f"datacenter-gpu-manager-4-core (= {dcgm})",),
+            )
             for major in (12, 13)
         ]
         exp = Package(
