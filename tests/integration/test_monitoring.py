@@ -13,6 +13,8 @@ and says so, and the test starts each daemon with its unit's command line (``Exe
 from __future__ import annotations
 
 import json
+import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -100,6 +102,24 @@ def unit_command(root: Path, unit: str) -> tuple[list[str], str]:
     return argv, user
 
 
+def analyze_unit(root: Path, unit: str, scratch: Path) -> list[str]:
+    """``systemd-analyze verify`` on a copy of the root's unit and its drop-ins; the complaints
+    left after removing "Command X is not executable" for an X that is executable in the root
+    (the root has no systemd, so it cannot be analysed with --root)."""
+    (scratch / f"{unit}.d").mkdir(parents=True)
+    shutil.copy(root / "lib/systemd/system" / unit, scratch / unit)
+    for conf in (root / "etc/systemd/system" / f"{unit}.d").glob("*.conf"):
+        shutil.copy(conf, scratch / f"{unit}.d" / conf.name)
+    done = subprocess.run(["systemd-analyze", "verify", str(scratch / unit)], capture_output=True, text=True)
+    lines = (done.stdout + done.stderr).splitlines()
+    missing = re.compile(rf"^{re.escape(unit)}: Command (/\S+) is not executable: No such file or directory$")
+    return [
+        line
+        for line in lines
+        if not ((m := missing.match(line)) and os.access(root / m.group(1).lstrip("/"), os.X_OK))
+    ]
+
+
 @pytest.fixture()
 def daemons(target: Target) -> Iterator[list[subprocess.Popen[bytes]]]:
     """Processes the test starts in the target; stopped at the end (the target's teardown also
@@ -131,7 +151,7 @@ def _start(target: Target, unit: str, started: list[subprocess.Popen[bytes]]) ->
 
 
 def _get(url: str) -> bytes:
-    with urllib.request.urlopen(url, timeout=5) as response:  # noqa: S310 - loopback
+    with urllib.request.urlopen(url, timeout=5) as response:
         data: bytes = response.read()
     return data
 
@@ -173,7 +193,11 @@ def test_monitoring_applies_runs_scrapes_and_reapplies_nothing(
     _keep_debs(target)
     assert first.exit_code == 0, first.output
     assert "Converged: a fresh plan shows no changes." in first.output
-    assert "were configured but not started" in first.output  # no systemd in the root, said plainly
+    # No systemd in the root: the role says so (in Ansible's output kept in the run directory).
+    said = [
+        p for p in runs.rglob("stdout") if "were configured but not started" in p.read_text(errors="replace")
+    ]
+    assert said, sorted(str(p.relative_to(runs)) for p in runs.rglob("*"))[:40]
 
     status = target.dpkg_status()
     for name, version in DCGM.items():
@@ -183,14 +207,11 @@ def test_monitoring_applies_runs_scrapes_and_reapplies_nothing(
     dropin = target.root / "etc/systemd/system/nvidia-dcgm-exporter.service.d/provision.conf"
     assert f"-a {target.host}:9400" in dropin.read_text()
 
-    # systemd's own reading of the units with provision's drop-in (where systemd-analyze exists).
+    # systemd's own reading of the exporter unit with provision's drop-in (where systemd-analyze
+    # exists): the only complaint allowed is that the command is missing on this host, not in the root.
     if shutil.which("systemd-analyze"):
-        checked = subprocess.run(
-            ["systemd-analyze", "verify", f"--root={target.root}", "nvidia-dcgm-exporter.service"],
-            capture_output=True,
-            text=True,
-        )
-        assert checked.returncode == 0, checked.stdout + checked.stderr
+        problems = analyze_unit(target.root, "nvidia-dcgm-exporter.service", tmp_path / "units")
+        assert not problems, problems
 
     exporter = _start(target, "nvidia-dcgm-exporter.service", daemons)
     assert exporter == [

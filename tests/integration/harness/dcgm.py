@@ -78,8 +78,9 @@ import csv
 import http.server
 
 VALUES = {"DCGM_FI_DEV_GPU_TEMP": 34, "DCGM_FI_DEV_MEMORY_TEMP": 31, "DCGM_FI_DEV_MEM_MAX_OP_TEMP": 95,
-          "DCGM_FI_DEV_SLOWDOWN_TEMP": 90, "DCGM_FI_DEV_POWER_USAGE": 76.1, "DCGM_FI_DEV_POWER_MGMT_LIMIT": 700,
-          "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": 1, "DCGM_FI_DEV_SM_CLOCK": 1980}
+          "DCGM_FI_DEV_SLOWDOWN_TEMP": 90, "DCGM_FI_DEV_POWER_USAGE": 76.1,
+          "DCGM_FI_DEV_POWER_MGMT_LIMIT": 700, "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": 1,
+          "DCGM_FI_DEV_SM_CLOCK": 1980}
 LABELS = ('gpu="0",UUID="GPU-00000000-0000-0000-0000-000000000000",pci_bus_id="00000000:41:00.0",'
           'device="nvidia0",modelName="NVIDIA H200",Hostname="standin"')
 
@@ -98,7 +99,8 @@ with open(args.counters, encoding="utf-8") as f:
         if not row or row[0].strip().startswith("#") or len(row) < 3 or row[1].strip() == "label":
             continue
         name, kind, text = row[0].strip(), row[1].strip(), ", ".join(r.strip() for r in row[2:])
-        lines += [f"# HELP {name} {text}", f"# TYPE {name} {kind}", f"{name}{{{LABELS}}} {VALUES.get(name, 0)}"]
+        sample = f"{name}{{{LABELS}}} {VALUES.get(name, 0)}"
+        lines += [f"# HELP {name} {text}", f"# TYPE {name} {kind}", sample]
 page = ("\n".join(lines) + "\n").encode()
 
 host, _, port = args.address.rpartition(":")
