@@ -10,20 +10,21 @@ import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Annotated, Any, Literal, ParamSpec, cast
+from typing import IO, TYPE_CHECKING, Annotated, Any, Literal, ParamSpec, cast
 
 import typer
 from rich.console import Console
-from rich.markdown import Markdown
 from rich.markup import escape
 
 from provision import __version__, jsonout
-from provision import app as workflow
 from provision.errors import ProvisionError, SpecError
-from provision.output import write_output
-from provision.plan.models import Plan
-from provision.plan.render import render_plan, summary
-from provision.plan.seal import sealed
+
+if TYPE_CHECKING:
+    from provision.plan.models import Plan
+
+# Start-up is most of a command's time (benchmarks/bench_startup.py): each command imports what it
+# uses inside its function, so `--help` or `validate` never load Ansible, the planner or the
+# detectors. Keep new imports there too, not here.
 
 P = ParamSpec("P")
 
@@ -32,6 +33,9 @@ cli = typer.Typer(
     help="Declarative provisioning for NVIDIA GPU machines: spec -> detect -> plan -> apply -> checklist.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    # click's plain help: typer's rich help imports rich.markdown (markdown_it) and rich.traceback
+    # (pygments), about as long again as every library a command needs.
+    rich_markup_mode=None,
 )
 
 PIPED_WIDTH = 10_000
@@ -221,6 +225,7 @@ def detect(
     ] = None,
 ) -> None:
     """Read the machine as it is: OS, kernel, driver, GPUs, topology, packages, CUDA, PyTorch."""
+    from provision import app as workflow
     from provision.detect.summary import render_facts
 
     loaded = workflow.spec_from(spec)[0] if spec else None
@@ -266,6 +271,7 @@ def plan(
     With an inventory (-i) and no SPEC, or a fleet file, each host is planned against its own spec
     and a summary table follows (hosts unchanged / to change / refused / unreachable).
     """
+    from provision import app as workflow
     from provision.fleet import commands as fleet_commands
 
     if fleet_commands.fleet_mode(spec, inventory, fleet):
@@ -282,6 +288,8 @@ def plan(
 
 
 def _show_plans(plans: dict[str, Plan], as_json: bool) -> None:
+    from provision.plan.render import render_plan, summary
+
     if as_json:
         docs = [json.loads(p.model_dump_json()) | {"summary": summary(p)} for p in plans.values()]
         _emit_json(docs[0] if len(docs) == 1 else {"plans": docs})
@@ -291,6 +299,9 @@ def _show_plans(plans: dict[str, Plan], as_json: bool) -> None:
 
 
 def _save_plan(plans: dict[str, Plan], path: Path) -> None:
+    from provision.output import write_output
+    from provision.plan.seal import sealed
+
     if len(plans) != 1:
         raise ProvisionError("--out saves one host's plan; use --limit to choose one host")
     write_output(path, sealed(next(iter(plans.values()))).model_dump_json(indent=2))
@@ -331,6 +342,7 @@ def apply(
     With an inventory (-i) and no SPEC, or a fleet file, hosts run in parallel, each with its own
     spec; a failed or unreachable host is reported and the others finish (exit 1).
     """
+    from provision import app as workflow
     from provision.apply import runner
     from provision.apply.workflow import apply_workflow
     from provision.fleet import commands as fleet_commands
@@ -392,6 +404,9 @@ def checklist(
     With an inventory (-i) or a fleet file, every host is detected through Ansible and -o DIR gets
     one document per host (its own spec, or SPEC for all) and an index with per-host counts.
     """
+    from rich.markdown import Markdown
+
+    from provision import app as workflow
     from provision.catalog import load_catalog
     from provision.checklist import Format, render_documents, write_documents
     from provision.checklist.sources import checklist_facts
