@@ -272,12 +272,13 @@ def plan(
     and a summary table follows (hosts unchanged / to change / refused / unreachable).
     """
     from provision import app as workflow
-    from provision.fleet import commands as fleet_commands
 
-    if fleet_commands.fleet_mode(spec, inventory, fleet):
+    if fleet is not None or spec is None:  # fleet mode, or no target at all: fleet_mode says which
+        from provision.fleet import commands as fleet_commands
+
+        fleet_commands.fleet_mode(spec, inventory, fleet)
         hosts = fleet_commands.resolve(spec, inventory, fleet, limit)
         raise typer.Exit(fleet_commands.plan_command(hosts, out, as_json, detailed_exitcode, out_file))
-    assert spec is not None  # fleet_mode is true without a SPEC
     loaded, _ = workflow.spec_from(spec)
     target = workflow.Target(facts_file=facts, from_raw=from_raw, inventory=inventory, limit=limit)
     plans = workflow.plan_all(loaded, workflow.gather(loaded, target), str(spec))
