@@ -95,6 +95,9 @@ FleetOpt = Annotated[
     Path | None,
     typer.Option("--fleet", help="Fleet file: an inventory and group/host -> spec mapping (see README)."),
 ]
+ForksOpt = Annotated[
+    int | None, typer.Option("--forks", min=1, help="Hosts Ansible works on at once (default 5).")
+]
 
 
 def main() -> None:
@@ -220,9 +223,12 @@ def detect(
     save_raw: Annotated[
         Path | None,
         typer.Option(
-            "--save-raw", help="Also write every probe's raw output to this directory (a support bundle)."
+            "--save-raw",
+            help="Also write every probe's raw output to this directory (a support bundle); with -i or "
+            "--fleet one DIR/<host>/ per host, which `plan -i INVENTORY --from-raw DIR` plans offline.",
         ),
     ] = None,
+    forks: ForksOpt = None,
 ) -> None:
     """Read the machine as it is: OS, kernel, driver, GPUs, topology, packages, CUDA, PyTorch."""
     from provision import app as workflow
@@ -232,11 +238,11 @@ def detect(
     if fleet is not None:
         from provision.fleet import commands as fleet_commands
 
-        facts = fleet_commands.detect_facts(fleet_commands.resolve(spec, inventory, fleet, limit))
+        hosts = fleet_commands.resolve(spec, inventory, fleet, limit, forks=forks, save_raw=save_raw)
+        facts = fleet_commands.detect_facts(hosts)
     else:
-        facts = workflow.gather(
-            loaded, workflow.Target(from_raw=from_raw, inventory=inventory, limit=limit), save_raw
-        )
+        target = workflow.Target(from_raw=from_raw, inventory=inventory, limit=limit, forks=forks)
+        facts = workflow.gather(loaded, target, save_raw)
     if as_json:
         docs = [f.model_dump(mode="json") for f in facts.values()]
         _emit_json(docs[0] if len(docs) == 1 and not (inventory or fleet) else {"hosts": docs})
@@ -265,22 +271,28 @@ def plan(
             "--detailed-exitcode", help="Exit 2 when changes are pending, 0 when none, 1 on error or refusal."
         ),
     ] = False,
+    forks: ForksOpt = None,
 ) -> None:
     """Show what apply would change, step by step, and what it refuses and why.
 
     With an inventory (-i) and no SPEC, or a fleet file, each host is planned against its own spec
-    and a summary table follows (hosts unchanged / to change / refused / unreachable).
+    and a summary table follows (hosts unchanged / to change / refused / unreachable). With -i and
+    --from-raw DIR, each host is planned offline from DIR/<host>/ (`detect -i INVENTORY --save-raw DIR`).
     """
     from provision import app as workflow
 
-    if fleet is not None or spec is None:  # fleet mode, or no target at all: fleet_mode says which
+    offline_fleet = from_raw is not None and (inventory is not None or fleet is not None)
+    if fleet is not None or spec is None or offline_fleet:  # fleet mode, or no target: fleet_mode says
         from provision.fleet import commands as fleet_commands
 
         fleet_commands.fleet_mode(spec, inventory, fleet)
-        hosts = fleet_commands.resolve(spec, inventory, fleet, limit)
+        raw = from_raw if offline_fleet else None
+        hosts = fleet_commands.resolve(spec, inventory, fleet, limit, forks=forks, from_raw=raw)
         raise typer.Exit(fleet_commands.plan_command(hosts, out, as_json, detailed_exitcode, out_file))
     loaded, _ = workflow.spec_from(spec)
-    target = workflow.Target(facts_file=facts, from_raw=from_raw, inventory=inventory, limit=limit)
+    target = workflow.Target(
+        facts_file=facts, from_raw=from_raw, inventory=inventory, limit=limit, forks=forks
+    )
     plans = workflow.plan_all(loaded, workflow.gather(loaded, target), str(spec))
     _show_plans(plans, as_json)
     if out_file is not None:
@@ -350,7 +362,7 @@ def apply(
 
     if fleet_commands.fleet_mode(spec, inventory, fleet):
         options = fleet_commands.FleetOptions(dry_run, yes, runs_dir or runner.default_runs_dir(), forks)
-        hosts = fleet_commands.resolve(spec, inventory, fleet, limit)
+        hosts = fleet_commands.resolve(spec, inventory, fleet, limit, forks=forks)
         raise typer.Exit(fleet_commands.apply_command(hosts, options, err if as_json else out, as_json))
     assert spec is not None  # fleet_mode is true without a SPEC
     raise typer.Exit(
@@ -398,6 +410,7 @@ def checklist(
     inventory: InvOpt = None,
     limit: LimitOpt = None,
     fleet: FleetOpt = None,
+    forks: ForksOpt = None,
 ) -> None:
     """The BIOS and hardware checklist: the manual steps, and what this host's Linux shows for each.
 
@@ -417,7 +430,7 @@ def checklist(
     if output is None and fmt == "pdf":
         raise ProvisionError("--format pdf needs --output FILE")
     if inventory is not None or fleet is not None:
-        _fleet_checklist(spec, inventory, fleet, limit, output, cast(Format, fmt), paper)
+        _fleet_checklist(spec, inventory, fleet, limit, output, cast(Format, fmt), paper, forks)
         return
     if spec is None:
         raise ProvisionError(
@@ -457,13 +470,14 @@ def _fleet_checklist(
     output: Path | None,
     fmt: Literal["md", "html", "pdf"],
     paper: str,
+    forks: int | None = None,
 ) -> None:
     from provision.fleet import commands as fleet_commands
     from provision.fleet.checklist import write_fleet_checklists
 
     if output is None:
         raise ProvisionError("a fleet checklist is one document per host: give --output DIR")
-    hosts = fleet_commands.resolve(spec, inventory, fleet, limit)
+    hosts = fleet_commands.resolve(spec, inventory, fleet, limit, forks=forks)
     for path in write_fleet_checklists(hosts, fmt, cast(Literal["a4", "letter"], paper), output):
         err.print(f"Wrote {path}")
 
@@ -526,7 +540,7 @@ def _fleet_verify(
     from provision.fleet.verify import verify_fleet
     from provision.fleet.verify_report import emit_fleet
 
-    hosts = fleet_commands.resolve(spec, inventory, fleet, limit)
+    hosts = fleet_commands.resolve(spec, inventory, fleet, limit, forks=forks)
     return emit_fleet(verify_fleet(hosts, forks, save_raw=save_raw), out, as_json, junit)
 
 
