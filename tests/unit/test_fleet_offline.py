@@ -122,3 +122,26 @@ def test_saved_fleet_plans_offline_as_it_planned_live(
 @pytest.mark.parametrize(("host", "name"), [("a/b", "a_b"), (".hidden", "_hidden"), ("gpu01", "gpu01")])
 def test_a_host_directory_never_leaves_the_raw_directory(host: str, name: str) -> None:
     assert detect.host_dir_name(host) == name
+
+
+def test_hosts_with_the_same_output_share_one_parse(monkeypatch: pytest.MonkeyPatch) -> None:
+    from provision.detect import fact
+
+    calls: list[str] = []
+
+    class Echo(fact.Fact[str]):
+        id = "echo-test"
+
+        @staticmethod
+        def parse(output: str, rc: int) -> str:
+            calls.append(output)
+            return output.upper()
+
+    monkeypatch.setattr(fact, "_parse_cache", fact.OrderedDict())
+    monkeypatch.setattr(fact, "PARSE_CACHE_SIZE", 2)
+    assert [fact.parse_once(Echo, "a\n", 0) for _ in range(3)] == ["A\n"] * 3
+    assert fact.parse_once(Echo, "a\n", 1) == "A\n" and fact.parse_once(Echo, "b\n", 0) == "B\n"
+    assert calls == ["a\n", "a\n", "b\n"]  # rc is part of the key
+    assert len(fact._parse_cache) == 2  # bounded: the oldest went
+    fact.parse_once(Echo, "a\n", 0)
+    assert calls[-1] == "a\n" and len(calls) == 4
