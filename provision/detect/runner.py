@@ -106,11 +106,13 @@ def detect_remote(
 ) -> dict[str, Facts]:
     """Detect every inventory host in one ansible-runner playbook run.
 
-    The collector and the probe list are copied to a temporary directory on each
-    host and run there with the host's python3; results come from the runner's
-    ``runner_on_ok`` events, parsed as they arrive (each host's output is held once, as its
-    Facts, not also as a kept event). An unreachable or failing host gets every fact Unknown
-    with Ansible's message.
+    Each host Ansible's ssh (or local) connection reaches plainly runs the collector through one
+    ssh command (:mod:`provision.detect.direct`); the others (or all, with
+    ``PROVISION_REMOTE_DETECT=ansible``) through one ansible-runner play, which copies the
+    collector and the probe list to a temporary directory on each host and runs them there with
+    the host's python3. Results are parsed as they arrive (each host's output is held once, as
+    its Facts, not also as a kept event). An unreachable or failing host gets every fact Unknown
+    with the reason (ssh's or Ansible's message).
 
     Args:
         inventory: An inventory file path, or INI inventory text.
@@ -130,16 +132,46 @@ def detect_remote(
     started = datetime.now(UTC)
     found: dict[str, Facts] = {}
 
+    def keep(host: str, result: str | dict[str, Any]) -> None:
+        if host not in found:
+            found[host] = _host_facts(host, result, started, save_raw)
+
     def take(event: Mapping[str, Any]) -> None:
         for host, result in collector_results([event]).items():
-            if host not in found:
-                found[host] = _host_facts(host, result, started, save_raw)
+            keep(host, result)
 
+    probes = all_probes(venv)
+    play_hosts = _detect_direct(inventory, limit, probes, forks, keep)
+    if play_hosts == []:
+        return found
     with tempfile.TemporaryDirectory(prefix="provision-detect-") as tmp:
-        rc, tail = _run_play(Path(tmp), inventory, limit, all_probes(venv), forks, take)
+        play_limit = limit if play_hosts is None else ",".join(play_hosts)
+        rc, tail = _run_play(Path(tmp), inventory, play_limit, probes, forks, take)
     if not found and rc != 0:
         raise FactsError(f"ansible-playbook failed (rc {rc}) before any host reported: {tail}")
     return found
+
+
+def _detect_direct(
+    inventory: str,
+    limit: str | None,
+    probes: list[Probe],
+    forks: int | None,
+    keep: Callable[[str, str | dict[str, Any]], None],
+) -> list[str] | None:
+    """Detect the hosts reachable by one ssh command (:mod:`provision.detect.direct`); returns the
+    hosts left for the play, or None when the play should run on ``limit`` as given."""
+    from provision.detect import direct
+
+    if not direct.enabled():
+        return None
+    commands = direct.connections(inventory, limit)
+    if not commands:
+        return None  # unreadable, or no host matched: the play says why, as before
+    ready = {h: argv for h, argv in commands.items() if argv is not None}
+    timeout = max((p.timeout for p in probes), default=10.0) + 60.0
+    direct.collect(ready, direct.payload(collector_source(), probes), timeout, forks, keep)
+    return [h for h, argv in commands.items() if argv is None]
 
 
 def _host_facts(host: str, result: str | dict[str, Any], started: datetime, save_raw: Path | None) -> Facts:

@@ -77,9 +77,13 @@ def _collector_event(host: str, outputs: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.fixture
-def fake_play(mocker: MockerFixture) -> Any:
-    """ansible.run_play replaced: it feeds one collector event per inventory host to on_event."""
+def fake_play(mocker: MockerFixture, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Every host detected through the play, ansible.run_play replaced: it feeds one collector
+    event per inventory host to on_event."""
     from provision import ansible
+    from provision.detect import direct
+
+    monkeypatch.setenv(direct.ENV_SWITCH, "ansible")
 
     outputs = {k: v.model_dump() for k, v in read_raw(H200_RAW).items()}
 
