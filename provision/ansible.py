@@ -78,6 +78,7 @@ def run_play(
     forks: int | None = None,
     on_event: EventHandler | None = None,
     keep: bool = True,
+    pipelining: bool = False,
 ) -> PlayResult:
     """Run ``playbook`` through ansible-runner with the conventions of the module docstring.
 
@@ -95,6 +96,9 @@ def run_play(
         keep: Keep the events (on disk and in :attr:`PlayResult.events`); False when ``on_event``
             consumes them, so that a large fleet's outputs are not held twice (``events`` is then
             empty; ``stats`` are still read).
+        pipelining: Send modules over ssh's stdin instead of copying them first (one ssh command
+            per task, not three); only for plays without ``become``, where sudo's ``requiretty``
+            cannot break it (Ansible's documentation of ``ANSIBLE_PIPELINING``).
 
     Returns:
         The run's status, rc, events and stats.
@@ -111,7 +115,8 @@ def run_play(
             limit=limit,
             tags=",".join(tags) or None,
             forks=forks,
-            envvars=ansible_env(private_data_dir, Path(control)),
+            envvars=ansible_env(private_data_dir, Path(control))
+            | ({"ANSIBLE_PIPELINING": "True"} if pipelining else {}),
             suppress_env_files=True,
             quiet=True,
             event_handler=_keep(on_event, keep),

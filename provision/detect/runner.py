@@ -232,7 +232,14 @@ def _run_play(
 
     _write_project(data_dir / "project", probes)
     run = ansible.run_play(
-        data_dir, "detect.yml", inventory, limit=limit, forks=forks, on_event=on_event, keep=False
+        data_dir,
+        "detect.yml",
+        inventory,
+        limit=limit,
+        forks=forks,
+        on_event=on_event,
+        keep=False,
+        pipelining=True,
     )
     return run.rc, run.stdout_tail
 
@@ -282,6 +289,7 @@ def detect_play() -> list[dict[str, Any]]:
             "name": "Detect GPU machine facts.",
             "hosts": "all",
             "gather_facts": False,
+            "strategy": "free",  # hosts are independent: none waits for the slowest at each task
             "tasks": [
                 mkdir,
                 {

@@ -120,3 +120,17 @@ def test_forks_bound_the_hosts_run_at_once(mocker: MockerFixture) -> None:
     two = LOCAL + LOCAL.replace("local ", "local2 ", 1)
     assert sorted(detect_remote(two, forks=1)) == ["local", "local2"]
     assert seen == [1]
+
+
+def test_the_play_detects_what_one_ssh_command_detects(monkeypatch: pytest.MonkeyPatch) -> None:
+    inventory = (
+        LOCAL + "refused ansible_host=127.0.0.1 ansible_port=1 ansible_python_interpreter=/usr/bin/python3\n"
+    )
+    direct_facts = detect_remote(inventory)
+    monkeypatch.setenv(direct.ENV_SWITCH, "ansible")
+    played = detect_remote(inventory)  # real ansible-playbook: pipelining, free strategy
+    assert (
+        played["local"].os == direct_facts["local"].os and played["local"].gpus == direct_facts["local"].gpus
+    )
+    assert played["refused"].os.unknown.startswith("host unreachable")  # type: ignore[union-attr]
+    assert direct_facts["refused"].os.unknown.startswith("host unreachable")  # type: ignore[union-attr]
