@@ -141,15 +141,15 @@ def detect_remote(
             keep(host, result)
 
     probes = all_probes(venv)
-    play_hosts = _detect_direct(inventory, limit, probes, forks, keep)
-    if play_hosts == []:
-        return found
-    with tempfile.TemporaryDirectory(prefix="provision-detect-") as tmp:
-        play_limit = limit if play_hosts is None else ",".join(play_hosts)
-        rc, tail = _run_play(Path(tmp), inventory, play_limit, probes, forks, take)
-    if not found and rc != 0:
-        raise FactsError(f"ansible-playbook failed (rc {rc}) before any host reported: {tail}")
-    return found
+    order: list[str] = []  # inventory order, where known: hosts finish in any order
+    play_hosts = _detect_direct(inventory, limit, probes, forks, keep, order)
+    if play_hosts != []:
+        with tempfile.TemporaryDirectory(prefix="provision-detect-") as tmp:
+            play_limit = limit if play_hosts is None else ",".join(play_hosts)
+            rc, tail = _run_play(Path(tmp), inventory, play_limit, probes, forks, take)
+        if not found and rc != 0:
+            raise FactsError(f"ansible-playbook failed (rc {rc}) before any host reported: {tail}")
+    return {h: found[h] for h in order if h in found} | found
 
 
 def _detect_direct(
@@ -158,9 +158,11 @@ def _detect_direct(
     probes: list[Probe],
     forks: int | None,
     keep: Callable[[str, str | dict[str, Any]], None],
+    order: list[str],
 ) -> list[str] | None:
     """Detect the hosts reachable by one ssh command (:mod:`provision.detect.direct`); returns the
-    hosts left for the play, or None when the play should run on ``limit`` as given."""
+    hosts left for the play, or None when the play should run on ``limit`` as given. ``order``
+    gets every targeted host in inventory order."""
     from provision.detect import direct
 
     if not direct.enabled():
@@ -168,6 +170,7 @@ def _detect_direct(
     commands = direct.connections(inventory, limit)
     if not commands:
         return None  # unreadable, or no host matched: the play says why, as before
+    order.extend(commands)
     ready = {h: argv for h, argv in commands.items() if argv is not None}
     timeout = max((p.timeout for p in probes), default=10.0) + 60.0
     direct.collect(ready, direct.payload(collector_source(), probes), timeout, forks, keep)

@@ -11,6 +11,7 @@ import ast
 import json
 import shlex
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -134,3 +135,19 @@ def test_the_play_detects_what_one_ssh_command_detects(monkeypatch: pytest.Monke
     )
     assert played["refused"].os.unknown.startswith("host unreachable")  # type: ignore[union-attr]
     assert direct_facts["refused"].os.unknown.startswith("host unreachable")  # type: ignore[union-attr]
+
+
+def test_hosts_come_back_in_inventory_order_whatever_order_they_finish(mocker: MockerFixture) -> None:
+    names = [f"h{i}" for i in range(6)]
+    inventory = "".join(LOCAL.replace("local ", f"{n} ", 1) for n in names)
+    real = direct.run_one
+    started: list[str] = []
+
+    def slow_first(argv: list[str], program: bytes, timeout: float) -> Any:
+        started.append(argv[0])
+        if len(started) == 1:
+            time.sleep(1.0)  # the first host finishes last
+        return real(argv, program, timeout)
+
+    mocker.patch.object(direct, "run_one", side_effect=slow_first)
+    assert list(detect_remote(inventory, forks=6)) == names
