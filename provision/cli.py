@@ -234,6 +234,11 @@ def detect(
     from provision import app as workflow
     from provision.detect.summary import render_facts
 
+    if from_raw is not None and (inventory is not None or fleet is not None):
+        raise ProvisionError(
+            "detect --from-raw reads one raw directory; for an inventory's saved hosts use "
+            "`provision plan -i INVENTORY --from-raw DIR`"
+        )
     loaded = workflow.spec_from(spec)[0] if spec else None
     if fleet is not None:
         from provision.fleet import commands as fleet_commands

@@ -149,3 +149,11 @@ def test_hosts_with_the_same_output_share_one_parse(monkeypatch: pytest.MonkeyPa
     assert len(fact._parse_cache) == 2  # bounded: the oldest went
     fact.parse_once(Echo, "a\n", 0)
     assert calls[-1] == "a\n" and len(calls) == 4
+
+
+def test_detect_from_raw_with_an_inventory_is_one_clear_error(saved: tuple[Path, Path]) -> None:
+    inventory, raw = saved
+    result = invoke("detect", "-i", str(inventory), "--from-raw", str(raw), "--json")
+    assert result.exit_code == 1
+    assert json.loads(result.stdout)["outcome"] == "error"
+    assert "plan -i INVENTORY --from-raw DIR" in result.stderr
