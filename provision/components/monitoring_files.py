@@ -20,8 +20,6 @@ import io
 from dataclasses import dataclass
 from ipaddress import ip_address
 
-from ruamel.yaml import YAML
-
 from provision.catalog.monitoring import MonitoringCatalog
 from provision.resources import data_dir
 from provision.spec.models import MonitoringSpec
@@ -170,6 +168,8 @@ def prometheus_config(spec: MonitoringSpec, cat: MonitoringCatalog, fleet_hosts:
             {"job_name": job, "static_configs": [{"targets": hosts}]} for job, hosts in targets.items()
         ],
     }
+    from ruamel.yaml import YAML  # only when a Prometheus configuration is rendered (start-up time)
+
     out = io.StringIO()
     yaml = YAML(typ="safe", pure=True)
     yaml.default_flow_style = False

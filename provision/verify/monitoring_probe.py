@@ -18,8 +18,6 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from provision.catalog.monitoring import MonitoringCatalog, load_monitoring
 from provision.components.monitoring_files import local_target
 from provision.detect.facts import Unknown
@@ -122,6 +120,8 @@ def _get(url: str) -> bytes:
 
 def scrape(url: str) -> Scrape:
     """The metric families on an exporter's page, or the reason it could not be read."""
+    from prometheus_client.parser import text_string_to_metric_families
+
     try:
         text = _get(url).decode("utf-8", errors="replace")
         # Family names, as the page's TYPE lines give them (the parser renames counter samples X_total).
