@@ -564,3 +564,38 @@ def test_scrape_reads_the_exporter_format_and_reports_a_closed_port(exporter_ser
     assert set(RULE_FAMILIES) <= set(page.names)
     closed = scrape("http://127.0.0.1:9/metrics")
     assert closed.error is not None and closed.error.startswith("not answering")
+
+
+def test_cli_verify_writes_the_textfile_and_still_prints_one_json_document(tmp_path: Path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from provision.cli import cli
+
+    target = tmp_path / "provision-verify.prom"
+    inputs = ROOT / "tests" / "fixtures" / "verify" / "h200-ubuntu2404" / "inputs.json"
+    spec_file = str(ROOT / "specs" / "h200-ubuntu2404.yaml")
+    args = ["verify", spec_file, "--inputs", str(inputs), "--json", "--prometheus", str(target)]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["counts"]["fail"] == 0
+    assert 'provision_verify_checks{host="localhost",status="fail"} 0.0' in target.read_text()
+
+
+def test_cli_refuses_a_textfile_path_before_verifying(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from provision.cli import cli
+
+    spec_file = str(ROOT / "specs" / "h200-ubuntu2404.yaml")
+    result = CliRunner().invoke(cli, ["verify", spec_file, "--prometheus", str(tmp_path / "v.txt")])
+    assert result.exit_code == 1
+    assert "reads only *.prom files" in result.output
+    assert not list(tmp_path.iterdir())
+
+
+def test_fleet_textfile_labels_each_host() -> None:
+    text = render({"gpu1": _report(), "gpu2": _report().model_copy(update={"host": "gpu2"})}).decode()
+    assert 'provision_verify_checks{host="gpu1",status="fail"} 1.0' in text
+    assert 'provision_verify_checks{host="gpu2",status="fail"} 1.0' in text
