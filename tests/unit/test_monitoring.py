@@ -599,3 +599,30 @@ def test_fleet_textfile_labels_each_host() -> None:
     text = render({"gpu1": _report(), "gpu2": _report().model_copy(update={"host": "gpu2"})}).decode()
     assert 'provision_verify_checks{host="gpu1",status="fail"} 1.0' in text
     assert 'provision_verify_checks{host="gpu2",status="fail"} 1.0' in text
+
+
+def test_fleet_planning_hands_the_monitored_inventory_hosts_to_the_monitoring_server() -> None:
+    from provision.hosts import Hosts, HostSpec, plan_facts
+
+    server, worker = monitored(), monitored(prometheus=False)
+    hosts = Hosts(
+        Path("hosts.ini"),
+        {"mon": HostSpec(server, None), "gpu1": HostSpec(worker, None), "cpu1": HostSpec(spec(), None)},
+    )
+    facts = {h: machine(host=h) for h in hosts.specs}
+    plans = plan_facts(hosts, facts, CATALOG).hosts
+    config = next(
+        f["content"]
+        for f in plans["mon"].plan.extravars["provision_monitoring"]["files"]
+        if f["dest"] == "/etc/prometheus/prometheus.yml"
+    )
+    jobs = {
+        c["job_name"]: c["static_configs"][0]["targets"]
+        for c in YAML(typ="safe").load(config)["scrape_configs"]
+    }
+    assert jobs["dcgm"] == [
+        "localhost:9400",
+        "gpu1:9400",
+    ]  # not itself twice, not the host without monitoring
+    worker_files = [f["dest"] for f in plans["gpu1"].plan.extravars["provision_monitoring"]["files"]]
+    assert "/etc/prometheus/prometheus.yml" not in worker_files
