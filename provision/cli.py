@@ -189,12 +189,15 @@ def schema() -> None:
 def catalog(
     table: Annotated[
         str | None,
-        typer.Argument(help="gpus, drivers, cuda or torch; all four when left out.", show_default=False),
+        typer.Argument(
+            help="gpus, drivers, cuda, torch or monitoring; all of them when left out.", show_default=False
+        ),
     ] = None,
     *,
     as_json: JsonOpt = False,
 ) -> None:
-    """List what a spec may name: GPU models, driver branches, CUDA releases, PyTorch releases."""
+    """List what a spec may name: GPU models, driver branches, CUDA releases, PyTorch releases,
+    DCGM releases (each with its paired dcgm-exporter)."""
     from provision.catalog import load_catalog
     from provision.catalog.listing import TABLES, listing, render_listing
 

@@ -15,14 +15,15 @@ from rich.table import Table as RichTable
 
 from provision.catalog.catalog import Catalog
 
-Table = Literal["gpus", "drivers", "cuda", "torch"]
-TABLES: tuple[Table, ...] = ("gpus", "drivers", "cuda", "torch")
+Table = Literal["gpus", "drivers", "cuda", "torch", "monitoring"]
+TABLES: tuple[Table, ...] = ("gpus", "drivers", "cuda", "torch", "monitoring")
 
 SPEC_FIELDS: dict[Table, str] = {
     "gpus": "gpus.model",
     "drivers": "driver.branch",
     "cuda": "cuda.toolkit",
     "torch": "python.torch, python.cuda_variant",
+    "monitoring": "monitoring.dcgm",
 }
 """The spec fields each table's first column may be written into."""
 
@@ -88,11 +89,22 @@ def torch_rows(cat: Catalog) -> list[dict[str, Any]]:
     ]
 
 
+def monitoring_rows(cat: Catalog) -> list[dict[str, Any]]:
+    """One row per DCGM 4 release and the dcgm-exporter release paired with it (``monitoring.yaml``)."""
+    from provision.catalog.monitoring import load_monitoring
+
+    return [
+        {"dcgm": str(p.dcgm), "exporter": str(p.exporter), "source": list(p.source)}
+        for p in load_monitoring().pairs
+    ]
+
+
 ROWS: dict[Table, Callable[[Catalog], list[dict[str, Any]]]] = {
     "gpus": gpu_rows,
     "drivers": driver_rows,
     "cuda": cuda_rows,
     "torch": torch_rows,
+    "monitoring": monitoring_rows,
 }
 
 
