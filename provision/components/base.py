@@ -37,6 +37,7 @@ class Action(StrEnum):
     NOOP = "noop"
     MANUAL = "manual"
     REBOOT = "reboot"
+    SERVE = "serve"
 
 
 class Component(StrEnum):
@@ -55,6 +56,7 @@ class Component(StrEnum):
     PYTHON_WHEELS = "python_wheels"
     SECURE_BOOT = "secure_boot"
     REBOOT = "reboot"
+    SERVE = "serve"
 
 
 CHANGING = frozenset(
