@@ -63,6 +63,7 @@ class Serve(InstallableComponent):
                 "venv": py.venv,
                 "requirement": f"vllm=={serve.vllm}",
                 "constraints": list(constraints(py.torch, py.cuda_variant, release)),
+                "index_url": str(serve.index_url) if serve.index_url else "",
                 "unit_path": UNIT_PATH,
                 "unit": unit_text(ctx.spec, serve, data),
             }
@@ -241,7 +242,7 @@ def unit_step(ctx: PlanContext, serve: ServeSpec, data: ServingData) -> Step:
     """Write the server's systemd unit (and restart the service) unless the unit on disk is the same."""
     text = unit_text(ctx.spec, serve, data)
     current = ctx.facts.vllm_unit
-    if isinstance(current, UnitFile) and current.text == text:
+    if isinstance(current, UnitFile) and current.present and current.text.rstrip("\n") == text.rstrip("\n"):
         return noop(Component.SERVE, current=UNIT_PATH, target=UNIT_PATH,
                     reason=f"{UNIT_PATH} already runs {' '.join(server_argv(ctx.spec, serve, data)[1:3])}")
     return Step(

@@ -35,19 +35,44 @@ class ModelArchitecture(Frozen):
         source: Where the figures come from (``spec`` or the config.json path).
     """
 
-    parameters: int | None = Field(None, ge=1, description="Total parameters; unset: derived from the dimensions.")
-    layers: int = Field(ge=1, le=100_000, description="Transformer layers (num_hidden_layers).")
-    attention_heads: int = Field(ge=1, le=100_000, description="Query heads per layer (num_attention_heads).")
-    kv_heads: int = Field(ge=1, le=100_000, description="Key/value heads per layer (num_key_value_heads).")
-    head_dim: int = Field(ge=1, le=100_000, description="Elements per attention head.")
-    max_context: int = Field(ge=1, le=100_000_000, description="Trained context length (max_position_embeddings).")
-    hidden_size: int | None = Field(None, ge=1, le=1_000_000, description="Model width.")
-    intermediate_size: int | None = Field(None, ge=1, le=10_000_000, description="MLP width per expert.")
-    vocab_size: int | None = Field(None, ge=1, le=100_000_000, description="Vocabulary size.")
-    experts: int = Field(1, ge=1, le=100_000, description="MLP experts per layer (num_local_experts); 1: dense.")
-    tied_embeddings: bool = Field(False, description="The LM head shares the embedding's weights.")
-    attention_bias: bool = Field(False, description="q/k/v projections carry biases (Qwen2).")
-    source: str = Field("spec", max_length=4096, description="Where the figures were read.")
+    parameters: int | None = Field(
+        None, ge=1, description="Total parameters; unset: derived from the dimensions.", examples=[8030261248]
+    )
+    layers: int = Field(
+        ge=1, le=100_000, description="Transformer layers (num_hidden_layers).", examples=[32]
+    )
+    attention_heads: int = Field(
+        ge=1, le=100_000, description="Query heads per layer (num_attention_heads).", examples=[32]
+    )
+    kv_heads: int = Field(
+        ge=1, le=100_000, description="Key/value heads per layer (num_key_value_heads).", examples=[8]
+    )
+    head_dim: int = Field(ge=1, le=100_000, description="Elements per attention head.", examples=[128])
+    max_context: int = Field(
+        ge=1,
+        le=100_000_000,
+        description="Trained context length (max_position_embeddings).",
+        examples=[131072],
+    )
+    hidden_size: int | None = Field(None, ge=1, le=1_000_000, description="Model width.", examples=[4096])
+    intermediate_size: int | None = Field(
+        None, ge=1, le=10_000_000, description="MLP width per expert.", examples=[14336]
+    )
+    vocab_size: int | None = Field(
+        None, ge=1, le=100_000_000, description="Vocabulary size.", examples=[128256]
+    )
+    experts: int = Field(
+        1, ge=1, le=100_000, description="MLP experts per layer (num_local_experts); 1: dense.", examples=[8]
+    )
+    tied_embeddings: bool = Field(
+        False, description="The LM head shares the embedding's weights.", examples=[False]
+    )
+    attention_bias: bool = Field(
+        False, description="q/k/v projections carry biases (Qwen2).", examples=[False]
+    )
+    source: str = Field(
+        "spec", max_length=4096, description="Where the figures were read.", examples=["spec"]
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> ModelArchitecture:

@@ -381,39 +381,84 @@ class ServeSpec(Frozen):
         description="Hugging Face model id (owner/name) or an absolute directory holding the model.",
         examples=["meta-llama/Llama-3.1-8B-Instruct", "/srv/models/llama-3.1-8b"],
     )
-    vllm: Pep440 = Field(description='vLLM release, e.g. "0.26.0"; its torch pin must equal python.torch.')
+    vllm: Pep440 = Field(
+        description='vLLM release, e.g. "0.26.0"; its torch pin must equal python.torch.', examples=["0.26.0"]
+    )
     config_json: AbsolutePath | None = Field(
         None,
         description="The model's config.json on this (controller) machine; default <model>/config.json "
         "when model is a directory. Read when the spec is loaded.",
+        examples=["/srv/models/llama-3.1-8b/config.json"],
     )
     architecture: ModelArchitecture | None = Field(
-        None, description="The model's figures, instead of a config.json (a Hub id without a local copy)."
+        None,
+        description="The model's figures, instead of a config.json (a Hub id without a local copy).",
+        examples=[
+            {
+                "layers": 32,
+                "attention_heads": 32,
+                "kv_heads": 8,
+                "head_dim": 128,
+                "max_context": 131072,
+                "parameters": 8030261248,
+            }
+        ],
     )
     weights: WeightFormatId = Field(
-        "bf16", description="Weight format: fp32, fp16, bf16, fp8, awq-int4 or gptq-int4 (a quantized checkpoint)."
+        "bf16",
+        description="Weight format: fp32, fp16, bf16, fp8, awq-int4 or gptq-int4 (a quantized checkpoint).",
+        examples=["bf16", "awq-int4"],
     )
-    kv_cache_dtype: Literal["auto", "fp8"] = Field("auto", description="vLLM --kv-cache-dtype.")
+    kv_cache_dtype: Literal["auto", "fp8"] = Field(
+        "auto", description="vLLM --kv-cache-dtype.", examples=["auto", "fp8"]
+    )
     max_context: int | None = Field(
-        None, ge=16, le=100_000_000, description="vLLM --max-model-len, tokens; default the model's trained context."
+        None,
+        ge=16,
+        le=100_000_000,
+        description="vLLM --max-model-len, tokens; default the model's trained context.",
+        examples=[32768],
     )
     sequences: int = Field(
-        1, ge=1, le=4096, description="Concurrent sequences at full context the KV cache must hold (--max-num-seqs)."
+        1,
+        ge=1,
+        le=4096,
+        description="Concurrent sequences at full context the KV cache must hold (--max-num-seqs).",
+        examples=[8],
     )
     tensor_parallel_size: int | None = Field(
-        None, ge=1, le=64, description="GPUs one instance spans (--tensor-parallel-size); default gpus.count."
+        None,
+        ge=1,
+        le=64,
+        description="GPUs one instance spans (--tensor-parallel-size); default gpus.count.",
+        examples=[2],
     )
     gpu_memory_utilization: float = Field(
-        0.9, gt=0, le=1, description="Fraction of each GPU's memory vLLM may use (--gpu-memory-utilization)."
+        0.9,
+        gt=0,
+        le=1,
+        description="Fraction of each GPU's memory vLLM may use (--gpu-memory-utilization).",
+        examples=[0.9],
     )
     served_model_name: Identifier | None = Field(
-        None, description="Name clients use in requests (--served-model-name); default the model id."
+        None,
+        description="Name clients use in requests (--served-model-name); default the model id.",
+        examples=["llama-8b"],
     )
     host: Annotated[str, AfterValidator(_ip_address)] = Field(
-        "127.0.0.1", description="Address the server listens on; 0.0.0.0 exposes it to the network."
+        "127.0.0.1",
+        description="Address the server listens on; 0.0.0.0 exposes it to the network.",
+        examples=["127.0.0.1", "0.0.0.0"],
     )
-    port: int = Field(8000, ge=1, le=65535, description="TCP port of the server.")
-    restart: Literal["always", "on-failure"] = Field("on-failure", description="systemd Restart= policy.")
+    port: int = Field(8000, ge=1, le=65535, description="TCP port of the server.", examples=[8000])
+    restart: Literal["always", "on-failure"] = Field(
+        "on-failure", description="systemd Restart= policy.", examples=["on-failure"]
+    )
+    index_url: SafeUrl | None = Field(
+        None,
+        description="Index vllm is installed from (a PyPI mirror); default pip's configured index.",
+        examples=["https://pypi.org/simple"],
+    )
 
     @model_validator(mode="after")
     def _architecture_source(self) -> ServeSpec:
