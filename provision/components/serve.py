@@ -23,7 +23,7 @@ from provision.detect.domains.service import UnitFile
 from provision.detect.facts import Unknown, Venv
 from provision.findings import Finding
 from provision.serving.fit import FitRequest, alternatives, compute_fit, tp_problem, valid_tp_sizes
-from provision.serving.unit import UNIT_PATH, server_argv, unit_text
+from provision.serving.unit import UNIT_PATH, ServerConfig, server_argv, unit_text
 from provision.spec.models import ServeSpec, Spec
 
 _TAGS = ("serve",)
@@ -65,7 +65,7 @@ class Serve(InstallableComponent):
                 "constraints": list(constraints(py.torch, py.cuda_variant, release)),
                 "index_url": str(serve.index_url) if serve.index_url else "",
                 "unit_path": UNIT_PATH,
-                "unit": unit_text(ctx.spec, serve, data),
+                "unit": unit_text(server_config(ctx.spec, serve), data),
             }
         }
 
@@ -73,6 +73,25 @@ class Serve(InstallableComponent):
 def tensor_parallel(spec: Spec, serve: ServeSpec) -> int:
     """``serve.tensor_parallel_size``, default the GPU count."""
     return serve.tensor_parallel_size or spec.gpus.count
+
+
+def server_config(spec: Spec, serve: ServeSpec) -> ServerConfig:
+    """The server's settings from the spec (TP defaults to the GPU count, context to the model's)."""
+    arch = serve.architecture
+    return ServerConfig(
+        venv=spec.python.venv if spec.python is not None else "/nonexistent",
+        model=serve.model,
+        served_name=serve.served_model_name or serve.model,
+        host=serve.host,
+        port=serve.port,
+        tensor_parallel=tensor_parallel(spec, serve),
+        utilization=serve.gpu_memory_utilization,
+        max_context=serve.max_context or (arch.max_context if arch is not None else None),
+        sequences=serve.sequences,
+        weights=serve.weights,
+        kv_cache_dtype=serve.kv_cache_dtype,
+        restart=serve.restart,
+    )
 
 
 def fit_request(spec: Spec, serve: ServeSpec, catalog: Catalog) -> FitRequest | None:
@@ -109,14 +128,22 @@ def _version_findings(spec: Spec, serve: ServeSpec, catalog: Catalog, data: Serv
     release = data.vllm(serve.vllm)
     if release is None:
         known = ", ".join(str(r.version) for r in data.vllm_releases)
-        yield _finding(catalog, "serve-vllm-unknown", f"serve.vllm {serve.vllm} is not in the catalog; known: {known}",
-                       ("VLLM-PYPI",))
+        yield _finding(
+            catalog,
+            "serve-vllm-unknown",
+            f"serve.vllm {serve.vllm} is not in the catalog; known: {known}",
+            ("VLLM-PYPI",),
+        )
         return
     py = spec.python
     if py is None or py.torch is None:
-        yield _finding(catalog, "serve-needs-python",
-                       f"serve needs python.venv with python.torch {release.torch} and python.cuda_variant "
-                       f"{release.cuda_variant} (vLLM {release.version} pins torch=={release.torch})", release.source)
+        yield _finding(
+            catalog,
+            "serve-needs-python",
+            f"serve needs python.venv with python.torch {release.torch} and python.cuda_variant "
+            f"{release.cuda_variant} (vLLM {release.version} pins torch=={release.torch})",
+            release.source,
+        )
         return
     yield from _pin_findings(spec, release, catalog)
 
@@ -126,19 +153,31 @@ def _pin_findings(spec: Spec, release: VllmRelease, catalog: Catalog) -> Iterato
     assert py is not None and py.torch is not None
     if py.torch != release.torch:
         fitting = ", ".join(str(r.version) for r in load_serving().vllm_releases if r.torch == py.torch)
-        yield _finding(catalog, "serve-vllm-torch-pin",
-                       f"vLLM {release.version} requires torch=={release.torch}, the spec's python.torch is "
-                       f"{py.torch}; set python.torch {release.torch}"
-                       + (f" or serve.vllm one of {fitting}" if fitting else ""), release.source)
+        yield _finding(
+            catalog,
+            "serve-vllm-torch-pin",
+            f"vLLM {release.version} requires torch=={release.torch}, the spec's python.torch is "
+            f"{py.torch}; set python.torch {release.torch}"
+            + (f" or serve.vllm one of {fitting}" if fitting else ""),
+            release.source,
+        )
     if py.cuda_variant != release.cuda_variant:
-        yield _finding(catalog, "serve-vllm-cuda-variant",
-                       f"vLLM {release.version}'s PyPI wheel is built for {release.cuda_variant}, the spec's "
-                       f"python.cuda_variant is {py.cuda_variant}; its compiled kernels need torch of the same CUDA "
-                       f"build: set python.cuda_variant {release.cuda_variant}", release.source)
+        yield _finding(
+            catalog,
+            "serve-vllm-cuda-variant",
+            f"vLLM {release.version}'s PyPI wheel is built for {release.cuda_variant}, the spec's "
+            f"python.cuda_variant is {py.cuda_variant}; its compiled kernels need torch of the same CUDA "
+            f"build: set python.cuda_variant {release.cuda_variant}",
+            release.source,
+        )
     if not release.python_allows(str(py.interpreter)):
-        yield _finding(catalog, "serve-vllm-python",
-                       f"vLLM {release.version} requires Python {','.join(release.python)}, python.interpreter is "
-                       f"{py.interpreter}", release.source)
+        yield _finding(
+            catalog,
+            "serve-vllm-python",
+            f"vLLM {release.version} requires Python {','.join(release.python)}, python.interpreter is "
+            f"{py.interpreter}",
+            release.source,
+        )
     yield from _driver_floor(spec, release, catalog)
 
 
@@ -146,30 +185,47 @@ def _driver_floor(spec: Spec, release: VllmRelease, catalog: Catalog) -> Iterato
     cuda = catalog.variant_cuda(release.cuda_variant)
     family = catalog.cuda_family(cuda.major)
     if family is not None and spec.driver.branch < family.min_branch:
-        yield _finding(catalog, "serve-vllm-driver-floor",
-                       f"vLLM {release.version} is built for CUDA {cuda} ({release.cuda_variant}), which needs driver "
-                       f"branch >= {family.min_branch}; driver.branch is {spec.driver.branch}",
-                       release.source + family.source)
+        yield _finding(
+            catalog,
+            "serve-vllm-driver-floor",
+            f"vLLM {release.version} is built for CUDA {cuda} ({release.cuda_variant}), which needs driver "
+            f"branch >= {family.min_branch}; driver.branch is {spec.driver.branch}",
+            release.source + family.source,
+        )
 
 
-def _parallel_findings(spec: Spec, serve: ServeSpec, catalog: Catalog, data: ServingData) -> Iterator[Finding]:
+def _parallel_findings(
+    spec: Spec, serve: ServeSpec, catalog: Catalog, data: ServingData
+) -> Iterator[Finding]:
     arch, tp, keys = serve.architecture, tensor_parallel(spec, serve), data.tensor_parallel.source
     if tp > spec.gpus.count:
-        yield _finding(catalog, "serve-tp-gpus",
-                       f"serve.tensor_parallel_size {tp} is more than the {spec.gpus.count} GPUs of gpus.count", keys)
+        yield _finding(
+            catalog,
+            "serve-tp-gpus",
+            f"serve.tensor_parallel_size {tp} is more than the {spec.gpus.count} GPUs of gpus.count",
+            keys,
+        )
         return
     if arch is None:
         return
     if (why := tp_problem(arch, tp)) is not None:
         sizes = ", ".join(map(str, valid_tp_sizes(arch, spec.gpus.count)))
-        yield _finding(catalog, "serve-tp-heads",
-                       f"vLLM refuses this model at tensor_parallel_size {tp}: {why}; sizes it accepts on "
-                       f"{spec.gpus.count} GPUs: {sizes}", keys)
+        yield _finding(
+            catalog,
+            "serve-tp-heads",
+            f"vLLM refuses this model at tensor_parallel_size {tp}: {why}; sizes it accepts on "
+            f"{spec.gpus.count} GPUs: {sizes}",
+            keys,
+        )
         return
     if serve.max_context is not None and serve.max_context > arch.max_context:
-        yield _finding(catalog, "serve-context-too-long",
-                       f"serve.max_context {serve.max_context} is longer than the model's {arch.max_context} "
-                       f"(max_position_embeddings in {arch.source}); vLLM refuses it", ("VLLM-SERVE", "HF-CONFIG"))
+        yield _finding(
+            catalog,
+            "serve-context-too-long",
+            f"serve.max_context {serve.max_context} is longer than the model's {arch.max_context} "
+            f"(max_position_embeddings in {arch.source}); vLLM refuses it",
+            ("VLLM-SERVE", "HF-CONFIG"),
+        )
         return
     yield from _fit_findings(spec, serve, catalog, data)
 
@@ -184,9 +240,12 @@ def _fit_findings(spec: Spec, serve: ServeSpec, catalog: Catalog, data: ServingD
     other = alternatives(req, data)
     hint = f"; would fit: {'; '.join(other)}" if other else "; nothing close fits these GPUs"
     keys = tuple(dict.fromkeys((*data.weight(req.weights).source, *data.runtime_allowance.source, "VLLM-TP")))
-    yield _finding(catalog, "serve-memory-fit",
-                   f"{serve.model} does not fit {req.gpu_count} x {req.gpu_name}: " + "; ".join(fit.lines) + hint,
-                   keys)
+    yield _finding(
+        catalog,
+        "serve-memory-fit",
+        f"{serve.model} does not fit {req.gpu_count} x {req.gpu_name}: " + "; ".join(fit.lines) + hint,
+        keys,
+    )
 
 
 def fit_step(spec: Spec, serve: ServeSpec, catalog: Catalog, data: ServingData) -> Step | None:
@@ -216,13 +275,21 @@ def wheel_step(ctx: PlanContext, serve: ServeSpec, data: ServingData) -> Step:
     venv = ctx.facts.venv
     have = venv.distributions.get("vllm") if isinstance(venv, Venv) else None
     if have is not None and _same(have, serve.vllm):
-        return noop(Component.SERVE, current=f"vllm {have}", target=f"vllm {serve.vllm}",
-                    reason=f"vllm {have} is installed in the venv")
+        return noop(
+            Component.SERVE,
+            current=f"vllm {have}",
+            target=f"vllm {serve.vllm}",
+            reason=f"vllm {have} is installed in the venv",
+        )
     release = data.vllm(serve.vllm)
     pin = f", torch held at {release.torch} by a pip constraint" if release else ""
     return Step(
         component=Component.SERVE,
-        action=Action.INSTALL if have is None else Action.UPGRADE if Version(have) < serve.vllm else Action.DOWNGRADE,
+        action=Action.INSTALL
+        if have is None
+        else Action.UPGRADE
+        if Version(have) < serve.vllm
+        else Action.DOWNGRADE,
         current=f"vllm {have}" if have else "absent",
         target=f"vllm {serve.vllm}",
         packages=(f"vllm=={serve.vllm}",),
@@ -240,11 +307,16 @@ def _same(have: str, want: Version) -> bool:
 
 def unit_step(ctx: PlanContext, serve: ServeSpec, data: ServingData) -> Step:
     """Write the server's systemd unit (and restart the service) unless the unit on disk is the same."""
-    text = unit_text(ctx.spec, serve, data)
+    cfg = server_config(ctx.spec, serve)
+    text, argv = unit_text(cfg, data), server_argv(cfg, data)
     current = ctx.facts.vllm_unit
     if isinstance(current, UnitFile) and current.present and current.text.rstrip("\n") == text.rstrip("\n"):
-        return noop(Component.SERVE, current=UNIT_PATH, target=UNIT_PATH,
-                    reason=f"{UNIT_PATH} already runs {' '.join(server_argv(ctx.spec, serve, data)[1:3])}")
+        return noop(
+            Component.SERVE,
+            current=UNIT_PATH,
+            target=UNIT_PATH,
+            reason=f"{UNIT_PATH} already runs {' '.join(argv[1:3])} as the spec says",
+        )
     return Step(
         component=Component.SERVE,
         action=Action.CONFIGURE,

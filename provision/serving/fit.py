@@ -115,8 +115,17 @@ def compute_fit(req: FitRequest, data: ServingData) -> Fit:
     weights_gpu = -(-weights // tp)
     spare = budget - weights_gpu - allowance - kv_gpu
     room = budget - weights_gpu - allowance
-    lines = _lines(req, fmt.linear, fmt.embeddings, elem, (linear, embed, weights, weights_gpu),
-                   (per_token, per_token_gpu, kv_gpu), allowance, budget, spare)
+    lines = _lines(
+        req,
+        fmt.linear,
+        fmt.embeddings,
+        elem,
+        (linear, embed, weights, weights_gpu),
+        (per_token, per_token_gpu, kv_gpu),
+        allowance,
+        budget,
+        spare,
+    )
     return Fit(
         fits=spare >= 0,
         weights_bytes=weights,
@@ -154,8 +163,9 @@ def _lines(
     return (
         f"weights ({req.weights}): {linear:,} linear params x {linear_b:g} B + {embed:,} embedding params "
         f"x {embed_b:g} B = {total / 1e9:,.1f} GB ({_gib(total)}); / TP {tp} = {_gib(per_gpu)} per GPU",
-        f"KV cache per token: 2 x {arch.layers} layers x {arch.kv_heads} KV heads x {arch.head_dim} head size "
-        f"x {elem} B = {per_token:,} B; per GPU ({kv_heads_per_gpu(arch, tp)} KV heads) {per_token_gpu:,} B",
+        f"KV cache per token: 2 x {arch.layers} layers x {arch.kv_heads} KV heads "
+        f"x {arch.head_dim} head size x {elem} B = {per_token:,} B; "
+        f"per GPU ({kv_heads_per_gpu(arch, tp)} KV heads) {per_token_gpu:,} B",
         f"KV cache: {per_token_gpu:,} B x {req.max_context:,} tokens x {req.sequences} sequence(s) "
         f"= {_gib(kv_gpu)} per GPU",
         f"runtime allowance (activation peak, CUDA graphs, NCCL): {_gib(allowance)} per GPU",
@@ -174,7 +184,9 @@ def alternatives(req: FitRequest, data: ServingData) -> tuple[str, ...]:
     found = [*_formats(req, data), *_kv_fp8(req, data)]
     per_seq = fit.kv_tokens // req.sequences
     if per_seq >= CONTEXT_STEP:
-        found.append(f"serve.max_context: {per_seq // CONTEXT_STEP * CONTEXT_STEP} (with {req.sequences} sequences)")
+        found.append(
+            f"serve.max_context: {per_seq // CONTEXT_STEP * CONTEXT_STEP} (with {req.sequences} sequences)"
+        )
     if fit.kv_tokens // req.max_context >= 1:
         found.append(f"serve.sequences: {fit.kv_tokens // req.max_context} (at {req.max_context:,} tokens)")
     found.extend(_more_gpus(req, data))

@@ -71,8 +71,15 @@ def _int(config: dict[str, Any], key: str) -> int | None:
 def _architecture(config: dict[str, Any], source: str, parameters: int | None) -> ModelArchitecture | str:
     layers, heads = _int(config, "num_hidden_layers"), _int(config, "num_attention_heads")
     context, hidden = _int(config, "max_position_embeddings"), _int(config, "hidden_size")
-    missing = [k for k, v in (("num_hidden_layers", layers), ("num_attention_heads", heads),
-                              ("max_position_embeddings", context)) if v is None]
+    missing = [
+        k
+        for k, v in (
+            ("num_hidden_layers", layers),
+            ("num_attention_heads", heads),
+            ("max_position_embeddings", context),
+        )
+        if v is None
+    ]
     if missing:
         return f"{source}: no integer {', '.join(missing)}"
     assert heads is not None

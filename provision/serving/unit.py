@@ -14,11 +14,10 @@ and engine arguments, https://docs.vllm.ai/en/latest/cli/serve.html).
 from __future__ import annotations
 
 import re
-from typing import Protocol
+from dataclasses import dataclass
 
 from provision.catalog.serving import ServingData
 from provision.detect.domains.service import VLLM_UNIT_PATH
-from provision.serving.arch import ModelArchitecture
 
 UNIT_PATH = VLLM_UNIT_PATH
 STATE_DIR = "/var/lib/provision-vllm"
@@ -36,37 +35,29 @@ NCCL_ENV = {
 _PLAIN = re.compile(r"[A-Za-z0-9._/:=+,@-]+")
 
 
-class _Serve(Protocol):
-    """The fields of the spec's ``serve:`` section this module reads (provision.spec.models.ServeSpec)."""
+@dataclass(frozen=True)
+class ServerConfig:
+    """What the unit runs, as plain values (built from the spec's ``serve:`` by the serve component).
 
+    Attributes:
+        venv: The venv holding vLLM (``<venv>/bin/vllm``).
+        model: Hub id or absolute directory.
+        max_context: ``--max-model-len``; None leaves vLLM's default (the model's own).
+        weights: A ``serving.yaml`` weight format id (chooses ``--dtype`` and ``--quantization``).
+    """
+
+    venv: str
     model: str
-    architecture: ModelArchitecture | None
-    weights: str
-    kv_cache_dtype: str
-    max_context: int | None
-    sequences: int
-    tensor_parallel_size: int | None
-    gpu_memory_utilization: float
-    served_model_name: str | None
+    served_name: str
     host: str
     port: int
+    tensor_parallel: int
+    utilization: float
+    max_context: int | None
+    sequences: int
+    weights: str
+    kv_cache_dtype: str
     restart: str
-
-
-class _Spec(Protocol):
-    @property
-    def python(self) -> _Python | None: ...
-
-    @property
-    def gpus(self) -> _Gpus: ...
-
-
-class _Python(Protocol):
-    venv: str
-
-
-class _Gpus(Protocol):
-    count: int
 
 
 def systemd_quote(arg: str) -> str:
@@ -88,37 +79,50 @@ def exec_start(argv: tuple[str, ...]) -> str:
     return " ".join(systemd_quote(a) for a in argv)
 
 
-def server_argv(spec: _Spec, serve: _Serve, data: ServingData) -> tuple[str, ...]:
-    """``<venv>/bin/vllm serve MODEL --flag value ...`` for the spec; every value a separate element."""
-    venv = spec.python.venv if spec.python is not None else "/nonexistent"
-    fmt = data.weight(serve.weights)
-    context = serve.max_context or (serve.architecture.max_context if serve.architecture else None)
-    argv = [f"{venv}/bin/vllm", "serve", serve.model, "--host", serve.host, "--port", str(serve.port),
-            "--tensor-parallel-size", str(serve.tensor_parallel_size or spec.gpus.count),
-            "--gpu-memory-utilization", f"{serve.gpu_memory_utilization:g}",
-            "--max-num-seqs", str(serve.sequences), "--dtype", fmt.vllm_dtype,
-            "--kv-cache-dtype", serve.kv_cache_dtype,
-            "--served-model-name", serve.served_model_name or serve.model]
-    if context is not None:
-        argv += ["--max-model-len", str(context)]
+def server_argv(cfg: ServerConfig, data: ServingData) -> tuple[str, ...]:
+    """``<venv>/bin/vllm serve MODEL --flag value ...``; every value a separate element."""
+    fmt = data.weight(cfg.weights)
+    argv = [
+        f"{cfg.venv}/bin/vllm",
+        "serve",
+        cfg.model,
+        "--host",
+        cfg.host,
+        "--port",
+        str(cfg.port),
+        "--tensor-parallel-size",
+        str(cfg.tensor_parallel),
+        "--gpu-memory-utilization",
+        f"{cfg.utilization:g}",
+        "--max-num-seqs",
+        str(cfg.sequences),
+        "--dtype",
+        fmt.vllm_dtype,
+        "--kv-cache-dtype",
+        cfg.kv_cache_dtype,
+        "--served-model-name",
+        cfg.served_name,
+    ]
+    if cfg.max_context is not None:
+        argv += ["--max-model-len", str(cfg.max_context)]
     if fmt.vllm_quantization is not None:
         argv += ["--quantization", fmt.vllm_quantization]
     return tuple(argv)
 
 
-def environment(serve: _Serve) -> dict[str, str]:
+def environment(cfg: ServerConfig) -> dict[str, str]:
     """The service's environment: NCCL settings, HOME and caches in the state directory, offline hub
     access for a local model."""
     env = {**NCCL_ENV, "HOME": STATE_DIR, "HF_HOME": f"{STATE_DIR}/huggingface", "PYTHONUNBUFFERED": "1"}
-    if serve.model.startswith("/"):
+    if cfg.model.startswith("/"):
         env["HF_HUB_OFFLINE"] = "1"
     return env
 
 
-def unit_text(spec: _Spec, serve: _Serve, data: ServingData) -> str:
+def unit_text(cfg: ServerConfig, data: ServingData) -> str:
     """The whole unit file. The service runs as a dynamic user (systemd.exec(5) ``DynamicUser=``),
     never root, with its HOME in ``StateDirectory=``."""
-    env = "".join(f"Environment={systemd_quote(f'{k}={v}')}\n" for k, v in environment(serve).items())
+    env = "".join(f"Environment={systemd_quote(f'{k}={v}')}\n" for k, v in environment(cfg).items())
     return (
         "# Written by provision from the spec's serve: section; edits are replaced on the next apply.\n"
         "[Unit]\n"
@@ -132,8 +136,8 @@ def unit_text(spec: _Spec, serve: _Serve, data: ServingData) -> str:
         "StateDirectory=provision-vllm\n"
         f"WorkingDirectory={STATE_DIR}\n"
         f"{env}"
-        f"ExecStart={exec_start(server_argv(spec, serve, data))}\n"
-        f"Restart={serve.restart}\n"
+        f"ExecStart={exec_start(server_argv(cfg, data))}\n"
+        f"Restart={cfg.restart}\n"
         "RestartSec=10\n"
         "TimeoutStopSec=60\n"
         "\n[Install]\n"

@@ -58,7 +58,9 @@ def _with_model_architecture(path: Path, data: Any, spec: Spec) -> Spec:
     arch = parse_config_json(text, config)
     if isinstance(arch, str):
         raise SpecError(f"{path}:{line}:{col}: serve.{key}: {arch}")
-    return spec.model_copy(update={"serve": serve.model_copy(update={"architecture": arch, "config_json": None})})
+    return spec.model_copy(
+        update={"serve": serve.model_copy(update={"architecture": arch, "config_json": None})}
+    )
 
 
 def _read_yaml(path: Path) -> Any:

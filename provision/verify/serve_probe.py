@@ -52,7 +52,9 @@ def base_url(host: str, port: int) -> str:
     return f"http://[{target}]:{port}" if ":" in target else f"http://{target}:{port}"
 
 
-def probe_server(url: str, model: str, *, timeout: float = 10.0, completion_timeout: float = 120.0) -> ServeRun:
+def probe_server(
+    url: str, model: str, *, timeout: float = 10.0, completion_timeout: float = 120.0
+) -> ServeRun:
     """Run the three requests against ``url`` (a server on this machine) for served name ``model``."""
     health = _status(f"{url}/health", timeout)
     models = _models(f"{url}/v1/models", timeout)
@@ -63,15 +65,21 @@ def probe_server(url: str, model: str, *, timeout: float = 10.0, completion_time
     if isinstance(answer, str):
         return ServeRun(url=url, health=health, models=models, completion_tokens=answer, seconds=seconds)
     tokens, text = _completion(answer)
-    return ServeRun(url=url, health=health, models=models, completion_tokens=tokens,
-                    completion_text=text[:200], seconds=seconds)
+    return ServeRun(
+        url=url,
+        health=health,
+        models=models,
+        completion_tokens=tokens,
+        completion_text=text[:200],
+        seconds=seconds,
+    )
 
 
 def _request(url: str, timeout: float, body: dict[str, Any] | None) -> tuple[int, bytes] | str:
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - http(s) URL built above
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
             return int(resp.status), resp.read(MAX_BODY)
     except urllib.error.HTTPError as exc:
         return f"HTTP {exc.code} from {url}"

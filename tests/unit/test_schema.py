@@ -48,8 +48,16 @@ def test_schema_has_id_gpu_enum_and_describes_every_property() -> None:
 SERVE_BASE = {
     "model": "meta-llama/Llama-3.1-8B-Instruct",
     "vllm": "0.26.0",
-    "architecture": {"layers": 32, "attention_heads": 32, "kv_heads": 8, "head_dim": 128, "max_context": 131072,
-                     "hidden_size": 4096, "intermediate_size": 14336, "vocab_size": 128256},
+    "architecture": {
+        "layers": 32,
+        "attention_heads": 32,
+        "kv_heads": 8,
+        "head_dim": 128,
+        "max_context": 131072,
+        "hidden_size": 4096,
+        "intermediate_size": 14336,
+        "vocab_size": 128256,
+    },
 }
 
 

@@ -29,19 +29,44 @@ def arch(name: str) -> ModelArchitecture:
     return parsed
 
 
-def request(model: str, gpu: str | float, count: int, *, weights: str = "bf16", context: int = 8192,
-            sequences: int = 1, tp: int | None = None, kv: str = "auto", util: float = 0.9) -> FitRequest:
+def request(
+    model: str,
+    gpu: str | float,
+    count: int,
+    *,
+    weights: str = "bf16",
+    context: int = 8192,
+    sequences: int = 1,
+    tp: int | None = None,
+    kv: str = "auto",
+    util: float = 0.9,
+) -> FitRequest:
     gib = gpu if isinstance(gpu, float) else CATALOG.gpus[gpu].memory_gib
-    return FitRequest(arch=arch(model), weights=weights, kv_cache_dtype=kv, max_context=context,
-                      sequences=sequences, tensor_parallel=tp or count, gpu_count=count, gpu_gib=gib,
-                      gpu_name=str(gpu), utilization=util)
+    return FitRequest(
+        arch=arch(model),
+        weights=weights,
+        kv_cache_dtype=kv,
+        max_context=context,
+        sequences=sequences,
+        tensor_parallel=tp or count,
+        gpu_count=count,
+        gpu_gib=gib,
+        gpu_name=str(gpu),
+        utilization=util,
+    )
 
 
 # The Hub's parameter count of each model (its model page, from the safetensors), to 3 digits.
 @pytest.mark.parametrize(
     ("model", "billions"),
-    [("llama-3.1-8b", 8.03), ("llama-3.1-70b", 70.6), ("llama-3.1-405b", 406), ("qwen2.5-7b", 7.62),
-     ("qwen2.5-72b", 72.7), ("mixtral-8x7b", 46.7)],
+    [
+        ("llama-3.1-8b", 8.03),
+        ("llama-3.1-70b", 70.6),
+        ("llama-3.1-405b", 406),
+        ("qwen2.5-7b", 7.62),
+        ("qwen2.5-72b", 72.7),
+        ("mixtral-8x7b", 46.7),
+    ],
 )
 def test_parameters_derived_from_config_match_the_published_count(model: str, billions: float) -> None:
     assert float(f"{arch(model).parameter_count() / 1e9:.3g}") == billions
@@ -91,9 +116,14 @@ TABLE = [
 ]
 
 
-@pytest.mark.parametrize(("model", "weights", "gpu", "count", "context", "sequences", "fits"), TABLE,
-                         ids=[f"{m}-{w}-{c}x{g}-{ctx}x{s}" for m, w, g, c, ctx, s, _ in TABLE])
-def test_fit_table(model: str, weights: str, gpu: str, count: int, context: int, sequences: int, fits: bool) -> None:
+@pytest.mark.parametrize(
+    ("model", "weights", "gpu", "count", "context", "sequences", "fits"),
+    TABLE,
+    ids=[f"{m}-{w}-{c}x{g}-{ctx}x{s}" for m, w, g, c, ctx, s, _ in TABLE],
+)
+def test_fit_table(
+    model: str, weights: str, gpu: str, count: int, context: int, sequences: int, fits: bool
+) -> None:
     req = request(model, gpu, count, weights=weights, context=context, sequences=sequences)
     fit = compute_fit(req, DATA)
     assert fit.fits is fits, "\n".join(fit.lines)
@@ -124,7 +154,9 @@ def test_seed_claim_405b_bf16_on_two_128gb_cards_is_refused_with_numbers() -> No
     req = request("llama-3.1-405b", 128.0, 2)
     fit = compute_fit(req, DATA)
     assert not fit.fits
-    assert "= 811.7 GB" in fit.lines[0]  # the seed's "about 810 GB" is 405e9 x 2 B; the real count is 405.85e9
+    assert (
+        "= 811.7 GB" in fit.lines[0]
+    )  # the seed's "about 810 GB" is 405e9 x 2 B; the real count is 405.85e9
     assert "128 GiB x gpu_memory_utilization 0.9 = 115.2 GiB per GPU" in fit.lines[4]
     other = alternatives(req, DATA)
     assert "serve.weights: awq-int4" in other
@@ -158,18 +190,26 @@ def test_tensor_parallel_must_divide_the_heads(model: str, tp: int, why: str | N
 def test_kv_head_rule_follows_qkv_parallel_linear() -> None:
     # Qwen2.5-14B's published config: 40 attention heads, 8 KV heads
     # (https://huggingface.co/Qwen/Qwen2.5-14B-Instruct/blob/main/config.json).
-    qwen14 = ModelArchitecture(layers=48, attention_heads=40, kv_heads=8, head_dim=128, max_context=32768,
-                               parameters=14_770_033_664)
+    qwen14 = ModelArchitecture(
+        layers=48, attention_heads=40, kv_heads=8, head_dim=128, max_context=32768, parameters=14_770_033_664
+    )
     assert tp_problem(qwen14, 10) == "tensor_parallel_size 10 is not a multiple of the 8 KV heads"
     assert tp_problem(qwen14, 20) == "tensor_parallel_size 20 is not a multiple of the 8 KV heads"
     assert tp_problem(qwen14, 8) is None and tp_problem(qwen14, 4) is None
     assert valid_tp_sizes(qwen14, 8) == (1, 2, 4, 8)
-    odd = ModelArchitecture(layers=2, attention_heads=12, kv_heads=6, head_dim=64, max_context=2048, parameters=1)
+    odd = ModelArchitecture(
+        layers=2, attention_heads=12, kv_heads=6, head_dim=64, max_context=2048, parameters=1
+    )
     assert tp_problem(odd, 4) == "6 KV heads are not divisible by tensor_parallel_size 4"
 
 
 def test_every_constant_has_a_source() -> None:
-    rows = [*DATA.weight_formats, *DATA.kv_cache_dtypes, DATA.runtime_allowance, *DATA.vllm_releases,
-            DATA.tensor_parallel]
+    rows = [
+        *DATA.weight_formats,
+        *DATA.kv_cache_dtypes,
+        DATA.runtime_allowance,
+        *DATA.vllm_releases,
+        DATA.tensor_parallel,
+    ]
     for row in rows:
         assert row.source and CATALOG.cite(row.source)

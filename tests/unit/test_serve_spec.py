@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from provision.catalog import load_catalog
 from provision.catalog.serving import load_serving
 from provision.components.base import Action, Component
+from provision.components.serve import server_config
 from provision.detect.domains.service import UnitFile
 from provision.detect.facts import Venv
 from provision.errors import SpecError
@@ -60,7 +61,10 @@ def test_shipped_serve_spec_is_valid() -> None:
 def test_torch_pin_of_vllm_must_equal_python_torch() -> None:
     found = rules(spec_with(serve__vllm="0.27.0"))
     assert "serve-vllm-torch-pin" in found
-    assert "vLLM 0.27.0 requires torch==2.13.0, the spec's python.torch is 2.11.0" in found["serve-vllm-torch-pin"]
+    assert (
+        "vLLM 0.27.0 requires torch==2.13.0, the spec's python.torch is 2.11.0"
+        in found["serve-vllm-torch-pin"]
+    )
     assert "0.26.0" in found["serve-vllm-torch-pin"]  # names the releases that pin 2.11.0
 
 
@@ -110,7 +114,7 @@ def test_plan_shows_the_arithmetic_then_nothing_to_do_once_installed_and_written
     assert spec.python is not None and spec.serve is not None
     done = fresh_ubuntu(
         venv=Venv(path=spec.python.venv, python="3.12.3", distributions={"vllm": "0.26.0"}),
-        vllm_unit=UnitFile(present=True, text=unit_text(spec, spec.serve, DATA)),
+        vllm_unit=UnitFile(present=True, text=unit_text(server_config(spec, spec.serve), DATA)),
     )
     again = [s for s in make_plan(spec, done, CATALOG).steps if s.component is Component.SERVE]
     assert [s.action for s in again] == [Action.NOOP] * 3
@@ -131,7 +135,7 @@ def test_local_model_directory_is_read_from_its_config_json(tmp_path: Path) -> N
     model = tmp_path / "llama"
     model.mkdir()
     shutil.copy(CONFIGS / "llama-3.1-70b.json", model / "config.json")
-    spec = load_spec(_spec_file(tmp_path, f"  model: {model}\n  vllm: \"0.26.0\"\n  max_context: 8192\n"))
+    spec = load_spec(_spec_file(tmp_path, f'  model: {model}\n  vllm: "0.26.0"\n  max_context: 8192\n'))
     assert spec.serve is not None and spec.serve.architecture is not None
     assert spec.serve.architecture.layers == 80 and spec.serve.architecture.source == f"{model}/config.json"
     found = rules(spec)  # 70B bf16 on one H200 (141 GiB): 131.4 GiB of weights do not leave room
@@ -145,15 +149,18 @@ def test_local_model_directory_is_read_from_its_config_json(tmp_path: Path) -> N
         ("{", "not JSON"),
         ("[1, 2]", "not a JSON object"),
         ('{"num_hidden_layers": true, "num_attention_heads": 32}', "no integer num_hidden_layers"),
-        ('{"num_hidden_layers": 2, "num_attention_heads": 6, "num_key_value_heads": 4, "head_dim": 8,'
-         ' "max_position_embeddings": 64, "hidden_size": 48}', "not a multiple of kv_heads"),
+        (
+            '{"num_hidden_layers": 2, "num_attention_heads": 6, "num_key_value_heads": 4, "head_dim": 8,'
+            ' "max_position_embeddings": 64, "hidden_size": 48}',
+            "not a multiple of kv_heads",
+        ),
         ('{"kv_lora_rank": 512}', "multi-head latent attention"),
     ],
 )
 def test_a_bad_config_json_is_one_located_line(tmp_path: Path, content: str, why: str) -> None:
     config = tmp_path / "config.json"
     config.write_text(content)
-    path = _spec_file(tmp_path, f"  model: {tmp_path}\n  vllm: \"0.26.0\"\n")
+    path = _spec_file(tmp_path, f'  model: {tmp_path}\n  vllm: "0.26.0"\n')
     with pytest.raises(SpecError) as err:
         load_spec(path)
     (line,) = err.value.problems
@@ -169,11 +176,23 @@ def test_a_hub_id_without_figures_is_refused() -> None:
 
 _JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=8),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=6),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=6)
+    ),
     max_leaves=20,
 )
-_KEYS = ["num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim", "hidden_size",
-         "max_position_embeddings", "intermediate_size", "vocab_size", "num_local_experts", "text_config"]
+_KEYS = [
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "hidden_size",
+    "max_position_embeddings",
+    "intermediate_size",
+    "vocab_size",
+    "num_local_experts",
+    "text_config",
+]
 
 
 @settings(max_examples=300, deadline=None)
@@ -221,7 +240,8 @@ def test_spec_values_cannot_reach_the_unit_as_syntax() -> None:
     for bad in ("/srv/m\nExecStartPre=/bin/sh", "/srv/m;rm", "owner/na me", "{{ lookup('pipe','id') }}"):
         with pytest.raises(ValueError):
             spec_with(serve__model=bad)
-    assert "{" not in unit_text(load_spec(SERVE_SPEC), load_spec(SERVE_SPEC).serve, DATA)  # type: ignore[arg-type]
+    spec = load_spec(SERVE_SPEC)
+    assert spec.serve is not None and "{" not in unit_text(server_config(spec, spec.serve), DATA)
 
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed")
@@ -234,8 +254,14 @@ def test_the_rendered_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None
     assert spec.python is not None and spec.serve is not None
     spec = spec.model_copy(update={"python": spec.python.model_copy(update={"venv": str(venv)})})
     unit = tmp_path / "provision-vllm.service"
-    unit.write_text(unit_text(spec, spec.serve, DATA))
-    done = subprocess.run(["systemd-analyze", "verify", "--man=no", str(unit)], capture_output=True, text=True,
-                          env={**os.environ, "SYSTEMD_LOG_LEVEL": "warning"}, timeout=60, check=False)
+    unit.write_text(unit_text(server_config(spec, spec.serve), DATA))
+    done = subprocess.run(
+        ["systemd-analyze", "verify", "--man=no", str(unit)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "SYSTEMD_LOG_LEVEL": "warning"},
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     assert f'ExecStart="{venv}/bin/vllm" serve meta-llama/Llama-3.1-8B-Instruct' in unit.read_text()

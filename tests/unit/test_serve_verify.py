@@ -16,11 +16,11 @@ import pytest
 
 from provision.catalog import load_catalog
 from provision.spec.loader import load_spec
+from provision.verify.checks_serve import CHECKS
 from provision.verify.limits import shipped_limits
 from provision.verify.runs import VerifyInputs
 from provision.verify.serve_probe import PROMPT, base_url, probe_server
 from provision.verify.workflow import evaluate
-from provision.verify.checks_serve import CHECKS
 from tests.unit.factories import fresh_ubuntu
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,7 +32,7 @@ class StandIn(BaseHTTPRequestHandler):
 
     server: Any
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's signature
+    def log_message(self, format: str, *args: Any) -> None:
         return
 
     def _send(self, status: int, body: object) -> None:
@@ -43,7 +43,7 @@ class StandIn(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+    def do_GET(self) -> None:
         if self.path == "/health":
             self._send(503 if self.server.mode == "unhealthy" else 200, {})
         elif self.path == "/v1/models":
@@ -51,7 +51,7 @@ class StandIn(BaseHTTPRequestHandler):
         else:
             self._send(404, {"error": "not found"})
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         self.server.requests.append(body)
         if self.path != "/v1/completions" or body.get("model") != self.server.model:
@@ -59,9 +59,17 @@ class StandIn(BaseHTTPRequestHandler):
             return
         time.sleep(0.05)
         tokens = body["max_tokens"]
-        self._send(200, {"object": "text_completion", "model": body["model"],
-                         "choices": [{"index": 0, "text": " 2, 3, 5, 7, 11, 13, 17, 19, 23, 29", "finish_reason": "length"}],
-                         "usage": {"prompt_tokens": 12, "completion_tokens": tokens, "total_tokens": 12 + tokens}})
+        self._send(
+            200,
+            {
+                "object": "text_completion",
+                "model": body["model"],
+                "choices": [
+                    {"index": 0, "text": " 2, 3, 5, 7, 11, 13, 17, 19, 23, 29", "finish_reason": "length"}
+                ],
+                "usage": {"prompt_tokens": 12, "completion_tokens": tokens, "total_tokens": 12 + tokens},
+            },
+        )
 
 
 @pytest.fixture
