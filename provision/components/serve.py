@@ -44,6 +44,10 @@ class Serve(InstallableComponent):
             return ()
         return tuple(serve_findings(spec, spec.serve, catalog, load_serving()))
 
+    def findings(self, ctx: PlanContext) -> Iterable[Finding]:
+        # The planner runs findings(), validate runs spec_rules(): the same refusals in both.
+        return self.spec_rules(ctx.spec, ctx.catalog)
+
     def plan(self, ctx: PlanContext) -> Iterable[Built]:
         serve = ctx.spec.serve
         if serve is None:

@@ -2,7 +2,7 @@
 
 Model figures: tests/fixtures/serve/configs/ (each file's published config.json URL in its README).
 Cross-checks against public figures: the Hub's parameter counts, vLLM PR #10511's log of
-Meta-Llama-3-8B weights (14.96 GiB), and the seed articles' claim of a 405B model in bf16 on two
+Meta-Llama-3-8B weights (14.96 GiB), and a published set-up guide's claim of a 405B model in bf16 on two
 128 GB cards, which must be refused with what would fit.
 """
 
@@ -150,13 +150,13 @@ def _applies(req: FitRequest, change: str) -> bool:
     return compute_fit(req.model_copy(update={"tensor_parallel": gpus, "gpu_count": gpus}), DATA).fits
 
 
-def test_seed_claim_405b_bf16_on_two_128gb_cards_is_refused_with_numbers() -> None:
+def test_guide_claim_405b_bf16_on_two_128gb_cards_is_refused_with_numbers() -> None:
     req = request("llama-3.1-405b", 128.0, 2)
     fit = compute_fit(req, DATA)
     assert not fit.fits
     assert (
         "= 811.7 GB" in fit.lines[0]
-    )  # the seed's "about 810 GB" is 405e9 x 2 B; the real count is 405.85e9
+    )  # the guide's "about 810 GB" is 405e9 x 2 B; the real count is 405.85e9
     assert "128 GiB x gpu_memory_utilization 0.9 = 115.2 GiB per GPU" in fit.lines[4]
     other = alternatives(req, DATA)
     assert "serve.weights: awq-int4" in other

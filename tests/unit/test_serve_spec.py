@@ -100,6 +100,11 @@ def test_a_model_that_does_not_fit_is_refused_with_the_arithmetic_and_what_fits(
     assert "serve.max_context:" in message and "serve.sequences:" in message
 
 
+def test_the_plan_refuses_what_validate_refuses() -> None:
+    plan = make_plan(spec_with(serve__vllm="0.27.0"), fresh_ubuntu(), CATALOG)
+    assert "serve-vllm-torch-pin" in {b.rule for b in plan.blockers}
+
+
 def test_context_longer_than_the_model_is_refused() -> None:
     assert "serve-context-too-long" in rules(spec_with(serve__max_context=262144))
 
