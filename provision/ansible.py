@@ -77,6 +77,8 @@ def run_play(
     tags: Iterable[str] = (),
     forks: int | None = None,
     on_event: EventHandler | None = None,
+    keep: bool = True,
+    pipelining: bool = False,
 ) -> PlayResult:
     """Run ``playbook`` through ansible-runner with the conventions of the module docstring.
 
@@ -90,7 +92,13 @@ def run_play(
         limit: An Ansible host pattern (``gpu:!gpu07``, ``a,b``); None for every host.
         tags: Only tasks with one of these tags run; empty for all.
         forks: Hosts Ansible works on at once; None keeps Ansible's default (5).
-        on_event: Called with each event as it arrives (live progress); events are kept either way.
+        on_event: Called with each event as it arrives (live progress).
+        keep: Keep the events (on disk and in :attr:`PlayResult.events`); False when ``on_event``
+            consumes them, so that a large fleet's outputs are not held twice (``events`` is then
+            empty; ``stats`` are still read).
+        pipelining: Send modules over ssh's stdin instead of copying them first (one ssh command
+            per task, not three); only for plays without ``become``, where sudo's ``requiretty``
+            cannot break it (Ansible's documentation of ``ANSIBLE_PIPELINING``).
 
     Returns:
         The run's status, rc, events and stats.
@@ -107,10 +115,11 @@ def run_play(
             limit=limit,
             tags=",".join(tags) or None,
             forks=forks,
-            envvars=ansible_env(private_data_dir, Path(control)),
+            envvars=ansible_env(private_data_dir, Path(control))
+            | ({"ANSIBLE_PIPELINING": "True"} if pipelining else {}),
             suppress_env_files=True,
             quiet=True,
-            event_handler=_keep(on_event),
+            event_handler=_keep(on_event, keep),
         )
         return result_of(runner)
 
@@ -142,11 +151,11 @@ def interpreter_path() -> str:
     return os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
 
 
-def _keep(on_event: EventHandler | None) -> Callable[[Event], bool]:
+def _keep(on_event: EventHandler | None, keep: bool = True) -> Callable[[Event], bool]:
     def handle(event: Event) -> bool:
         if on_event is not None:
             on_event(event)
-        return True  # keep the event on disk: PlayResult.events reads them back
+        return keep or event.get("event") == "playbook_on_stats"  # on disk: PlayResult reads them back
 
     return handle
 
