@@ -32,7 +32,9 @@ def build_vllm_wheel(out_dir: Path, version: str = VERSION, torch: str = TORCH_P
             "Summary: Stand-in of vLLM for provision's integration tests\n"
             f"Requires-Python: >=3.10,<3.15\nRequires-Dist: torch=={torch}\n"
         ),
-        f"{dist_info}/WHEEL": "Wheel-Version: 1.0\nGenerator: provision-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        f"{dist_info}/WHEEL": (
+            "Wheel-Version: 1.0\nGenerator: provision-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        ),
         f"{dist_info}/entry_points.txt": "[console_scripts]\nvllm = vllm.cli:main\n",
     }
     record = [f"{path},{_digest(text.encode())},{len(text.encode())}" for path, text in members.items()]
@@ -50,7 +52,10 @@ def publish_pypi(root: Path) -> str:
     project.mkdir(parents=True, exist_ok=True)
     wheel = build_vllm_wheel(project)
     digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
-    link = f'<a href="/pypi/simple/vllm/{html.escape(wheel.name)}#sha256={digest}">{html.escape(wheel.name)}</a><br/>\n'
+    name = html.escape(wheel.name)
+    link = f'<a href="/pypi/simple/vllm/{name}#sha256={digest}">{name}</a><br/>\n'
     (project / "index.html").write_text(_page("Links for vllm", link))
-    (root / "pypi" / "simple" / "index.html").write_text(_page("Simple index", '<a href="vllm/">vllm</a><br/>\n'))
+    (root / "pypi" / "simple" / "index.html").write_text(
+        _page("Simple index", '<a href="vllm/">vllm</a><br/>\n')
+    )
     return "/pypi/simple/"
