@@ -270,3 +270,12 @@ def test_the_rendered_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None
     )
     assert done.returncode == 0, done.stderr
     assert f'ExecStart="{venv}/bin/vllm" serve meta-llama/Llama-3.1-8B-Instruct' in unit.read_text()
+
+
+def test_catalog_lists_vllm_releases_with_their_torch_pins() -> None:
+    from provision.catalog.listing import listing
+
+    rows = {r["release"]: r for r in listing(CATALOG, ("vllm",))["vllm"]["rows"]}
+    assert rows["0.26.0"]["torch"] == "2.11.0" and rows["0.27.0"]["torch"] == "2.13.0"
+    assert rows["0.33.0"]["torch"] == "2.14.0" and rows["0.32.0"]["python"] == ">=3.11,<3.15"
+    assert all(r["source"] for r in rows.values())
