@@ -189,7 +189,9 @@ def schema() -> None:
 def catalog(
     table: Annotated[
         str | None,
-        typer.Argument(help="gpus, drivers, cuda, torch or vllm; all five when left out.", show_default=False),
+        typer.Argument(
+            help="gpus, drivers, cuda, torch or vllm; all five when left out.", show_default=False
+        ),
     ] = None,
     *,
     as_json: JsonOpt = False,
