@@ -61,12 +61,11 @@ class Serve(InstallableComponent):
         if serve is None or py is None:
             return {"provision_serve": None}
         data = load_serving()
-        release = data.vllm(serve.vllm)
         return {
             "provision_serve": {
                 "venv": py.venv,
                 "requirement": f"vllm=={serve.vllm}",
-                "constraints": list(constraints(py.torch, py.cuda_variant, release)),
+                "constraints": list(constraints(py.torch, py.cuda_variant)),
                 "index_url": str(serve.index_url) if serve.index_url else "",
                 "unit_path": UNIT_PATH,
                 "unit": unit_text(server_config(ctx.spec, serve), data),
@@ -267,7 +266,7 @@ def fit_step(spec: Spec, serve: ServeSpec, catalog: Catalog, data: ServingData) 
     )
 
 
-def constraints(torch: Version | None, variant: str | None, release: VllmRelease | None) -> tuple[str, ...]:
+def constraints(torch: Version | None, variant: str | None) -> tuple[str, ...]:
     """pip constraints that keep the venv's torch: its exact version with its CUDA variant tag."""
     if torch is None or variant is None:
         return ()
@@ -289,17 +288,22 @@ def wheel_step(ctx: PlanContext, serve: ServeSpec, data: ServingData) -> Step:
     pin = f", torch held at {release.torch} by a pip constraint" if release else ""
     return Step(
         component=Component.SERVE,
-        action=Action.INSTALL
-        if have is None
-        else Action.UPGRADE
-        if Version(have) < serve.vllm
-        else Action.DOWNGRADE,
+        action=_change(have, serve.vllm),
         current=f"vllm {have}" if have else "absent",
         target=f"vllm {serve.vllm}",
         packages=(f"vllm=={serve.vllm}",),
         tags=_TAGS,
         reason=f"install vLLM {serve.vllm} into the venv{pin}",
     )
+
+
+def _change(have: str | None, want: Version) -> Action:
+    """install when absent (or unreadable), else upgrade or downgrade towards ``want``."""
+    try:
+        older = have is not None and Version(have) < want
+    except InvalidVersion:
+        return Action.INSTALL
+    return Action.INSTALL if have is None else Action.UPGRADE if older else Action.DOWNGRADE
 
 
 def _same(have: str, want: Version) -> bool:

@@ -279,3 +279,15 @@ def test_catalog_lists_vllm_releases_with_their_torch_pins() -> None:
     assert rows["0.26.0"]["torch"] == "2.11.0" and rows["0.27.0"]["torch"] == "2.13.0"
     assert rows["0.33.0"]["torch"] == "2.14.0" and rows["0.32.0"]["python"] == ">=3.11,<3.15"
     assert all(r["source"] for r in rows.values())
+
+
+@pytest.mark.parametrize(
+    ("have", "action"),
+    [("0.25.0", Action.UPGRADE), ("0.27.0", Action.DOWNGRADE), ("garbage", Action.INSTALL)],
+)
+def test_another_vllm_in_the_venv_is_replaced(have: str, action: Action) -> None:
+    spec = load_spec(SERVE_SPEC)
+    assert spec.python is not None
+    facts = fresh_ubuntu(venv=Venv(path=spec.python.venv, python="3.12.3", distributions={"vllm": have}))
+    wheel = [s for s in make_plan(spec, facts, CATALOG).steps if s.component is Component.SERVE][1]
+    assert wheel.action is action and wheel.packages == ("vllm==0.26.0",)
