@@ -1,0 +1,65 @@
+"""The plan sees partial states as partial (issue 13, item 2): a venv without pip, wheels whose
+metadata and files disagree, a repository keyring without the spec's fingerprint."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from provision.detect.domains.python import parse_venv
+from provision.detect.facts import Torch, Venv
+from provision.plan.models import Action, Component
+from provision.plan.planner import make_plan
+from tests.unit.factories import CATALOG, fresh_ubuntu, probe, spec, step
+
+CASES = Path(__file__).parents[1] / "fixtures" / "facts" / "venv"
+TORCH = Torch(venv="/opt/provision/venv", version="2.11.0+cu130", cuda="13.0", python="3.12.3")
+
+
+def venv_case(name: str) -> Venv:
+    out = probe(CASES / f"{name}.txt")
+    venv = parse_venv(out.output, out.rc)
+    assert isinstance(venv, Venv)
+    return venv
+
+
+def test_venv_without_pip_is_repaired_not_called_present() -> None:
+    plan = make_plan(spec(), fresh_ubuntu(venv=venv_case("no-pip")), CATALOG)
+    venv = step(plan, Component.PYTHON_VENV)
+    assert venv.action is Action.INSTALL
+    assert venv.current == "incomplete (no pip)"
+    assert "-m venv over it again" in venv.reason
+
+
+def test_complete_venv_is_a_noop() -> None:
+    whole = venv_case("no-pip").model_copy(update={"distributions": {"pip": "23.0.1", "torch": "2.11.0+cu130"}})
+    plan = make_plan(spec(), fresh_ubuntu(venv=whole, torch=TORCH), CATALOG)
+    assert step(plan, Component.PYTHON_VENV).action is Action.NOOP
+    assert step(plan, Component.PYTHON_WHEELS).action is Action.NOOP
+
+
+def test_uv_venv_needs_no_pip_and_older_captures_are_not_judged() -> None:
+    uv = Venv(path="/opt/provision/venv", python="3.12.3", interpreter=True, uv=True)
+    old = Venv(path="/opt/provision/venv", python="3.12.3")
+    assert uv.missing_parts() == () and old.missing_parts() == ()
+
+
+def test_venv_whose_interpreter_is_gone_is_repaired() -> None:
+    gone = Venv(path="/opt/provision/venv", python="3.12.3", interpreter=False, distributions={"pip": "23"})
+    assert gone.missing_parts() == ("interpreter bin/python",)
+
+
+def test_torch_files_without_dist_info_are_not_installed() -> None:
+    facts = fresh_ubuntu(venv=venv_case("no-pip").model_copy(update={"distributions": {"pip": "23"}}), torch=TORCH)
+    wheels = step(make_plan(spec(), facts, CATALOG), Component.PYTHON_WHEELS)
+    assert wheels.action is Action.INSTALL
+    assert wheels.packages == ("torch==2.11.0+cu130",)
+
+
+def test_half_installed_torch_is_reinstalled_over() -> None:
+    plan = make_plan(spec(), fresh_ubuntu(venv=venv_case("half-installed"), torch=TORCH), CATALOG)
+    wheels = step(plan, Component.PYTHON_WHEELS)
+    assert wheels.action is Action.INSTALL
+    assert wheels.current == "half-installed torch==2.11.0+cu130"
+    assert "reinstall over the half-installed" in wheels.reason
+    assert plan.extravars["provision_python"]["reinstall"] is True
+    assert step(plan, Component.PYTHON_VENV).action is Action.NOOP
