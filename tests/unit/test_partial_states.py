@@ -6,10 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from provision.detect.domains.python import parse_venv
-from provision.detect.facts import Torch, Venv
+from provision.detect.facts import Facts, Torch, Venv
 from provision.plan.models import Action, Component
 from provision.plan.planner import make_plan
-from tests.unit.factories import CATALOG, fresh_ubuntu, probe, spec, step
+from provision.spec.models import Spec
+from tests.unit.factories import CATALOG, fresh_ubuntu, locked, pkg, probe, spec, step
 
 CASES = Path(__file__).parents[1] / "fixtures" / "facts" / "venv"
 TORCH = Torch(venv="/opt/provision/venv", version="2.11.0+cu130", cuda="13.0", python="3.12.3")
@@ -63,3 +64,41 @@ def test_half_installed_torch_is_reinstalled_over() -> None:
     assert "reinstall over the half-installed" in wheels.reason
     assert plan.extravars["provision_python"]["reinstall"] is True
     assert step(plan, Component.PYTHON_VENV).action is Action.NOOP
+
+
+def test_rotated_repository_key_is_planned() -> None:
+    s = spec(python=None)
+    catalog_key = str(make_plan(s, fresh_ubuntu(), CATALOG).extravars["provision_repository"]["fingerprint"])
+    facts = _converged(s, ("0" * 40,))
+    plan = make_plan(s, facts, CATALOG)
+    repo = step(plan, Component.REPOSITORY)
+    assert repo.action is Action.CONFIGURE
+    assert repo.current == f"key {'0' * 40}" and repo.target == f"key {catalog_key.upper()}"
+    assert repo.reason.startswith("repository key rotated")
+    assert plan.extravars["provision_repository"] is not None
+
+
+def test_keyring_with_the_spec_key_or_unread_is_a_noop() -> None:
+    s = spec(python=None)
+    key = str(make_plan(s, fresh_ubuntu(), CATALOG).extravars["provision_repository"]["fingerprint"])
+    for fingerprints in ((key.upper(), "1" * 40), None):
+        plan = make_plan(s, _converged(s, fingerprints), CATALOG)
+        assert step(plan, Component.REPOSITORY).action is Action.NOOP, fingerprints
+
+
+HELD_STACK = (
+    ("nvidia-open", "580.95.05-1"),
+    ("libnvidia-compute", "580.95.05-1"),
+    ("cuda-toolkit-13-0", "13.0.2-1"),
+    ("libcudnn9-cuda-13", "9.14.0.64-1"),
+    ("libcudnn9-dev-cuda-13", "9.14.0.64-1"),
+    ("libnccl2", "2.28.3-1+cuda13.0"),
+    ("libnccl-dev", "2.28.3-1+cuda13.0"),
+)
+
+
+def _converged(s: Spec, fingerprints: tuple[str, ...] | None) -> Facts:
+    """A box on which apply converged for ``s``, with the keyring holding ``fingerprints``."""
+    locks = locked(s).model_copy(update={"keyring_fingerprints": fingerprints})
+    packages = tuple(pkg(name, version, "hold ok installed") for name, version in HELD_STACK)
+    return fresh_ubuntu(packages=packages, apt_locks=locks)

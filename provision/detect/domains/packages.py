@@ -9,6 +9,7 @@ apt_preferences(5).
 
 from __future__ import annotations
 
+import base64
 import functools
 import re
 
@@ -16,9 +17,13 @@ from pydantic import Field
 
 from provision.detect.fact import Derive, Fact, Unknown, failure, if_probed, value_of
 from provision.models import Frozen
+from provision.openpgp import KeyringError, keyring_fingerprints
 
 UNATTENDED_FILE = "/etc/apt/apt.conf.d/51provision-nvidia-unattended"
 PREFERENCES_FILE = "/etc/apt/preferences.d/provision-nvidia"
+KEYRING_FILE = "/usr/share/keyrings/provision-nvidia-cuda.gpg"
+MAX_KEYRING_BYTES = 65536
+"""Most of the keyring read (NVIDIA's key is under 2 KiB); a longer file is read cut, its tail unparsed."""
 DPKG_FORMAT = r"${Package}\t${Version}\t${Status}\n"
 """dpkg-query format; dpkg expands the ``\\t``/``\\n`` escapes itself."""
 
@@ -55,6 +60,11 @@ class AptLocks(Frozen):
     preferences: str | None = Field(None, description=f"Content of {PREFERENCES_FILE}, None when absent.")
     unattended_guard: str | None = Field(None, description=f"Content of {UNATTENDED_FILE}, None when absent.")
     unattended_upgrades_installed: bool = False
+    keyring_fingerprints: tuple[str, ...] | None = Field(
+        None,
+        description=f"v4 fingerprints of the primary keys in {KEYRING_FILE} (upper-case hex); empty when "
+        "the file is absent or holds no readable key; None when not read (older captures).",
+    )
 
 
 class PackageOrigins(Frozen):
@@ -109,7 +119,18 @@ def parse_apt_locks(output: str, rc: int) -> AptLocks | Unknown:
         preferences=sections.get(PREFERENCES_FILE),
         unattended_guard=sections.get(UNATTENDED_FILE),
         unattended_upgrades_installed=bool(status and status[1].endswith("i")),
+        keyring_fingerprints=_fingerprints(sections.get(KEYRING_FILE)),
     )
+
+
+def _fingerprints(section: str | None) -> tuple[str, ...] | None:
+    """The keyring section (base64 of the file, or ``absent``) -> its keys' fingerprints."""
+    if section is None:
+        return None
+    try:
+        return keyring_fingerprints(base64.b64decode("".join(section.split()), validate=True))
+    except (ValueError, KeyringError):  # "absent", or not a keyring: no key the spec could match
+        return ()
 
 
 def parse_origins(output: str, rc: int) -> PackageOrigins | Unknown:
@@ -146,13 +167,17 @@ class DpkgPackagesFact(Fact[tuple[Package, ...]]):
 _APT_LOCKS_SCRIPT = (
     f"for f in {PREFERENCES_FILE} {UNATTENDED_FILE}; do "
     'if [ -f "$f" ]; then echo "=== $f"; cat "$f"; fi; done; '
+    f"echo '=== {KEYRING_FILE}'; "
+    f"if [ -f {KEYRING_FILE} ]; then head -c {MAX_KEYRING_BYTES} {KEYRING_FILE} | base64; "
+    "else echo absent; fi; "
     'echo "=== unattended-upgrades '
     "$(dpkg-query -W -f='${db:Status-Abbrev}' unattended-upgrades 2>/dev/null)\""
 )
 
 
 class AptLocksFact(Fact[AptLocks]):
-    """provision's apt pins and unattended-upgrades guard, and whether unattended-upgrades is installed."""
+    """provision's apt pins, unattended-upgrades guard and repository keyring, and whether
+    unattended-upgrades is installed."""
 
     id = "apt-locks"
     argv = ("sh", "-c", _APT_LOCKS_SCRIPT)
