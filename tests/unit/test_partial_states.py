@@ -102,3 +102,43 @@ def _converged(s: Spec, fingerprints: tuple[str, ...] | None) -> Facts:
     locks = locked(s).model_copy(update={"keyring_fingerprints": fingerprints})
     packages = tuple(pkg(name, version, "hold ok installed") for name, version in HELD_STACK)
     return fresh_ubuntu(packages=packages, apt_locks=locks)
+
+
+# Repair advice from the dpkg state (issue 13, item 3), over the real dpkg-query format.
+DPKG_LINES = (
+    "bash\t5.2.15-2+b7\tinstall ok installed\n"
+    "tzdata\t2024a-0+deb12u1\tinstall ok half-configured\n"
+    "nvidia-open\t580.95.05-1\thold ok installed\n"
+)
+
+
+def test_a_broken_package_outside_nvidia_names_blocks_with_configure_advice() -> None:
+    from provision.detect.domains.packages import parse_dpkg
+
+    packages = parse_dpkg(DPKG_LINES, 0)
+    assert isinstance(packages, tuple)
+    assert [p.name for p in packages] == ["tzdata", "nvidia-open"]  # bash: neither recorded nor broken
+    plan = make_plan(spec(), fresh_ubuntu(packages=packages), CATALOG)
+    blocker = next(b for b in plan.blockers if b.rule == "broken-package-state")
+    assert blocker.message.startswith(
+        "broken package state: tzdata (install ok half-configured); run `dpkg --configure -a`; if a "
+        "maintainer script of tzdata fails again"
+    )
+
+
+def test_an_interrupted_dpkg_run_blocks_even_with_every_package_installed() -> None:
+    from provision.detect.domains.packages import AptLocks
+
+    plan = make_plan(spec(), fresh_ubuntu(apt_locks=AptLocks(dpkg_journal=2)), CATALOG)
+    blocker = next(b for b in plan.blockers if b.rule == "broken-package-state")
+    assert "an interrupted dpkg run (entries in /var/lib/dpkg/updates); run `dpkg --configure -a`," in (
+        blocker.message
+    )
+    assert "fix-broken" not in blocker.message
+
+
+def test_a_half_unpacked_package_is_reinstalled() -> None:
+    broken = (pkg("libnccl2", "2.28.3-1+cuda13.0", "install reinstreq half-installed"),)
+    plan = make_plan(spec(), fresh_ubuntu(packages=broken), CATALOG)
+    blocker = next(b for b in plan.blockers if b.rule == "broken-package-state")
+    assert "run `apt-get install --reinstall libnccl2`, before anything else" in blocker.message

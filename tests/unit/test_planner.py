@@ -157,7 +157,7 @@ def test_broken_package_state_blocks() -> None:
     )
     plan = make_plan(spec(), facts, CATALOG)
     assert "broken-package-state" in [b.rule for b in plan.blockers]
-    assert "apt-get --fix-broken install" in plan.blockers[0].message
+    assert "run `dpkg --configure -a`" in plan.blockers[0].message
 
 
 def test_reboot_pending_when_loaded_module_differs() -> None:

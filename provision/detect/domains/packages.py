@@ -49,9 +49,10 @@ class Package(Frozen):
 
     @property
     def broken(self) -> bool:
-        """Half-installed, unpacked, triggers pending: anything dpkg has not finished."""
-        state = self.status.split()[-1]
-        return state not in ("installed", "not-installed", "config-files")
+        """Half-installed, unpacked, triggers pending, or flagged reinstall-required: anything dpkg
+        has not finished."""
+        words = self.status.split()
+        return words[-1] not in ("installed", "not-installed", "config-files") or words[1] == "reinstreq"
 
 
 class AptLocks(Frozen):
@@ -65,6 +66,17 @@ class AptLocks(Frozen):
         description=f"v4 fingerprints of the primary keys in {KEYRING_FILE} (upper-case hex); empty when "
         "the file is absent or holds no readable key; None when not read (older captures).",
     )
+    dpkg_journal: int | None = Field(
+        None,
+        description="Entries in /var/lib/dpkg/updates, dpkg's journal of a run that did not finish "
+        "(apt refuses every transaction with \"dpkg was interrupted\" while any are there; dpkg(1) "
+        "--configure -a); None when not read (older captures).",
+    )
+
+    @property
+    def dpkg_interrupted(self) -> bool:
+        """A dpkg run stopped before its end (its journal is not empty)."""
+        return bool(self.dpkg_journal)
 
 
 class PackageOrigins(Frozen):
@@ -92,7 +104,9 @@ def recorded(name: str) -> bool:
 
 
 def parse_dpkg(output: str, rc: int) -> tuple[Package, ...] | Unknown:
-    """``dpkg-query -W -f='${Package}\\t${Version}\\t${Status}\\n'`` -> NVIDIA-stack packages.
+    """``dpkg-query -W -f='${Package}\\t${Version}\\t${Status}\\n'`` -> NVIDIA-stack packages, and
+    every package dpkg has not finished whatever its name (a broken package anywhere stops apt's
+    next transaction, so the plan must see it: issue 13).
 
     Keeps half-installed states (``install ok half-configured``, dpkg's ``iF``) and
     drops ``not-installed`` entries, which dpkg lists for packages it merely knows.
@@ -104,8 +118,9 @@ def parse_dpkg(output: str, rc: int) -> tuple[Package, ...] | Unknown:
         fields = line.split("\t")
         if len(fields) != 3 or len(fields[2].split()) != 3:
             continue
-        if recorded(fields[0]) and not fields[2].endswith("not-installed"):
-            packages.append(Package(name=fields[0], version=fields[1], status=fields[2]))
+        found = Package(name=fields[0], version=fields[1], status=fields[2])
+        if (recorded(found.name) and not found.status.endswith("not-installed")) or found.broken:
+            packages.append(found)
     return tuple(packages)
 
 
@@ -120,6 +135,7 @@ def parse_apt_locks(output: str, rc: int) -> AptLocks | Unknown:
         unattended_guard=sections.get(UNATTENDED_FILE),
         unattended_upgrades_installed=bool(status and status[1].endswith("i")),
         keyring_fingerprints=_fingerprints(sections.get(KEYRING_FILE)),
+        dpkg_journal=int(journal[1]) if (journal := re.search(r"^=== dpkg-journal (\d+)$", output, re.M)) else None,
     )
 
 
@@ -167,6 +183,8 @@ class DpkgPackagesFact(Fact[tuple[Package, ...]]):
 _APT_LOCKS_SCRIPT = (
     f"for f in {PREFERENCES_FILE} {UNATTENDED_FILE}; do "
     'if [ -f "$f" ]; then echo "=== $f"; cat "$f"; fi; done; '
+    # dpkg names its journal entries by number (0000, 0001, ...); tmp.i is its scratch file.
+    "echo \"=== dpkg-journal $(ls -A /var/lib/dpkg/updates 2>/dev/null | grep -c '^[0-9]*$')\"; "
     f"echo '=== {KEYRING_FILE}'; "
     f"if [ -f {KEYRING_FILE} ]; then head -c {MAX_KEYRING_BYTES} {KEYRING_FILE} | base64; "
     "else echo absent; fi; "
@@ -176,8 +194,8 @@ _APT_LOCKS_SCRIPT = (
 
 
 class AptLocksFact(Fact[AptLocks]):
-    """provision's apt pins, unattended-upgrades guard and repository keyring, and whether
-    unattended-upgrades is installed."""
+    """provision's apt pins, unattended-upgrades guard and repository keyring, whether
+    unattended-upgrades is installed, and whether a dpkg run was interrupted."""
 
     id = "apt-locks"
     argv = ("sh", "-c", _APT_LOCKS_SCRIPT)
