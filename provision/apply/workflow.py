@@ -29,6 +29,7 @@ from provision.apply import runner
 from provision.apply.outcome import Applied, outcome, reached
 from provision.apply.progress import Progress
 from provision.apply.views import JsonReport, SingleView, Stop
+from provision.components.driver import needs_consent
 from provision.errors import ProvisionError
 from provision.hosts import FleetPlan, Hosts, HostSpec, one_spec, plan_facts, plan_hosts
 from provision.plan.models import Plan
@@ -43,12 +44,14 @@ class ApplyOptions:
         yes: Apply without asking.
         runs_dir: Where the run directory goes.
         forks: Hosts Ansible works on at once (None: Ansible's default, 5).
+        replace_held: Consent to replace an installed, held driver (``--replace-held``).
     """
 
     dry_run: bool
     yes: bool
     runs_dir: Path
     forks: int | None = None
+    replace_held: bool = False
 
 
 class ApplyView(Protocol):
@@ -87,6 +90,7 @@ def apply_planned(hosts: Hosts, planned: FleetPlan, options: ApplyOptions, view:
     if options.dry_run:
         view.console.print("Dry run: nothing was changed.")
         return view.stopped(planned, "dry-run")
+    check_consent(pending, options.replace_held)
     confirm(options.yes, view.console)
     result = run(hosts, pending, options, view)
     # Re-plan even after a failure, so that what is left undone is said, not hidden.
@@ -96,6 +100,25 @@ def apply_planned(hosts: Hosts, planned: FleetPlan, options: ApplyOptions, view:
     view.console.print(f"Run directory (logs, plans, Ansible artifacts): {result.run_dir}")
     view.reboot_notice(pending)
     return code
+
+
+def check_consent(pending: dict[str, Plan], replace_held: bool) -> None:
+    """Refuse, before anything runs, a plan that replaces a held driver without the user's consent.
+
+    Raises:
+        ProvisionError: A plan removes held driver packages or releases their holds, and neither
+            ``--replace-held`` nor the spec's ``driver.replace_held`` consents (nothing was changed).
+    """
+    if replace_held:
+        return
+    for host, plan in pending.items():
+        held = [s for s in plan.changes if needs_consent(s)]
+        if held and not plan.spec.driver.replace_held:
+            raise ProvisionError(
+                f"{host}: the plan {held[0].action.value}s held driver packages ({held[0].current}); "
+                "an administrator may have held them: pass --replace-held or set driver.replace_held: true "
+                "to consent; nothing was changed"
+            )
 
 
 def confirm(yes: bool, console: Console) -> None:
@@ -136,6 +159,7 @@ def apply_workflow(
     as_json: bool,
     runs_dir: Path,
     console: Console,
+    replace_held: bool = False,
 ) -> int:
     """Run ``provision apply`` for a spec or saved plan at ``path``; returns the exit code.
 
@@ -155,7 +179,7 @@ def apply_workflow(
             # The saved plan is applied only when planning now gives exactly it (host included).
             plans = planned.plans
             app.check_drift(saved, plans[saved.host] if saved.host in plans else next(iter(plans.values())))
-        options = ApplyOptions(dry_run, yes, runs_dir, target.forks)
+        options = ApplyOptions(dry_run, yes, runs_dir, target.forks, replace_held)
         return apply_planned(hosts, planned, options, SingleView(console, report, spec.name))
     finally:
         report.emit()

@@ -142,3 +142,46 @@ def test_a_half_unpacked_package_is_reinstalled() -> None:
     plan = make_plan(spec(), fresh_ubuntu(packages=broken), CATALOG)
     blocker = next(b for b in plan.blockers if b.rule == "broken-package-state")
     assert "run `apt-get install --reinstall libnccl2`, before anything else" in blocker.message
+
+
+# A held driver that the spec replaces (issue 13, item 5).
+def test_flavour_switch_over_a_held_driver_is_a_removal_needing_consent() -> None:
+    from provision.components.driver import needs_consent
+
+    held = (
+        pkg("cuda-drivers", "580.95.05-1", "hold ok installed"),
+        pkg("nvidia-driver", "580.95.05-1", "hold ok installed"),
+        pkg("libnvidia-compute", "580.95.05-1", "hold ok installed"),
+    )
+    plan = make_plan(spec(), fresh_ubuntu(packages=held), CATALOG)
+    removal = next(s for s in plan.steps if s.component is Component.DRIVER and s.action is Action.REMOVE)
+    assert removal.current == "cuda-drivers 580.95.05-1, nvidia-driver 580.95.05-1, libnvidia-compute 580.95.05-1 (held)"
+    assert "--replace-held" in removal.reason and needs_consent(removal)
+    assert removal.packages == ()  # nothing of it joins the install request
+
+
+def test_version_change_over_held_packages_is_a_hold_release() -> None:
+    held = (pkg("nvidia-open", "580.82.07-1", "hold ok installed"),)
+    plan = make_plan(spec(), fresh_ubuntu(packages=held), CATALOG)
+    release = next(s for s in plan.steps if s.action is Action.RELEASE)
+    assert release.target == "580.95.05, held again"
+
+
+def test_unheld_driver_change_needs_no_consent() -> None:
+    plan = make_plan(spec(), fresh_ubuntu(packages=(pkg("nvidia-open", "580.82.07-1"),)), CATALOG)
+    assert not [s for s in plan.steps if s.action in (Action.REMOVE, Action.RELEASE)]
+
+
+def test_apply_refuses_a_held_driver_replacement_without_consent() -> None:
+    import pytest
+
+    from provision.apply.workflow import check_consent
+    from provision.errors import ProvisionError
+
+    held = (pkg("nvidia-open", "580.82.07-1", "hold ok installed"),)
+    plan = make_plan(spec(), fresh_ubuntu(packages=held), CATALOG)
+    with pytest.raises(ProvisionError, match=r"pass --replace-held or set driver.replace_held: true"):
+        check_consent({"gpu1": plan}, replace_held=False)
+    check_consent({"gpu1": plan}, replace_held=True)
+    consenting = make_plan(spec(driver__replace_held=True), fresh_ubuntu(packages=held), CATALOG)
+    check_consent({"gpu1": consenting}, replace_held=False)
