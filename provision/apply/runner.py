@@ -50,6 +50,11 @@ class ApplyResult:
     hosts: dict[str, HostResult] = field(default_factory=dict)
 
     @property
+    def interrupted(self) -> bool:
+        """Stopped by Ctrl-C: ansible-runner killed ansible-playbook's process group (``canceled``)."""
+        return self.status == "canceled"
+
+    @property
     def succeeded(self) -> bool:
         return self.status == "successful" and all(
             not h.failed and not h.unreachable for h in self.hosts.values()

@@ -12,7 +12,7 @@ unreachable at planning are left out of the run. Every applied host Ansible reac
 detected and planned again: apply is done only when nothing is left to change.
 
 Exit codes: 0 applied and converged (or nothing to do), 1 refused, failed, or
-not converged (see README, "Exit codes").
+not converged, 130 interrupted by Ctrl-C (see README, "Exit codes").
 """
 
 from __future__ import annotations
@@ -26,13 +26,17 @@ from rich.console import Console
 
 from provision import app
 from provision.apply import runner
-from provision.apply.outcome import Applied, outcome, reached
+from provision.apply.outcome import Applied, outcome, reached, reboot_hosts
 from provision.apply.progress import Progress
 from provision.apply.views import JsonReport, SingleView, Stop
 from provision.components.driver import needs_consent
 from provision.errors import ProvisionError
 from provision.hosts import FleetPlan, Hosts, HostSpec, one_spec, plan_facts, plan_hosts
 from provision.plan.models import Plan
+
+
+INTERRUPTED = 130
+"""Exit code after Ctrl-C stopped the Ansible run (128 + SIGINT, the shell's convention)."""
 
 
 @dataclass(frozen=True)
@@ -71,7 +75,7 @@ class ApplyView(Protocol):
         """Show how the hosts ended; returns the exit code."""
 
     def reboot_notice(self, pending: dict[str, Plan]) -> None:
-        """Say which applied hosts need a reboot."""
+        """Say that the hosts of ``pending`` need a reboot (those whose run changed the kernel side)."""
 
 
 def apply_planned(hosts: Hosts, planned: FleetPlan, options: ApplyOptions, view: ApplyView) -> int:
@@ -97,8 +101,14 @@ def apply_planned(hosts: Hosts, planned: FleetPlan, options: ApplyOptions, view:
     again = plan_hosts(hosts, [h for h in pending if h in reached(result)])
     applied = Applied(result, again, [outcome(p, result, again) for p in planned.hosts.values()])
     code = view.show_applied(planned, applied)
+    if result.interrupted:
+        view.console.print(
+            "[bold red]Interrupted[/]: Ctrl-C stopped Ansible (its process group was killed, nothing of it "
+            "is left running); run the same apply again to finish."
+        )
+        code = INTERRUPTED
     view.console.print(f"Run directory (logs, plans, Ansible artifacts): {result.run_dir}")
-    view.reboot_notice(pending)
+    view.reboot_notice(reboot_hosts(pending, result, again))
     return code
 
 
@@ -165,7 +175,8 @@ def apply_workflow(
 
     This machine, or with ``target.inventory`` every host it names (after ``target.limit``),
     each held to the one spec. With ``as_json`` the outcome is also written to stdout as one
-    JSON document: ``{"outcome": "nothing-to-do" | "dry-run" | "refused" | "applied" | "failed",
+    JSON document: ``{"outcome": "nothing-to-do" | "dry-run" | "refused" | "applied" | "failed"
+    | "interrupted",
     "converged": bool, "run_dir": str | None, "hosts": {host: {ok, changed, failed, unreachable,
     failures}}, "plans": [Plan, ...]}``.
     """

@@ -73,6 +73,13 @@ class AptLocks(Frozen):
         "--configure -a); None when not read (older captures).",
     )
 
+    reboot_required: tuple[str, ...] | None = Field(
+        None,
+        description="Packages named in /run/reboot-required.pkgs when /run/reboot-required exists (the "
+        "flag Debian and Ubuntu package scripts set for a kernel or driver change; empty when it names "
+        "none); None when there is no flag or it was not read.",
+    )
+
     @property
     def dpkg_interrupted(self) -> bool:
         """A dpkg run stopped before its end (its journal is not empty)."""
@@ -136,7 +143,15 @@ def parse_apt_locks(output: str, rc: int) -> AptLocks | Unknown:
         unattended_upgrades_installed=bool(status and status[1].endswith("i")),
         keyring_fingerprints=_fingerprints(sections.get(KEYRING_FILE)),
         dpkg_journal=int(journal[1]) if (journal := re.search(r"^=== dpkg-journal (\d+)$", output, re.M)) else None,
+        reboot_required=_reboot_packages(sections.get("reboot-required")),
     )
+
+
+def _reboot_packages(section: str | None) -> tuple[str, ...] | None:
+    """The ``reboot-required`` section (``absent``, or the flag's package list) -> package names."""
+    if section is None or section.strip() == "absent":
+        return None
+    return tuple(dict.fromkeys(line.strip() for line in section.splitlines() if line.strip()))
 
 
 def _fingerprints(section: str | None) -> tuple[str, ...] | None:
@@ -185,6 +200,9 @@ _APT_LOCKS_SCRIPT = (
     'if [ -f "$f" ]; then echo "=== $f"; cat "$f"; fi; done; '
     # dpkg names its journal entries by number (0000, 0001, ...); tmp.i is its scratch file.
     "echo \"=== dpkg-journal $(ls -A /var/lib/dpkg/updates 2>/dev/null | grep -c '^[0-9]*$')\"; "
+    # /run/reboot-required: the flag package scripts leave for a reboot (update-notifier's convention).
+    "echo '=== reboot-required'; if [ -e /run/reboot-required ]; then "
+    "head -c 4096 /run/reboot-required.pkgs 2>/dev/null; echo; else echo absent; fi; "
     f"echo '=== {KEYRING_FILE}'; "
     f"if [ -f {KEYRING_FILE} ]; then head -c {MAX_KEYRING_BYTES} {KEYRING_FILE} | base64; "
     "else echo absent; fi; "
