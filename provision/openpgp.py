@@ -37,7 +37,9 @@ def keyring_fingerprints(binary: bytes) -> tuple[str, ...]:
     Raises:
         KeyringError: ``binary`` is not a sequence of OpenPGP packets.
     """
-    return tuple(_v4_fingerprint(body) for tag, body in packets(binary) if tag == PUBLIC_KEY and body[:1] == b"\x04")
+    return tuple(
+        _v4_fingerprint(body) for tag, body in packets(binary) if tag == PUBLIC_KEY and body[:1] == b"\x04"
+    )
 
 
 def _v4_fingerprint(body: bytes) -> str:

@@ -19,7 +19,6 @@ from provision.files import read_bytes
 from provision.openpgp import KeyringError, packets, primary_fingerprint
 from provision.spec.models import KEY_HOSTS, key_url_problem, redacted
 
-
 MAX_KEY_BYTES = 1 << 20
 """Largest key accepted (NVIDIA's 3bf863cc.pub is under 2 KiB); a bigger answer is refused unread."""
 

@@ -104,7 +104,9 @@ def reboot_hosts(pending: dict[str, Plan], result: runner.ApplyResult, again: Fl
     """The applied hosts that need a reboot now: the run finished a plan that changes the kernel side,
     or the fresh plan finds one pending (a loaded module older than the installed one, the
     ``/run/reboot-required`` flag). A run that failed before changing anything asks for none."""
-    return {h: p for h, p in pending.items() if _finished(h, p, result) or _pending_reboot(again.hosts.get(h))}
+    return {
+        h: p for h, p in pending.items() if _finished(h, p, result) or _pending_reboot(again.hosts.get(h))
+    }
 
 
 def _finished(host: str, plan: Plan, result: runner.ApplyResult) -> bool:

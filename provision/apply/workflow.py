@@ -34,7 +34,6 @@ from provision.errors import ProvisionError
 from provision.hosts import FleetPlan, Hosts, HostSpec, one_spec, plan_facts, plan_hosts
 from provision.plan.models import Plan
 
-
 INTERRUPTED = 130
 """Exit code after Ctrl-C stopped the Ansible run (128 + SIGINT, the shell's convention)."""
 

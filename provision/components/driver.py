@@ -176,7 +176,9 @@ def replaced_step(ctx: PlanContext, driver: Step) -> Step | None:
     held = [
         p
         for p in ctx.facts.packages
-        if p.installed and p.hold and any(fnmatch.fnmatchcase(p.name, pat) for pat in DRIVER_FAMILY)
+        if p.installed
+        and p.hold
+        and any(fnmatch.fnmatchcase(p.name, pat) for pat in DRIVER_FAMILY)
         and not p.name.startswith("nvidia-driver-pinning")
     ]
     if not held:

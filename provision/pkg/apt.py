@@ -84,7 +84,9 @@ class Apt:
         maintainer script keep failing, dpkg's error names it: fix its cause or remove the package.
         """
         steps: list[str] = []
-        unpack = [p.name for p in broken if p.status.split()[-1] == "half-installed" or "reinstreq" in p.status]
+        unpack = [
+            p.name for p in broken if p.status.split()[-1] == "half-installed" or "reinstreq" in p.status
+        ]
         configure = [p.name for p in broken if p.name not in unpack]
         if interrupted or configure:
             steps.append("`dpkg --configure -a`")
@@ -146,7 +148,9 @@ def failure_cause(output: str) -> str | None:
         if cause not in causes:
             causes.append(cause)
     for block in _UNMET.finditer(output):
-        causes.append("unmet dependencies: " + "; ".join(" ".join(line.split()) for line in block[1].splitlines()))
+        causes.append(
+            "unmet dependencies: " + "; ".join(" ".join(line.split()) for line in block[1].splitlines())
+        )
     errors = [line.strip() for line in output.splitlines() if line.startswith("E: ")]
     causes.extend(dict.fromkeys(errors))
     if not causes:

@@ -29,7 +29,9 @@ def test_a_failed_run_that_changed_nothing_asks_for_no_reboot() -> None:
 
 
 def test_a_finished_run_of_a_kernel_side_change_asks_for_a_reboot() -> None:
-    done = make_plan(spec(), fresh_ubuntu(), CATALOG).model_copy(update={"steps": (), "reboot_required": False})
+    done = make_plan(spec(), fresh_ubuntu(), CATALOG).model_copy(
+        update={"steps": (), "reboot_required": False}
+    )
     again = FleetPlan({"gpu1": HostPlan("gpu1", None, done)})
     assert set(reboot_hosts({"gpu1": FRESH}, result(ok=30, changed=9), again)) == {"gpu1"}
 
@@ -44,7 +46,9 @@ def test_flag_alone_on_a_converged_box_gives_the_pending_reason() -> None:
 
 
 def test_a_host_lost_at_re_detection_is_unreachable_not_unconverged() -> None:
-    lost = FleetPlan({"gpu1": HostPlan("gpu1", None, FRESH, unreachable="host unreachable: ssh: connect refused")})
+    lost = FleetPlan(
+        {"gpu1": HostPlan("gpu1", None, FRESH, unreachable="host unreachable: ssh: connect refused")}
+    )
     planned = HostPlan("gpu1", None, FRESH)
     said = outcome(planned, result(ok=30, changed=9), lost)
     assert said.outcome == (

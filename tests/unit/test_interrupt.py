@@ -57,7 +57,9 @@ def test_ctrl_c_cancels_the_run_and_leaves_no_process(tmp_path: Path) -> None:
     played = ansible.run_play(tmp_path / "run", "wait.yml", inventory, project_dir=project, on_event=on_event)
     assert played.interrupted, played.status
     assert time.monotonic() - began < 45, "the run must stop at Ctrl-C, not after the 61 s task"
-    left = {pid: Path(f"/proc/{pid}/cmdline").read_bytes()[:300] for pid in _alive_under(str(tmp_path / "run"))}
+    left = {
+        pid: Path(f"/proc/{pid}/cmdline").read_bytes()[:300] for pid in _alive_under(str(tmp_path / "run"))
+    }
     assert left == {}
     assert _alive_under("sleep\x0061.2345") == []  # the task's command, in ansible's worker session
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

@@ -32,7 +32,9 @@ def test_venv_without_pip_is_repaired_not_called_present() -> None:
 
 
 def test_complete_venv_is_a_noop() -> None:
-    whole = venv_case("no-pip").model_copy(update={"distributions": {"pip": "23.0.1", "torch": "2.11.0+cu130"}})
+    whole = venv_case("no-pip").model_copy(
+        update={"distributions": {"pip": "23.0.1", "torch": "2.11.0+cu130"}}
+    )
     plan = make_plan(spec(), fresh_ubuntu(venv=whole, torch=TORCH), CATALOG)
     assert step(plan, Component.PYTHON_VENV).action is Action.NOOP
     assert step(plan, Component.PYTHON_WHEELS).action is Action.NOOP
@@ -50,7 +52,9 @@ def test_venv_whose_interpreter_is_gone_is_repaired() -> None:
 
 
 def test_torch_files_without_dist_info_are_not_installed() -> None:
-    facts = fresh_ubuntu(venv=venv_case("no-pip").model_copy(update={"distributions": {"pip": "23"}}), torch=TORCH)
+    facts = fresh_ubuntu(
+        venv=venv_case("no-pip").model_copy(update={"distributions": {"pip": "23"}}), torch=TORCH
+    )
     wheels = step(make_plan(spec(), facts, CATALOG), Component.PYTHON_WHEELS)
     assert wheels.action is Action.INSTALL
     assert wheels.packages == ("torch==2.11.0+cu130",)
@@ -156,7 +160,10 @@ def test_flavour_switch_over_a_held_driver_is_a_removal_needing_consent() -> Non
     )
     plan = make_plan(spec(), fresh_ubuntu(packages=held), CATALOG)
     removal = next(s for s in plan.steps if s.component is Component.DRIVER and s.action is Action.REMOVE)
-    assert removal.current == "cuda-drivers 580.95.05-1, nvidia-driver 580.95.05-1, libnvidia-compute 580.95.05-1 (held)"
+    assert (
+        removal.current
+        == "cuda-drivers 580.95.05-1, nvidia-driver 580.95.05-1, libnvidia-compute 580.95.05-1 (held)"
+    )
     assert "--replace-held" in removal.reason and needs_consent(removal)
     assert removal.packages == ()  # nothing of it joins the install request
 

@@ -69,7 +69,7 @@ class AptLocks(Frozen):
     dpkg_journal: int | None = Field(
         None,
         description="Entries in /var/lib/dpkg/updates, dpkg's journal of a run that did not finish "
-        "(apt refuses every transaction with \"dpkg was interrupted\" while any are there; dpkg(1) "
+        '(apt refuses every transaction with "dpkg was interrupted" while any are there; dpkg(1) '
         "--configure -a); None when not read (older captures).",
     )
 
@@ -142,7 +142,9 @@ def parse_apt_locks(output: str, rc: int) -> AptLocks | Unknown:
         unattended_guard=sections.get(UNATTENDED_FILE),
         unattended_upgrades_installed=bool(status and status[1].endswith("i")),
         keyring_fingerprints=_fingerprints(sections.get(KEYRING_FILE)),
-        dpkg_journal=int(journal[1]) if (journal := re.search(r"^=== dpkg-journal (\d+)$", output, re.M)) else None,
+        dpkg_journal=int(journal[1])
+        if (journal := re.search(r"^=== dpkg-journal (\d+)$", output, re.M))
+        else None,
         reboot_required=_reboot_packages(sections.get("reboot-required")),
     )
 
