@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import threading
 import time
@@ -124,13 +125,13 @@ def test_venv_left_without_pip_is_repaired(
 ) -> None:
     wheels = target.root / PIP_WHEEL_DIR
     kept = target.workdir / "python-wheels"
-    wheels.rename(kept)  # fault: ensurepip has nothing to install (as out of space or killed mid-way)
+    shutil.move(wheels, kept)  # fault: ensurepip has nothing to install (as out of space or killed mid-way)
     failed = apply(spec_for(), target)
     assert failed.exit_code == 1, failed.output
     assert (target.root / VENV / "pyvenv.cfg").exists()
     assert not list((target.root / SITE).glob("pip-*.dist-info"))
 
-    kept.rename(wheels)  # the fault removed
+    shutil.move(kept, wheels)  # the fault removed
     plan = json.loads(provision("plan", str(spec_for()), "-i", str(target.inventory), "--json").stdout)
     venv = next(s for s in plan["steps"] if s["component"] == "python_venv")
     assert (venv["action"], venv["current"]) == ("install", "incomplete (no pip)")
