@@ -87,6 +87,8 @@ def run_play(
     tags: Iterable[str] = (),
     forks: int | None = None,
     on_event: EventHandler | None = None,
+    keep: bool = True,
+    pipelining: bool = False,
 ) -> PlayResult:
     """Run ``playbook`` through ansible-runner with the conventions of the module docstring.
 
@@ -100,7 +102,13 @@ def run_play(
         limit: An Ansible host pattern (``gpu:!gpu07``, ``a,b``); None for every host.
         tags: Only tasks with one of these tags run; empty for all.
         forks: Hosts Ansible works on at once; None keeps Ansible's default (5).
-        on_event: Called with each event as it arrives (live progress); events are kept either way.
+        on_event: Called with each event as it arrives (live progress).
+        keep: Keep the events (on disk and in :attr:`PlayResult.events`); False when ``on_event``
+            consumes them, so that a large fleet's outputs are not held twice (``events`` is then
+            empty; ``stats`` are still read).
+        pipelining: Send modules over ssh's stdin instead of copying them first (one ssh command
+            per task, not three); only for plays without ``become``, where sudo's ``requiretty``
+            cannot break it (Ansible's documentation of ``ANSIBLE_PIPELINING``).
 
     Returns:
         The run's status, rc, events and stats.
@@ -120,13 +128,14 @@ def run_play(
             limit=limit,
             tags=",".join(tags) or None,
             forks=forks,
-            envvars=ansible_env(private_data_dir, Path(control)),
+            envvars=ansible_env(private_data_dir, Path(control))
+            | ({"ANSIBLE_PIPELINING": "True"} if pipelining else {}),
             suppress_env_files=True,
             quiet=True,
-            event_handler=_keep(on_event),
+            event_handler=_keep(on_event, keep),
             cancel_callback=_stop_on(interrupted, private_data_dir),
-            # How often ansible-runner asks cancel_callback (seconds); it then kills the whole process
-            # group of ansible-playbook, so nothing is left running behind an interrupted apply.
+            # How often ansible-runner asks cancel_callback (seconds); the callback then stops the whole
+            # process tree of ansible-playbook, so nothing is left running behind an interrupted apply.
             settings={"pexpect_timeout": CANCEL_POLL_S},
         )
         return result_of(runner)
@@ -260,11 +269,11 @@ def interpreter_path() -> str:
     return os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
 
 
-def _keep(on_event: EventHandler | None) -> Callable[[Event], bool]:
+def _keep(on_event: EventHandler | None, keep: bool = True) -> Callable[[Event], bool]:
     def handle(event: Event) -> bool:
         if on_event is not None:
             on_event(event)
-        return True  # keep the event on disk: PlayResult.events reads them back
+        return keep or event.get("event") == "playbook_on_stats"  # on disk: PlayResult reads them back
 
     return handle
 
