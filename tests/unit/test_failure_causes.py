@@ -55,7 +55,8 @@ def test_the_apt_modules_failure_line_drops_the_command_and_the_debconf_notice()
 
 def test_a_roles_own_message_that_quotes_apt_is_kept() -> None:
     res = {
-        "msg": "apt refused the NVIDIA repository http://x/repo: E: The repository 'http://x/repo ./ Release' is not signed."
+        "msg": "apt refused the NVIDIA repository http://x/repo: "
+        "E: The repository 'http://x/repo ./ Release' is not signed."
     }
     assert failure_cause(res) == res["msg"]
 
