@@ -37,7 +37,8 @@ class Action(StrEnum):
     NOOP = "noop"
     MANUAL = "manual"
     REBOOT = "reboot"
-    SERVE = "serve"
+    RELEASE = "release"
+    """Release holds for one transaction (they are set again after it)."""
 
 
 class Component(StrEnum):
@@ -60,7 +61,15 @@ class Component(StrEnum):
 
 
 CHANGING = frozenset(
-    {Action.INSTALL, Action.UPGRADE, Action.DOWNGRADE, Action.REMOVE, Action.HOLD, Action.CONFIGURE}
+    {
+        Action.INSTALL,
+        Action.UPGRADE,
+        Action.DOWNGRADE,
+        Action.REMOVE,
+        Action.HOLD,
+        Action.CONFIGURE,
+        Action.RELEASE,
+    }
 )
 
 
