@@ -190,13 +190,14 @@ def catalog(
     table: Annotated[
         str | None,
         typer.Argument(
-            help="gpus, drivers, cuda, torch or monitoring; all of them when left out.", show_default=False
+            help="gpus, drivers, cuda, torch, vllm or monitoring; all of them when left out.",
+            show_default=False,
         ),
     ] = None,
     *,
     as_json: JsonOpt = False,
 ) -> None:
-    """List what a spec may name: GPU models, driver branches, CUDA releases, PyTorch releases,
+    """List what a spec may name: GPU models, driver branches, CUDA releases, PyTorch and vLLM releases,
     DCGM releases (each with its paired dcgm-exporter)."""
     from provision.catalog import load_catalog
     from provision.catalog.listing import TABLES, listing, render_listing
@@ -357,6 +358,14 @@ def apply(
     runs_dir: Annotated[
         Path | None, typer.Option("--runs-dir", help="Where run directories (logs, artifacts) go.")
     ] = None,
+    replace_held: Annotated[
+        bool,
+        typer.Option(
+            "--replace-held",
+            help="Consent to replace an installed, held driver that the spec changes (the plan shows it "
+            "as a removal or a hold release); the spec's driver.replace_held does the same.",
+        ),
+    ] = False,
 ) -> None:
     """Install and pin the stack as planned, through Ansible; a second apply changes nothing.
 
@@ -369,7 +378,9 @@ def apply(
     from provision.fleet import commands as fleet_commands
 
     if fleet_commands.fleet_mode(spec, inventory, fleet):
-        options = fleet_commands.FleetOptions(dry_run, yes, runs_dir or runner.default_runs_dir(), forks)
+        options = fleet_commands.FleetOptions(
+            dry_run, yes, runs_dir or runner.default_runs_dir(), forks, replace_held
+        )
         hosts = fleet_commands.resolve(spec, inventory, fleet, limit, forks=forks)
         raise typer.Exit(fleet_commands.apply_command(hosts, options, err if as_json else out, as_json))
     assert spec is not None  # fleet_mode is true without a SPEC
@@ -382,6 +393,7 @@ def apply(
             as_json=as_json,
             runs_dir=runs_dir or runner.default_runs_dir(),
             console=err if as_json else out,  # with --json, stdout carries only the JSON report
+            replace_held=replace_held,
         )
     )
 

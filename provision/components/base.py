@@ -37,6 +37,8 @@ class Action(StrEnum):
     NOOP = "noop"
     MANUAL = "manual"
     REBOOT = "reboot"
+    RELEASE = "release"
+    """Release holds for one transaction (they are set again after it)."""
 
 
 class Component(StrEnum):
@@ -55,12 +57,21 @@ class Component(StrEnum):
     PYTHON_WHEELS = "python_wheels"
     SECURE_BOOT = "secure_boot"
     REBOOT = "reboot"
+    SERVE = "serve"
     DCGM = "dcgm"
     MONITORING = "monitoring"
 
 
 CHANGING = frozenset(
-    {Action.INSTALL, Action.UPGRADE, Action.DOWNGRADE, Action.REMOVE, Action.HOLD, Action.CONFIGURE}
+    {
+        Action.INSTALL,
+        Action.UPGRADE,
+        Action.DOWNGRADE,
+        Action.REMOVE,
+        Action.HOLD,
+        Action.CONFIGURE,
+        Action.RELEASE,
+    }
 )
 
 

@@ -12,6 +12,7 @@ from pydantic import Field
 from provision.detect.facts import Facts, Unknown
 from provision.models import Frozen
 from provision.verify.monitoring_probe import MonitoringRun
+from provision.verify.serve_probe import ServeRun
 
 
 class Sample(Frozen):
@@ -133,6 +134,7 @@ class VerifyInputs(Frozen):
             :meth:`fabric_states`, which prefers the facts.
         gpu_run: The load program's output, or why it did not run (no venv, timeout...).
         allreduce: None when not run (fewer than two GPUs or no CUDA).
+        serve: The vLLM server's answers (spec ``serve:``); None when not asked.
         monitoring: The monitoring services, exporters and Prometheus as read here; None when the
             spec has none or they were not read (remote verify).
     """
@@ -142,6 +144,7 @@ class VerifyInputs(Frozen):
     fabric: tuple[FabricGpu, ...] | Unknown = Unknown(unknown="not probed")
     gpu_run: GpuRun | Unknown
     allreduce: AllReduceRun | Unknown | None = None
+    serve: ServeRun | Unknown | None = None
     monitoring: MonitoringRun | None = None
 
     def fabric_states(self) -> tuple[FabricGpu, ...] | Unknown:

@@ -22,15 +22,18 @@ from provision.verify import (
     checks_invariants,
     checks_monitoring,
     checks_multi,
+    checks_serve,
     checks_software,
     launch,
     monitoring_probe,
     probes,
+    serve_probe,
 )
 from provision.verify.context import Context
 from provision.verify.limits import Limits
 from provision.verify.models import CheckResult, Report
 from provision.verify.runs import AllReduceRun, GpuRun, VerifyInputs
+from provision.verify.serve_probe import ServeRun
 
 Check = Callable[[Context], list[CheckResult]]
 CHECKS: tuple[Check, ...] = (
@@ -39,6 +42,7 @@ CHECKS: tuple[Check, ...] = (
     *checks_software.CHECKS,
     *checks_multi.CHECKS,
     *checks_invariants.CHECKS,
+    *checks_serve.CHECKS,
     *checks_monitoring.CHECKS,
 )
 """Every check, in report order: driver, GPUs and loads, software, multi-GPU, invariants, monitoring."""
@@ -56,8 +60,16 @@ def collect(spec: Spec, facts: Facts) -> VerifyInputs:
         fm_version=probes.fm_version(),
         gpu_run=gpu_run,
         allreduce=_allreduce(spec, gpu_run),
+        serve=_serve(spec),
         monitoring=monitoring_probe.collect(spec.monitoring) if spec.monitoring else None,
     )
+
+
+def _serve(spec: Spec) -> ServeRun | None:
+    if spec.serve is None:
+        return None
+    url = serve_probe.base_url(spec.serve.host, spec.serve.port)
+    return serve_probe.probe_server(url, spec.serve.served_model_name or spec.serve.model)
 
 
 def _gpu_run(spec: Spec, facts: Facts) -> GpuRun | Unknown:
