@@ -9,7 +9,8 @@ Failure isolation comes from Ansible's defaults, kept deliberately: ``any_errors
 is false and ``max_fail_percentage`` unset in site.yml, so a failed or unreachable host
 drops out of the play and the others run to the end. Hosts that are refused or
 unreachable at planning are left out of the run. Every applied host Ansible reached is
-detected and planned again: apply is done only when nothing is left to change.
+detected and planned again: apply is done only when nothing is left to change, and each
+host that converged gets a lock of what it now runs (:mod:`provision.lock`).
 
 Exit codes: 0 applied and converged (or nothing to do), 1 refused, failed, or
 not converged (see README, "Exit codes").
@@ -30,7 +31,8 @@ from provision.apply.outcome import Applied, outcome, reached
 from provision.apply.progress import Progress
 from provision.apply.views import JsonReport, SingleView, Stop
 from provision.errors import ProvisionError
-from provision.hosts import FleetPlan, Hosts, HostSpec, one_spec, plan_facts, plan_hosts
+from provision.hosts import FleetPlan, Hosts, HostSpec, one_spec, plan_facts, plan_hosts_with_facts
+from provision.lock.record import record_locks, show_recorded
 from provision.plan.models import Plan
 
 
@@ -90,9 +92,11 @@ def apply_planned(hosts: Hosts, planned: FleetPlan, options: ApplyOptions, view:
     confirm(options.yes, view.console)
     result = run(hosts, pending, options, view)
     # Re-plan even after a failure, so that what is left undone is said, not hidden.
-    again = plan_hosts(hosts, [h for h in pending if h in reached(result)])
+    again, after = plan_hosts_with_facts(hosts, [h for h in pending if h in reached(result)])
     applied = Applied(result, again, [outcome(p, result, again) for p in planned.hosts.values()])
     code = view.show_applied(planned, applied)
+    converged = [o.host for o in applied.outcomes if o.outcome == "converged"]
+    show_recorded(record_locks(hosts, converged, again, after, result.run_dir), view.console)
     view.console.print(f"Run directory (logs, plans, Ansible artifacts): {result.run_dir}")
     view.reboot_notice(pending)
     return code
