@@ -538,5 +538,42 @@ def lock_show(*, as_json: JsonOpt = False, inventory: InvOpt = None, limit: Limi
         render_locks(found, out)
 
 
+@cli.command()
+@user_errors()
+def rollback(
+    *,
+    to: Annotated[
+        int | None,
+        typer.Option(
+            "--to", min=1, help="The lock number to return to (default: the one before the current)."
+        ),
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and change nothing.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Apply without asking for confirmation.")] = False,
+    inventory: InvOpt = None,
+    limit: LimitOpt = None,
+    forks: Annotated[
+        int | None, typer.Option("--forks", min=1, help="Hosts Ansible works on at once (default 5).")
+    ] = None,
+    as_json: JsonOpt = False,
+    runs_dir: Annotated[
+        Path | None, typer.Option("--runs-dir", help="Where run directories (logs, artifacts) go.")
+    ] = None,
+) -> None:
+    """Return each host to a previous lock (`provision lock show` lists them) through a normal plan.
+
+    The plan shows the downgrades and is refused, with the list, when the repository no longer
+    serves a locked version; the lock's holds and pins come back with it. Exit codes as apply's.
+    """
+    from provision.apply import runner
+    from provision.apply.workflow import ApplyOptions
+    from provision.rollback import RollbackOptions, rollback_workflow
+
+    options = RollbackOptions(
+        to, inventory, limit, ApplyOptions(dry_run, yes, runs_dir or runner.default_runs_dir(), forks)
+    )
+    raise typer.Exit(rollback_workflow(options, as_json=as_json, console=err if as_json else out))
+
+
 if __name__ == "__main__":
     main()

@@ -1,0 +1,113 @@
+"""The lock of what apply left, and rollback to it: a real Debian 12 root, real apt/dpkg, real Ansible.
+
+NVIDIA's packages are the harness's stand-ins (tests/integration/harness/packages.py), which
+serve two patch levels of the 580 driver, cuDNN and NCCL: A is the older of each, B the newer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+from tests.integration.harness.services import NvidiaRepo, WheelIndex
+from tests.integration.harness.target import Target
+from tests.integration.helpers import provision, write_spec
+
+PINS = "etc/apt/preferences.d/provision-nvidia"
+
+
+def _spec(path: Path, repo: NvidiaRepo, wheels: WheelIndex, driver: str, cudnn: str, nccl: str) -> Path:
+    return write_spec(
+        path,
+        repo.url,
+        repo,
+        wheels,
+        driver={"branch": 580, "flavor": "open", "version": driver, "source": "nvidia-repo"},
+        cuda={"toolkit": "13.0", "cudnn": cudnn, "nccl": nccl},
+    )
+
+
+def _lock(target: Target) -> dict:  # type: ignore[type-arg]
+    return json.loads((target.root / "var/lib/provision/lock.json").read_text())
+
+
+def _locked(target: Target, lock: dict) -> dict[str, tuple[str, str]]:  # type: ignore[type-arg]
+    status = target.dpkg_status()
+    return {p["name"]: status[p["name"]] for p in lock["packages"] if p["name"] in status}
+
+
+def test_apply_records_a_lock_and_rollback_returns_to_it(
+    target: Target, nvidia_repo: NvidiaRepo, wheel_index: WheelIndex, tmp_path: Path, runs: Path
+) -> None:
+    inv = str(target.inventory)
+    spec_a = _spec(tmp_path / "a.yaml", nvidia_repo, wheel_index, "580.82.07", "9.14", "2.28.3")
+    spec_b = _spec(tmp_path / "b.yaml", nvidia_repo, wheel_index, "580.95.05", "9.20", "2.29.2")
+
+    first = provision("apply", str(spec_a), "-i", inv, "--yes")
+    assert first.exit_code == 0, first.output
+    assert "lock 1 recorded in /var/lib/provision/lock.json" in first.output
+    directory = target.root / "var/lib/provision"
+    for path, mode in ((directory, 0o755), (directory / "locks", 0o755), (directory / "lock.json", 0o644)):
+        info = os.lstat(path)
+        assert (info.st_uid, stat.S_IMODE(info.st_mode)) == (0, mode), path
+    lock_a = _lock(target)
+    assert lock_a["number"] == 1 and lock_a["spec_digest"].startswith("sha256:")
+    assert lock_a["repository"]["fingerprint"] == nvidia_repo.fingerprint
+    packages = {p["name"]: (p["version"], p["hold"]) for p in lock_a["packages"]}
+    assert packages["nvidia-open"] == ("580.82.07-1", True)
+    assert packages["libcudnn9-cuda-13"] == ("9.14.0.64-1", True)
+    wheels = {w["name"]: w for w in lock_a["venv"]["wheels"]}
+    assert wheels["torch"]["version"] == "2.11.0+cu130"
+    assert len(wheels["torch"]["record_sha256"]) == 64
+    assert lock_a["pins"] == (target.root / PINS).read_text()
+    status_a, pins_a = _locked(target, lock_a), (target.root / PINS).read_text()
+    assert all(held == "hold ok installed" for _, held in status_a.values())
+
+    second = provision("apply", str(spec_b), "-i", inv, "--yes")
+    assert second.exit_code == 0, second.output
+    assert "lock 2 recorded" in second.output
+    assert target.dpkg_status()["nvidia-open"][0] == "580.95.05-1"
+    shown = provision("lock", "show", "-i", inv, "--json")
+    assert shown.exit_code == 0, shown.output
+    host = json.loads(shown.stdout)["hosts"]["target"]
+    assert host["current"]["number"] == 2
+    assert [h["number"] for h in host["history"]] == [1, 2]
+
+    dry = provision("rollback", "-i", inv, "--dry-run")
+    assert dry.exit_code == 0, dry.output
+    assert "rolling back to lock 1" in dry.output and "downgrade" in dry.output
+    assert target.dpkg_status()["nvidia-open"][0] == "580.95.05-1"
+
+    back = provision("rollback", "-i", inv, "--yes")
+    assert back.exit_code == 0, back.output
+    assert "Converged: a fresh plan shows no changes." in back.output
+    assert "lock 3 recorded" in back.output
+    assert _locked(target, lock_a) == status_a  # A's exact versions, each held again
+    assert (target.root / PINS).read_text() == pins_a
+    assert [p for p in _lock(target)["packages"]] == lock_a["packages"]
+    replan = provision("plan", str(spec_a), "-i", inv, "--detailed-exitcode")
+    assert replan.exit_code == 0, replan.output
+
+
+def test_rollback_to_a_lock_the_repository_no_longer_serves_is_refused(
+    target: Target, nvidia_repo: NvidiaRepo, wheel_index: WheelIndex, tmp_path: Path, runs: Path
+) -> None:
+    inv = str(target.inventory)
+    spec = _spec(tmp_path / "a.yaml", nvidia_repo, wheel_index, "580.95.05", "9.14", "2.28.3")
+    assert provision("apply", str(spec), "-i", inv, "--yes").exit_code == 0
+    lock = target.root / "var/lib/provision/locks/0001.json"
+    data = json.loads(lock.read_text())
+    for package in data["packages"]:
+        if package["name"] == "nvidia-open":
+            package["version"] = "580.65.06-1"  # a patch level the stand-in repository never served
+    lock.write_text(json.dumps(data))
+
+    refused = provision("rollback", "-i", inv, "--to", "1", "--yes")
+    assert refused.exit_code == 1, refused.output
+    assert "rollback-versions-not-served" in refused.output
+    assert "nvidia-open=580.65.06-1" in refused.output
+    assert target.dpkg_status()["nvidia-open"][0] == "580.95.05-1"
+    missing = provision("rollback", "-i", inv, "--to", "7")
+    assert missing.exit_code == 1 and "no lock 7; the host has 1" in missing.output
