@@ -76,13 +76,16 @@ class LockError(Exception):
 
 
 def check_directory(path: Path) -> None:
-    """Raise LockError unless ``path`` is a real directory owned by root and writable only by it."""
+    """Raise LockError unless ``path`` is a real directory owned by the writer (root, under
+    become) and writable by no one else: a lock another user could replace is not a lock."""
     info = path.lstat()
     if not stat.S_ISDIR(info.st_mode):
         raise LockError(f"{path} is not a directory")
-    if info.st_uid != 0 or info.st_mode & 0o022:
-        raise LockError(f"{path} must be owned by root and writable only by root (found uid {info.st_uid}, "
-                        f"mode {stat.S_IMODE(info.st_mode):04o})")
+    if info.st_uid != os.geteuid() or info.st_mode & 0o022:
+        raise LockError(
+            f"{path} must be owned by uid {os.geteuid()} and writable only by it "
+            f"(found uid {info.st_uid}, mode {stat.S_IMODE(info.st_mode):04o})"
+        )
 
 
 def make_directory(path: Path) -> None:
@@ -183,7 +186,11 @@ def same(a: dict[str, Any] | None, b: dict[str, Any]) -> bool:
     """Whether two locks record the same state (:data:`VOLATILE` keys ignored)."""
     if a is None:
         return False
-    return {k: v for k, v in a.items() if k not in VOLATILE} == {k: v for k, v in b.items() if k not in VOLATILE}
+    return _stable(a) == _stable(b)
+
+
+def _stable(lock: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in lock.items() if k not in VOLATILE}
 
 
 def write(directory: Path, lock: dict[str, Any], venv: str | None) -> tuple[bool, dict[str, Any]]:
