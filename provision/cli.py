@@ -493,7 +493,18 @@ def verify(
             "give a SPEC, or an inventory (-i) or fleet file (--fleet) that maps hosts to specs"
         )
     report = run_verify(spec, inputs_file=inputs, save_raw=save_raw)
-    raise typer.Exit(emit(report, out, as_json, junit))
+    code = emit(report, out, as_json, junit)
+    if inputs is None:  # a replay says nothing about the machine as it is now
+        _record_verify(None, {report.host: (report, workflow.spec_from(spec)[0])}, as_json)
+    raise typer.Exit(code)
+
+
+def _record_verify(inventory: Path | None, reports: dict[str, tuple[Any, Any]], as_json: bool) -> None:
+    """Record each host's verify result in its current lock (`provision lock show` prints it)."""
+    from provision.lock.record import record_verify, show_verify_recorded, verify_result
+
+    results = {host: verify_result(report, spec) for host, (report, spec) in reports.items()}
+    show_verify_recorded(record_verify(inventory, results), err if as_json else out)
 
 
 def _fleet_verify(
@@ -507,11 +518,18 @@ def _fleet_verify(
     junit: Path | None,
 ) -> int:
     from provision.fleet import commands as fleet_commands
+    from provision.fleet.orchestrate import fleet_hosts
     from provision.fleet.verify import verify_fleet
     from provision.fleet.verify_report import emit_fleet
 
     hosts = fleet_commands.resolve(spec, inventory, fleet, limit)
-    return emit_fleet(verify_fleet(hosts, forks, save_raw=save_raw), out, as_json, junit)
+    verified = verify_fleet(hosts, forks, save_raw=save_raw)
+    code = emit_fleet(verified, out, as_json, junit)
+    held = fleet_hosts(hosts)
+    reached = {h: (v.report, held.specs[h].spec) for h, v in verified.hosts.items() if v.unreachable is None}
+    if reached:
+        _record_verify(held.inventory, reached, as_json)
+    return code
 
 
 lock_cli = typer.Typer(

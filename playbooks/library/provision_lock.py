@@ -14,7 +14,8 @@ of every installed file, PEP 376/627) and the archive hashes pip recorded in ``d
 Nothing in the venv is executed. A lock equal to the current one (ignoring its number, time,
 run directory, tool version and verify result) is not added again: ``changed`` is false.
 
-``state: verified`` records a verify result into the current lock (same number).
+``state: verified`` records a verify result into the current lock (same number) when it was
+made against the lock's spec.
 ``state: read`` returns ``{current, history}``; with ``served`` (package names) it also returns
 the versions apt can install of each (``apt-cache madison``), for rollback's refusal.
 
@@ -211,9 +212,15 @@ def write(directory: Path, lock: dict[str, Any], venv: str | None) -> tuple[bool
 
 
 def verified(directory: Path, result: dict[str, Any]) -> tuple[bool, dict[str, Any] | None]:
-    """Record ``result`` as the current lock's verify result (lock and its history entry)."""
+    """Record ``result`` as the current lock's verify result (lock and its history entry).
+
+    Only when the result is for the lock's own spec (``spec_digest`` equal): a verify against
+    another spec says nothing about this lock. Returns (changed, the lock or None when none fits).
+    """
     current = read_json(directory / "lock.json")
     if current is None or not isinstance(current.get("number"), int):
+        return False, None
+    if current.get("spec_digest") != result.get("spec_digest"):
         return False, None
     check_directory(directory)
     if current.get("verify") == result:

@@ -9,7 +9,7 @@ which the module reads from the venv's ``*.dist-info`` on the host. Shapes (JSON
      repository: {url, fingerprint} | null,
      packages: [{name, version, hold}], pins: str | null,
      venv: {path, wheels: [{name, version, record_sha256, hashes: {algo: hex}}]} | null,
-     verify: {at, passed, counts: {status: n}, failed: [check id]} | null}
+     verify: {at, spec_digest, passed, counts: {status: n}, failed: [check id]} | null}
 """
 
 from __future__ import annotations
@@ -69,9 +69,10 @@ class VerifyResult(Frozen):
     """``provision verify``'s result on the host while this lock was current."""
 
     at: str
+    spec_digest: str = Field(description="The spec verified against: the lock's own.")
     passed: bool
     counts: dict[str, int] = Field(default_factory=dict)
-    failed: tuple[str, ...] = ()
+    failed: tuple[str, ...] = Field((), description="Failed checks, ``id[subject]``.")
 
 
 class Lock(Frozen):

@@ -73,6 +73,11 @@ def test_apply_records_a_lock_and_rollback_returns_to_it(
     assert len(wheels["torch"]["record_sha256"]) == 64
     assert lock_a["pins"] == (target.root / PINS).read_text()
     status_a, pins_a = _locked(target, lock_a), (target.root / PINS).read_text()
+    verified = provision("verify", str(spec_a), "-i", inv, "--json")
+    assert verified.exit_code == 1  # no GPU in the target: the checks fail, and the lock says so
+    recorded = _lock(target)["verify"]
+    assert recorded["passed"] is False and recorded["spec_digest"] == lock_a["spec_digest"]
+    assert recorded["counts"]["fail"] == len(recorded["failed"]) > 0
     assert all(held == "hold ok installed" for _, held in status_a.values())
 
     second = provision("apply", str(spec_b), "-i", inv, "--yes")

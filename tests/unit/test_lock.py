@@ -114,11 +114,20 @@ def test_a_lock_directory_others_can_write_is_refused(tmp_path: Path) -> None:
 
 def test_verified_records_the_result_in_the_current_lock_and_its_history(tmp_path: Path) -> None:
     MODULE.write(tmp_path, _doc(), None)
-    result = {"at": "2026-12-01T11:00:00Z", "passed": True, "counts": {"pass": 24}, "failed": []}
+    result = {
+        "at": "2026-12-01T11:00:00Z",
+        "spec_digest": spec_digest(spec()),
+        "passed": True,
+        "counts": {"pass": 24},
+        "failed": [],
+    }
     changed, lock = MODULE.verified(tmp_path, result)
     assert changed and lock["verify"] == result
     assert MODULE.history(tmp_path)[0]["verify"] == result
+    assert Lock.model_validate(lock).verify is not None
     assert MODULE.verified(tmp_path / "none", result) == (False, None)
+    other = result | {"spec_digest": spec_digest(spec(description="another machine"))}
+    assert MODULE.verified(tmp_path, other) == (False, None)  # another spec says nothing of this lock
 
 
 def test_served_reads_apt_cache_madison_and_never_passes_a_bad_name(mocker: MockerFixture) -> None:
