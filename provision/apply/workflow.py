@@ -27,6 +27,7 @@ from rich.console import Console
 
 from provision import app
 from provision.apply import runner
+from provision.apply.bundle import write_bundle
 from provision.apply.outcome import Applied, outcome, reached
 from provision.apply.progress import Progress
 from provision.apply.views import JsonReport, SingleView, Stop
@@ -97,6 +98,10 @@ def apply_planned(hosts: Hosts, planned: FleetPlan, options: ApplyOptions, view:
     code = view.show_applied(planned, applied)
     converged = [o.host for o in applied.outcomes if o.outcome == "converged"]
     show_recorded(record_locks(hosts, converged, again, after, result.run_dir), view.console)
+    if failed := [o.host for o in applied.outcomes if not o.ok and o.ansible is not None]:
+        inventory = hosts.inventory or result.run_dir / "inventory.ini"
+        bundle = write_bundle(result.run_dir, inventory, failed, after)
+        view.console.print(f"Support bundle (mode 0600, secrets redacted): {bundle}")
     view.console.print(f"Run directory (logs, plans, Ansible artifacts): {result.run_dir}")
     view.reboot_notice(pending)
     return code

@@ -93,6 +93,12 @@ def replan(mocker: MockerFixture, tmp_path: Path) -> Any:
 
 
 @pytest.fixture(autouse=True)
+def bundle(mocker: MockerFixture, tmp_path: Path) -> Any:
+    """The support bundle after a failed run (its content: tests/unit/test_bundle.py)."""
+    return mocker.patch.object(apply_workflow, "write_bundle", return_value=tmp_path / "run" / "b.tar.gz")
+
+
+@pytest.fixture(autouse=True)
 def lock_play(mocker: MockerFixture) -> Any:
     """The lock play after the run: every converged host gets lock 1."""
     return mocker.patch(
@@ -163,6 +169,19 @@ def test_only_converged_hosts_get_a_lock_built_from_their_fresh_facts(
     assert args["a"]["state"] == "write" and args["a"]["venv"] == "/opt/provision/venv"
     assert args["a"]["lock"]["host"] == "a" and args["a"]["lock"]["spec"]["name"] == ubuntu_spec().name
     assert "a: lock 1 recorded in /var/lib/provision/lock.json" in console.export_text()
+
+
+def test_a_failed_host_gets_a_support_bundle_and_its_path_is_printed(
+    tmp_path: Path, console: Console, ansible_run: Any, replan: Any, bundle: Any
+) -> None:
+    hosts, planned = two_hosts(tmp_path)
+    apply_planned(hosts, planned, options(tmp_path), FleetView(console))
+    run_dir, inventory, failed, facts = bundle.call_args.args
+    assert (run_dir, inventory, failed) == (tmp_path / "run", hosts.inventory, ["b"])
+    assert set(facts) == {"a"}  # b was not reached: no fresh facts for it
+    assert f"Support bundle (mode 0600, secrets redacted): {tmp_path / 'run' / 'b.tar.gz'}" in (
+        console.export_text().replace("\n", "")
+    )
 
 
 def test_single_form_shows_counts_and_what_did_not_converge(
