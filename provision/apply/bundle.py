@@ -22,6 +22,7 @@ import tarfile
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from provision import ansible
 from provision.detect.facts import Facts
@@ -64,11 +65,16 @@ def collect(inventory: Path, hosts: list[str], work: Path) -> dict[str, dict[str
         if task.startswith("Read the kernel ring buffer"):
             found[host]["dmesg-nvidia.txt"] = nvidia_lines(str(res.get("stdout", "")))
         elif task.startswith("Read the DKMS"):
-            said = res.get("stdout") or res.get("msg") or res.get("stderr") or ""
-            found[host]["dkms-status.txt"] = str(said) + "\n"
+            found[host]["dkms-status.txt"] = _command_text("dkms status", res)
         elif task.startswith("Read provision's lock") and res.get("content"):
             found[host]["lock.json"] = base64.b64decode(res["content"]).decode("utf-8", "replace")
     return found
+
+
+def _command_text(command: str, res: Mapping[str, Any]) -> str:
+    """``$ command (rc N)`` then its stdout and stderr, or Ansible's message when it did not run."""
+    said = "".join(str(res.get(k) or "") + "\n" for k in ("stdout", "stderr") if res.get(k))
+    return f"$ {command} (rc {res.get('rc', '?')})\n{said or str(res.get('msg', '')) + chr(10)}"
 
 
 def write_bundle(run_dir: Path, inventory: Path, hosts: list[str], facts: Mapping[str, Facts]) -> Path:

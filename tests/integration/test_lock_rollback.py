@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import tarfile
 from pathlib import Path
 
 from tests.integration.harness.services import NvidiaRepo, WheelIndex
@@ -126,3 +127,23 @@ def test_rollback_to_a_lock_the_repository_no_longer_serves_is_refused(
     assert target.dpkg_status()["nvidia-open"][0] == "580.95.05-1"
     missing = provision("rollback", "-i", inv, "--to", "7")
     assert missing.exit_code == 1 and "no lock 7; the host has 1" in missing.output
+
+
+def test_a_failed_apply_leaves_one_private_support_bundle(
+    target: Target, nvidia_repo: NvidiaRepo, wheel_index: WheelIndex, tmp_path: Path, runs: Path
+) -> None:
+    spec = write_spec(tmp_path / "spec.yaml", nvidia_repo.bad("unsigned"), nvidia_repo, wheel_index)
+    result = provision("apply", str(spec), "-i", str(target.inventory), "--yes")
+    assert result.exit_code == 1, result.output
+    said = [line for line in result.output.splitlines() if line.startswith("Support bundle")]
+    assert len(said) == 1, result.output
+    path = Path(said[0].rpartition(": ")[2])
+    assert path.parent.parent == runs and stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    with tarfile.open(path) as tar:
+        names = set(tar.getnames())
+        dkms = tar.extractfile("hosts/target/dkms-status.txt").read().decode()  # type: ignore[union-attr]
+    assert {"plans/plan-target.json", "ansible/stdout", "facts/target.json"} <= names
+    assert any(n.startswith("ansible/job_events/") for n in names)
+    assert "hosts/target/dmesg-nvidia.txt" in names
+    assert dkms.startswith("$ dkms status (rc ") and len(dkms.splitlines()) >= 2  # the target has no DKMS
+    assert "hosts/target/lock.json" not in names  # no apply converged there
