@@ -625,6 +625,10 @@ def rollback(
     runs_dir: Annotated[
         Path | None, typer.Option("--runs-dir", help="Where run directories (logs, artifacts) go.")
     ] = None,
+    replace_held: Annotated[
+        bool,
+        typer.Option("--replace-held", help="Consent to move a held driver, as for apply."),
+    ] = False,
 ) -> None:
     """Return each host to a previous lock (`provision lock show` lists them) through a normal plan.
 
@@ -636,7 +640,10 @@ def rollback(
     from provision.rollback import RollbackOptions, rollback_workflow
 
     options = RollbackOptions(
-        to, inventory, limit, ApplyOptions(dry_run, yes, runs_dir or runner.default_runs_dir(), forks)
+        to,
+        inventory,
+        limit,
+        ApplyOptions(dry_run, yes, runs_dir or runner.default_runs_dir(), forks, replace_held),
     )
     raise typer.Exit(rollback_workflow(options, as_json=as_json, console=err if as_json else out))
 

@@ -55,7 +55,7 @@ def test_apply_records_a_lock_and_rollback_returns_to_it(
     assert zero.exit_code == 0, zero.output
     assert "lock 1 recorded in /var/lib/provision/lock.json" in zero.output
 
-    first = provision("apply", str(spec_a), "-i", inv, "--yes")
+    first = provision("apply", str(spec_a), "-i", inv, "--yes", "--replace-held")
     assert first.exit_code == 0, first.output
     assert "lock 2 recorded" in first.output
     directory = target.root / "var/lib/provision"
