@@ -245,9 +245,17 @@ def plan_facts(hosts: Hosts, facts: Mapping[str, Facts], catalog: Catalog | None
 
 def plan_hosts(hosts: Hosts, names: Iterable[str] | None = None, catalog: Catalog | None = None) -> FleetPlan:
     """Detect the hosts ``names`` (default: all) and plan each against its spec."""
+    return plan_hosts_with_facts(hosts, names, catalog)[0]
+
+
+def plan_hosts_with_facts(
+    hosts: Hosts, names: Iterable[str] | None = None, catalog: Catalog | None = None
+) -> tuple[FleetPlan, dict[str, Facts]]:
+    """:func:`plan_hosts`, and the facts it planned on (apply's lock records them)."""
     chosen = list(hosts.names if names is None else names)
     some = replace(hosts, specs={h: hosts.specs[h] for h in chosen})
-    return plan_facts(some, detect_by_venv(some), catalog)
+    facts = detect_by_venv(some)
+    return plan_facts(some, facts, catalog), facts
 
 
 def one_spec(inventory: Path | None, facts: Mapping[str, Facts], held: HostSpec) -> Hosts:
