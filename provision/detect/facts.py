@@ -24,7 +24,14 @@ from pydantic import Field
 
 from provision.catalog.models import Flavor
 from provision.detect.domains.cuda import CudaToolkits, LibraryCache
-from provision.detect.domains.driver import DkmsStatus, Initramfs, LoadedDriver, MokState, NouveauState
+from provision.detect.domains.driver import (
+    DkmsStatus,
+    Initramfs,
+    LoadedDriver,
+    MokState,
+    ModuleSigner,
+    NouveauState,
+)
 from provision.detect.domains.firmware import Iommu, KernelCmdline, SecureBoot
 from provision.detect.domains.gpu import FabricState, Gpu, GpuHealth, PciDevice, Topology
 from provision.detect.domains.hardware import Hardware
@@ -58,6 +65,7 @@ __all__ = [
     "LibraryCache",
     "LoadedDriver",
     "MokState",
+    "ModuleSigner",
     "NouveauState",
     "NumaNode",
     "OsRelease",
@@ -118,6 +126,7 @@ class Facts(Frozen):
     gpu_health: tuple[GpuHealth, ...] | Unknown = _NOT_PROBED
     initramfs: Initramfs | Unknown = _NOT_PROBED
     ld_cache: LibraryCache | Unknown = _NOT_PROBED
+    module_signer: ModuleSigner | Unknown = _NOT_PROBED
 
     def package(self, name: str) -> Package | None:
         """The installed package ``name``, or None (also when packages are unknown)."""

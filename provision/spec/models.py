@@ -199,6 +199,12 @@ class DriverSpec(Frozen):
         description="Someone can answer the firmware console at the next boot (MOK enrollment under "
         "Secure Boot); false for headless VMs and remote fleets, where such steps are refused.",
     )
+    kernel_guard: Literal["report", "hold"] = Field(
+        "report",
+        description="A newer installed kernel without the NVIDIA module: report it in the plan, or also "
+        "hold the kernel meta-packages so apt cannot bring a kernel the module does not follow.",
+        examples=["report"],
+    )
 
     @model_validator(mode="after")
     def _version_in_branch(self) -> DriverSpec:
