@@ -481,7 +481,9 @@ class DistroArchive(Sourced):
     hold_patterns: tuple[str, ...] = ()
     kernel_metas: tuple[str, ...] = ()
 
-    def names(self, templates: tuple[str, ...] | str, branch: int, flavor: str, **more: str) -> tuple[str, ...]:
+    def names(
+        self, templates: tuple[str, ...] | str, branch: int, flavor: str, **more: str
+    ) -> tuple[str, ...]:
         """Package names from templates for ``branch`` and kernel module ``flavor`` (open/proprietary)."""
         items = (templates,) if isinstance(templates, str) else templates
         suffix = "-open" if flavor == "open" else ""

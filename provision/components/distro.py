@@ -125,7 +125,9 @@ def meta_flavour(facts: Facts, base: str) -> str:
     metas = sorted(
         p.name.removeprefix("linux-image-")
         for p in facts.packages
-        if p.installed and p.name.startswith(f"linux-image-{base}-") and not re.search(r"-\d+\.\d+\.\d+-", p.name)
+        if p.installed
+        and p.name.startswith(f"linux-image-{base}-")
+        and not re.search(r"-\d+\.\d+\.\d+-", p.name)
     )
     variants = [m for m in metas if re.fullmatch(rf"{re.escape(base)}-(hwe|lts)-\d+\.\d+(-edge)?", m)]
     return variants[-1] if variants else base

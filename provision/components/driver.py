@@ -152,7 +152,9 @@ def _from_distro(ctx: PlanContext) -> Step:
         )
     version = ctx.pm.version_glob(wanted) if wanted else None
     requests = tuple(ctx.pm.request(p, version if p in found.userspace else None) for p in found.packages)
-    action = change_action(current, wanted) if wanted else (Action.INSTALL if current is None else Action.UPGRADE)
+    action = (
+        change_action(current, wanted) if wanted else (Action.INSTALL if current is None else Action.UPGRADE)
+    )
     if in_place:
         action = Action.INSTALL
     component = found.archive.components.get(ctx.flavor, "")
@@ -338,7 +340,9 @@ def removable_packages(spec: Spec, steps: tuple[Step, ...]) -> tuple[str, ...]:
     driver_changes = any(s.component is Component.DRIVER and s.changes for s in steps)
     if spec.driver.source == "preinstalled" or not driver_changes:
         return ()
-    return DRIVER_FAMILY if spec.driver.source == "nvidia-repo" else (*DRIVER_FAMILY, *DISTRO_DRIVER_FAMILY[2:])
+    return (
+        DRIVER_FAMILY if spec.driver.source == "nvidia-repo" else (*DRIVER_FAMILY, *DISTRO_DRIVER_FAMILY[2:])
+    )
 
 
 NVIDIA_ONLY_DRIVER_NAMES = (

@@ -28,8 +28,8 @@ from provision.detect.domains.driver import (
     DkmsStatus,
     Initramfs,
     LoadedDriver,
-    MokState,
     ModuleSigner,
+    MokState,
     NouveauState,
 )
 from provision.detect.domains.firmware import Iommu, KernelCmdline, SecureBoot
@@ -64,8 +64,8 @@ __all__ = [
     "KernelCmdline",
     "LibraryCache",
     "LoadedDriver",
-    "MokState",
     "ModuleSigner",
+    "MokState",
     "NouveauState",
     "NumaNode",
     "OsRelease",

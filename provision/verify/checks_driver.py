@@ -239,7 +239,9 @@ def module_signer(ctx: Context) -> list[CheckResult]:
     wanted = _distro_signer(ctx)
     if wanted is not None:
         ok = signer.signer == wanted
-        threshold = Threshold(op="==", value=wanted, source="catalog repos.yaml distro_archives signed.signer")
+        threshold = Threshold(
+            op="==", value=wanted, source="catalog repos.yaml distro_archives signed.signer"
+        )
     else:
         ok = bool(signer.signer)
         threshold = Threshold(op="==", value="any signer (DKMS MOK)", source=f"FF-11 ({ff_ref(11)})")

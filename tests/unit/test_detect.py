@@ -133,7 +133,9 @@ def test_probe_ids_match_the_fixture_stems() -> None:
     newest = Path(__file__).parents[1] / "fixtures" / "raw" / "h200-ubuntu2404-2026-12-01"
     after_capture = {"module-signer"}
     assert ids - after_capture <= {p.stem for p in newest.glob("*.txt")}
-    assert not after_capture & {p.stem for p in newest.glob("*.txt")}, "captured now: drop it from after_capture"
+    assert not after_capture & {p.stem for p in newest.glob("*.txt")}, (
+        "captured now: drop it from after_capture"
+    )
 
 
 # --- Collector: real processes ---------------------------------------------------------------------

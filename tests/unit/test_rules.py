@@ -303,7 +303,13 @@ CASES: list[tuple[dict[str, Any], str, str, str]] = [
         "debian12's archive has no fabric manager",
     ),
     (
-        {"driver__source": "distro", "cuda": DROP, "python": DROP, "gpus__model": "h100-sxm", "gpus__count": 8},
+        {
+            "driver__source": "distro",
+            "cuda": DROP,
+            "python": DROP,
+            "gpus__model": "h100-sxm",
+            "gpus__count": 8,
+        },
         "driver-distro-fm-unplanned",
         "blocker",
         "nvidia-fabricmanager-580 is not planned yet",
@@ -404,6 +410,11 @@ def test_validate_accepts_driver_source_distro_for_a_branch_the_archive_carries(
     from provision.plan.validate import validate_spec
 
     spec = make(
-        os__distro="debian", os__version="12", driver__source="distro", driver__branch=535, cuda=DROP, python=DROP
+        os__distro="debian",
+        os__version="12",
+        driver__source="distro",
+        driver__branch=535,
+        cuda=DROP,
+        python=DROP,
     )
     assert [f.rule for f in validate_spec(spec, cat) if f.severity == "blocker"] == []
