@@ -31,7 +31,7 @@ from tests.integration.harness.target import Target
 from tests.integration.helpers import provision
 
 SECURITY = os.environ.get("PROVISION_TEST_SECURITY_MIRROR", "http://deb.debian.org/debian-security")
-DRIVER = ("nvidia-kernel-dkms", "nvidia-smi", "libcuda1")
+DRIVER = ("nvidia-smi", "libcuda1", "nvidia-kernel-dkms")
 
 
 def _spec(path: Path) -> Path:

@@ -67,3 +67,26 @@ TRANSITIONAL = [
 )
 def test_packages_of_another_branch_are_named(lines: list[str], branch: str, flagged: list[str]) -> None:
     assert _other_branch(lines, branch) == flagged
+
+
+def _dkms_lines(stdout: str) -> Any:
+    tasks = yaml.safe_load(TASKS.read_text())
+    check = next(t for t in tasks if t.get("name", "").startswith("Check that DKMS installed the module"))
+    variables = {"nvidia_packages_dkms_status": {"stdout_lines": stdout.splitlines()}}
+    templar = Templar(loader=DataLoader(), variables=variables)
+    return templar.template(trust_as_template(check["vars"]["nvidia_packages_dkms_lines"]))
+
+
+def test_dkms_check_reads_nvidia_under_each_packaging_name_and_ignores_other_modules() -> None:
+    # Debian's module is nvidia-current (real: tests/fixtures/facts/dkms-status/debian-nvidia-current.txt)
+    debian = (
+        "nvidia-current/535.309.01, 6.1.0-57-amd64, x86_64: installed\n"
+        "zfs/2.2.2, 6.1.0-57-amd64, x86_64: added"
+    )
+    assert _dkms_lines(debian) == ["nvidia-current/535.309.01, 6.1.0-57-amd64, x86_64: installed"]
+    nvidia = (
+        "nvidia/580.95.05, 6.8.0-60-generic, x86_64: installed\n"
+        "nvidia-fs/2.20.5, 6.8.0-60-generic, x86_64: added"
+    )
+    assert _dkms_lines(nvidia) == ["nvidia/580.95.05, 6.8.0-60-generic, x86_64: installed"]
+    assert _dkms_lines("") == []
