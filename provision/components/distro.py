@@ -134,12 +134,12 @@ def meta_flavour(facts: Facts, base: str) -> str:
 
 
 def hold_patterns(spec: Spec, catalog: Catalog) -> tuple[str, ...]:
-    """Package patterns held with the stack for the spec's driver source (the archive's extra names),
-    and the kernel metas when ``driver.kernel_guard`` holds the kernel back."""
-    if spec.driver.source != "distro":
+    """Package patterns held with the stack beyond NVIDIA's names: the distribution driver's own
+    (``libcuda1``, Ubuntu's ``linux-modules-nvidia-*``), and with ``driver.kernel_guard: hold`` the
+    release's kernel meta-packages, whichever source the driver comes from (not preinstalled)."""
+    archive = catalog.distro_archives.get(spec.os.repo_code)
+    if archive is None or spec.driver.source == "preinstalled":
         return ()
-    archive = archive_for(spec, catalog)
-    if archive is None:
-        return ()
+    own = archive.hold_patterns if spec.driver.source == "distro" and archive_for(spec, catalog) else ()
     guard = archive.kernel_metas if spec.driver.kernel_guard == "hold" else ()
-    return (*archive.hold_patterns, *guard)
+    return (*own, *guard)

@@ -245,3 +245,11 @@ def test_verify_checks_the_module_signer_against_secure_boot() -> None:
         limits=shipped_limits(),
     )  # type: ignore[arg-type]
     assert module_signer(ctx) == []
+
+
+def test_kernel_guard_hold_holds_the_kernel_metas_with_nvidias_driver_too() -> None:
+    facts = _box("6.8.0-151-generic", "linux-image-generic", "linux-headers-generic")
+    held = make_plan(spec(driver__kernel_guard="hold"), facts, CATALOG)
+    assert {"linux-image-generic", "linux-headers-generic"} <= set(step(held, Component.HOLDS).packages)
+    reported = make_plan(spec(), facts, CATALOG)
+    assert "linux-image-generic" not in step(reported, Component.HOLDS).packages
