@@ -1,16 +1,16 @@
 """The real driver from Debian's archive, installed end to end: ``driver.source: distro``.
 
 Nothing here is a stand-in. The Debian 12 root gets Debian's own archive (main, contrib, non-free,
-as a Debian machine with the driver's components enabled has it) and a real Debian kernel
-(``linux-image-amd64``), which is not the kernel this machine runs. ``provision apply`` then
-installs, through real Ansible and apt, the real ``nvidia-kernel-dkms``, ``nvidia-smi`` and
-``libcuda1`` of bookworm's 535 series, with their real dependency tree (dkms, the compiler, the GSP
-firmware), debconf non-interactive, and the real headers of that kernel, against which DKMS builds
-the real module. Pins and holds are written, a fresh plan is empty, and a second apply changes
-nothing.
+non-free-firmware, as a Debian machine with the driver's components enabled has it) and a real
+Debian kernel (``linux-image-amd64``), which is not the kernel this machine runs. ``provision apply``
+then installs, through real Ansible and apt, the real ``nvidia-kernel-dkms``, ``nvidia-smi``
+and ``libcuda1`` of bookworm's 535 series, with their real dependency tree (dkms, the compiler, the
+GSP firmware), debconf non-interactive, and the real headers of that kernel, against which DKMS
+builds the real module. Pins and holds are written, a fresh plan is empty, and a second apply
+changes nothing.
 
-What it proves and what it does not: README "The driver from the distribution". The module is
-built and installed for the Debian kernel, never loaded (no GPU, and not the running kernel).
+What it proves and what it does not: README "The driver from the distribution". The module is built
+and installed for the Debian kernel, never loaded (no GPU, and not the running kernel).
 
 Downloads: about 250 MB of .debs the first time, cached under the harness cache
 (``<cache>/apt-archives``, bind-mounted as the target's ``/var/cache/apt/archives``).
@@ -31,6 +31,7 @@ from tests.integration.harness.target import Target
 from tests.integration.helpers import provision
 
 SECURITY = os.environ.get("PROVISION_TEST_SECURITY_MIRROR", "http://deb.debian.org/debian-security")
+COMPONENTS = "main contrib non-free non-free-firmware"  # firmware-nvidia-gsp is in non-free-firmware
 DRIVER = ("nvidia-smi", "libcuda1", "nvidia-kernel-dkms")
 
 
@@ -59,7 +60,7 @@ def test_debian_driver_from_non_free_is_built_by_dkms_pinned_held_and_converges(
 ) -> None:
     cache = golden.cache_dir() / "apt-archives"
     with timings.timed("distro: Debian archive (sources, apt-get update)"):
-        target.use_debian_archive(cache, golden.SUITE, "main contrib non-free", golden.MIRROR, SECURITY)
+        target.use_debian_archive(cache, golden.SUITE, COMPONENTS, golden.MIRROR, SECURITY)
     with timings.timed("distro: Debian kernel in the root (linux-image-amd64)"):
         kernel = _debian_kernel(target)
     assert kernel != os.uname().release  # DKMS builds for a kernel that is not the running one
