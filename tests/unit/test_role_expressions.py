@@ -90,3 +90,26 @@ def test_dkms_check_reads_nvidia_under_each_packaging_name_and_ignores_other_mod
     )
     assert _dkms_lines(nvidia) == ["nvidia/580.95.05, 6.8.0-60-generic, x86_64: installed"]
     assert _dkms_lines("") == []
+
+
+def _conditions(node: Any) -> list[Any]:
+    """Every assert ``that`` item and ``when``/``failed_when``/``changed_when`` in a task tree."""
+    found: list[Any] = []
+    if isinstance(node, list):
+        for item in node:
+            found += _conditions(item)
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            if key in ("when", "failed_when", "changed_when", "that"):
+                found += value if isinstance(value, list) else [value]
+            found += _conditions(value)
+    return found
+
+
+def test_every_conditional_in_the_roles_is_a_string_or_a_bool() -> None:
+    # ansible-core 2.19 refuses any other ("Conditional expressions must be strings"), at run time only:
+    # an unquoted ": " in an assert item makes YAML read it as a mapping.
+    roles = TASKS.parents[2]
+    for path in sorted(roles.glob("*/tasks/*.yml")):
+        for condition in _conditions(yaml.safe_load(path.read_text())):
+            assert isinstance(condition, (str, bool)), (path, condition)
