@@ -26,7 +26,6 @@ from pathlib import Path
 import yaml
 
 from tests.integration.harness import golden, timings
-from tests.integration.harness.proc import run
 from tests.integration.harness.target import Target
 from tests.integration.helpers import provision
 
@@ -95,10 +94,10 @@ def test_debian_driver_from_non_free_is_built_by_dkms_pinned_held_and_converges(
     # The real module, built by DKMS against the real headers of the Debian kernel.
     dkms = target.run(["dkms", "status"], check=True).stdout
     assert f"nvidia-current/{driver}, {kernel}, x86_64: installed" in dkms, dkms
-    module = target.root / f"lib/modules/{kernel}/updates/dkms/nvidia-current.ko"
-    info = run(["modinfo", "-F", "version", module]).stdout.strip()
+    module = f"/lib/modules/{kernel}/updates/dkms/nvidia-current.ko"  # modinfo of the root's kmod
+    info = target.run(["modinfo", "-F", "version", module], check=True).stdout.strip()
     assert info == driver, info
-    vermagic = run(["modinfo", "-F", "vermagic", module]).stdout
+    vermagic = target.run(["modinfo", "-F", "vermagic", module], check=True).stdout
     assert vermagic.startswith(f"{kernel} "), vermagic
 
     pins = (target.root / "etc/apt/preferences.d/provision-nvidia").read_text()
