@@ -16,12 +16,17 @@ Detection, apply and verify all come here, so every run gets the same convention
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import sys
 import tempfile
-from collections.abc import Callable, Iterable, Mapping
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 Event = dict[str, Any]
@@ -57,6 +62,11 @@ class PlayResult:
         """Whether ansible-playbook finished with status ``successful``."""
         return self.status == "successful"
 
+    @property
+    def interrupted(self) -> bool:
+        """Whether the run was stopped by Ctrl-C (ansible-runner's status ``canceled``)."""
+        return self.status == "canceled"
+
     def count(self, counter: str, host: str) -> int:
         """How many tasks of ``host`` ended in ``counter`` (``ok``, ``changed``, ``failures``, ``dark``)."""
         return int(self.stats.get(counter, {}).get(host, 0))
@@ -77,6 +87,8 @@ def run_play(
     tags: Iterable[str] = (),
     forks: int | None = None,
     on_event: EventHandler | None = None,
+    keep: bool = True,
+    pipelining: bool = False,
 ) -> PlayResult:
     """Run ``playbook`` through ansible-runner with the conventions of the module docstring.
 
@@ -90,14 +102,23 @@ def run_play(
         limit: An Ansible host pattern (``gpu:!gpu07``, ``a,b``); None for every host.
         tags: Only tasks with one of these tags run; empty for all.
         forks: Hosts Ansible works on at once; None keeps Ansible's default (5).
-        on_event: Called with each event as it arrives (live progress); events are kept either way.
+        on_event: Called with each event as it arrives (live progress).
+        keep: Keep the events (on disk and in :attr:`PlayResult.events`); False when ``on_event``
+            consumes them, so that a large fleet's outputs are not held twice (``events`` is then
+            empty; ``stats`` are still read).
+        pipelining: Send modules over ssh's stdin instead of copying them first (one ssh command
+            per task, not three); only for plays without ``become``, where sudo's ``requiretty``
+            cannot break it (Ansible's documentation of ``ANSIBLE_PIPELINING``).
 
     Returns:
         The run's status, rc, events and stats.
     """
     import ansible_runner  # deferred: slow to import, and detect and plan work without Ansible
 
-    with tempfile.TemporaryDirectory(prefix="provision-cp-", ignore_cleanup_errors=True) as control:
+    with (
+        tempfile.TemporaryDirectory(prefix="provision-cp-", ignore_cleanup_errors=True) as control,
+        _interruptible() as interrupted,
+    ):
         runner = ansible_runner.run(
             private_data_dir=str(private_data_dir),
             project_dir=str(project_dir) if project_dir is not None else None,
@@ -107,12 +128,118 @@ def run_play(
             limit=limit,
             tags=",".join(tags) or None,
             forks=forks,
-            envvars=ansible_env(private_data_dir, Path(control)),
+            envvars=ansible_env(private_data_dir, Path(control))
+            | ({"ANSIBLE_PIPELINING": "True"} if pipelining else {}),
             suppress_env_files=True,
             quiet=True,
-            event_handler=_keep(on_event),
+            event_handler=_keep(on_event, keep),
+            cancel_callback=_stop_on(interrupted, private_data_dir),
+            # How often ansible-runner asks cancel_callback (seconds); the callback then stops the whole
+            # process tree of ansible-playbook, so nothing is left running behind an interrupted apply.
+            settings={"pexpect_timeout": CANCEL_POLL_S},
         )
         return result_of(runner)
+
+
+CANCEL_POLL_S = 0.5
+"""Seconds between ansible-runner's checks for a Ctrl-C (its default is 5)."""
+
+
+STOP_GRACE_S = 3.0
+"""Seconds ansible-playbook's processes get to end after SIGTERM before SIGKILL."""
+
+
+def _stop_on(interrupted: threading.Event, private_data_dir: Path) -> Callable[[], bool]:
+    """ansible-runner's cancel callback: once ``interrupted`` is set, stop every process of this run.
+
+    ansible-runner kills only ansible-playbook's own process group, but ansible-core's workers
+    start their own sessions (2.19: ``WorkerProcess`` calls ``setsid``), so they and the commands
+    they run (ssh, sleep, apt on a local host) would outlive it. The whole tree under this run's
+    ansible-playbook is read before anything is signalled, then ended: SIGTERM, then SIGKILL.
+    """
+
+    def cancel() -> bool:
+        if not interrupted.is_set():
+            return False
+        marker = str(private_data_dir)
+        roots = [pid for pid, (ppid, cmd) in _processes().items() if ppid == os.getpid() and marker in cmd]
+        _end(_tree(roots))
+        return True
+
+    return cancel
+
+
+def _processes() -> dict[int, tuple[int, str]]:
+    """Every live process: pid -> (parent pid, command line), read from /proc."""
+    found: dict[int, tuple[int, str]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        found[int(entry.name)] = (int(stat.rpartition(")")[2].split()[1]), cmd)
+    return found
+
+
+def _tree(roots: list[int]) -> list[int]:
+    """``roots`` and all their descendants, parents first."""
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in _processes().items():
+        children.setdefault(ppid, []).append(pid)
+    tree, queue = [], list(roots)
+    while queue:
+        pid = queue.pop(0)
+        tree.append(pid)
+        queue.extend(children.get(pid, []))
+    return tree
+
+
+def _end(pids: list[int]) -> None:
+    """SIGTERM each of ``pids``, then SIGKILL those still alive after :data:`STOP_GRACE_S`."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + STOP_GRACE_S
+        while sig == signal.SIGTERM and time.monotonic() < deadline and any(_alive(p) for p in pids):
+            time.sleep(0.05)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@contextlib.contextmanager
+def _interruptible() -> Iterator[threading.Event]:
+    """While Ansible runs, Ctrl-C (SIGINT) sets the event instead of raising KeyboardInterrupt.
+
+    ansible-playbook runs in its own session (pexpect's pty), so the terminal's SIGINT reaches only
+    this process; a KeyboardInterrupt here would abandon the child, blocked on its pipe (issue 13).
+    Through the event ansible-runner kills the child's process group and the run ends ``canceled``.
+    A second Ctrl-C raises KeyboardInterrupt as usual. Outside the main thread nothing changes.
+    """
+    interrupted = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield interrupted
+        return
+
+    def on_sigint(signum: int, frame: FrameType | None) -> None:
+        if interrupted.is_set():
+            raise KeyboardInterrupt
+        interrupted.set()
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield interrupted
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def inventory_source(inventory: Path | str) -> str:
@@ -142,11 +269,11 @@ def interpreter_path() -> str:
     return os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
 
 
-def _keep(on_event: EventHandler | None) -> Callable[[Event], bool]:
+def _keep(on_event: EventHandler | None, keep: bool = True) -> Callable[[Event], bool]:
     def handle(event: Event) -> bool:
         if on_event is not None:
             on_event(event)
-        return True  # keep the event on disk: PlayResult.events reads them back
+        return keep or event.get("event") == "playbook_on_stats"  # on disk: PlayResult reads them back
 
     return handle
 

@@ -30,7 +30,7 @@ class Target:
     from_raw: Path | None = None
     inventory: Path | None = None
     limit: str | None = None
-    forks: int | None = None  # Ansible forks for apply; None keeps Ansible's default (5)
+    forks: int | None = None  # Ansible forks for detection and apply; None keeps Ansible's default (5)
 
     @property
     def remote(self) -> bool:
@@ -47,7 +47,7 @@ def gather(spec: Spec | None, target: Target, save_raw: Path | None = None) -> d
         facts = detect.facts_from_raw(target.from_raw, host=target.from_raw.resolve().name)
         return {facts.host: facts}
     venv = spec.python.venv if spec and spec.python else None
-    return detect_hosts(target.inventory, target.limit, venv, save_raw)
+    return detect_hosts(target.inventory, target.limit, venv, save_raw, target.forks)
 
 
 def read_facts(path: Path) -> Facts:

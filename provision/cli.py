@@ -10,20 +10,21 @@ import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Annotated, Any, Literal, ParamSpec, cast
+from typing import IO, TYPE_CHECKING, Annotated, Any, Literal, ParamSpec, cast
 
 import typer
 from rich.console import Console
-from rich.markdown import Markdown
 from rich.markup import escape
 
 from provision import __version__, jsonout
-from provision import app as workflow
 from provision.errors import ProvisionError, SpecError
-from provision.output import write_output
-from provision.plan.models import Plan
-from provision.plan.render import render_plan, summary
-from provision.plan.seal import sealed
+
+if TYPE_CHECKING:
+    from provision.plan.models import Plan
+
+# Start-up is most of a command's time (benchmarks/bench_startup.py): each command imports what it
+# uses inside its function, so `--help` or `validate` never load Ansible, the planner or the
+# detectors. Keep new imports there too, not here.
 
 P = ParamSpec("P")
 
@@ -32,6 +33,9 @@ cli = typer.Typer(
     help="Declarative provisioning for NVIDIA GPU machines: spec -> detect -> plan -> apply -> checklist.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    # click's plain help: typer's rich help imports rich.markdown (markdown_it) and rich.traceback
+    # (pygments), about as long again as every library a command needs.
+    rich_markup_mode=None,
 )
 
 PIPED_WIDTH = 10_000
@@ -90,6 +94,9 @@ LimitOpt = Annotated[
 FleetOpt = Annotated[
     Path | None,
     typer.Option("--fleet", help="Fleet file: an inventory and group/host -> spec mapping (see README)."),
+]
+ForksOpt = Annotated[
+    int | None, typer.Option("--forks", min=1, help="Hosts Ansible works on at once (default 5).")
 ]
 
 
@@ -216,22 +223,31 @@ def detect(
     save_raw: Annotated[
         Path | None,
         typer.Option(
-            "--save-raw", help="Also write every probe's raw output to this directory (a support bundle)."
+            "--save-raw",
+            help="Also write every probe's raw output to this directory (a support bundle); with -i or "
+            "--fleet one DIR/<host>/ per host, which `plan -i INVENTORY --from-raw DIR` plans offline.",
         ),
     ] = None,
+    forks: ForksOpt = None,
 ) -> None:
     """Read the machine as it is: OS, kernel, driver, GPUs, topology, packages, CUDA, PyTorch."""
+    from provision import app as workflow
     from provision.detect.summary import render_facts
 
+    if from_raw is not None and (inventory is not None or fleet is not None):
+        raise ProvisionError(
+            "detect --from-raw reads one raw directory; for an inventory's saved hosts use "
+            "`provision plan -i INVENTORY --from-raw DIR`"
+        )
     loaded = workflow.spec_from(spec)[0] if spec else None
     if fleet is not None:
         from provision.fleet import commands as fleet_commands
 
-        facts = fleet_commands.detect_facts(fleet_commands.resolve(spec, inventory, fleet, limit))
+        hosts = fleet_commands.resolve(spec, inventory, fleet, limit, forks=forks, save_raw=save_raw)
+        facts = fleet_commands.detect_facts(hosts)
     else:
-        facts = workflow.gather(
-            loaded, workflow.Target(from_raw=from_raw, inventory=inventory, limit=limit), save_raw
-        )
+        target = workflow.Target(from_raw=from_raw, inventory=inventory, limit=limit, forks=forks)
+        facts = workflow.gather(loaded, target, save_raw)
     if as_json:
         docs = [f.model_dump(mode="json") for f in facts.values()]
         _emit_json(docs[0] if len(docs) == 1 and not (inventory or fleet) else {"hosts": docs})
@@ -260,20 +276,28 @@ def plan(
             "--detailed-exitcode", help="Exit 2 when changes are pending, 0 when none, 1 on error or refusal."
         ),
     ] = False,
+    forks: ForksOpt = None,
 ) -> None:
     """Show what apply would change, step by step, and what it refuses and why.
 
     With an inventory (-i) and no SPEC, or a fleet file, each host is planned against its own spec
-    and a summary table follows (hosts unchanged / to change / refused / unreachable).
+    and a summary table follows (hosts unchanged / to change / refused / unreachable). With -i and
+    --from-raw DIR, each host is planned offline from DIR/<host>/ (`detect -i INVENTORY --save-raw DIR`).
     """
-    from provision.fleet import commands as fleet_commands
+    from provision import app as workflow
 
-    if fleet_commands.fleet_mode(spec, inventory, fleet):
-        hosts = fleet_commands.resolve(spec, inventory, fleet, limit)
+    offline_fleet = from_raw is not None and (inventory is not None or fleet is not None)
+    if fleet is not None or spec is None or offline_fleet:  # fleet mode, or no target: fleet_mode says
+        from provision.fleet import commands as fleet_commands
+
+        fleet_commands.fleet_mode(spec, inventory, fleet)
+        raw = from_raw if offline_fleet else None
+        hosts = fleet_commands.resolve(spec, inventory, fleet, limit, forks=forks, from_raw=raw)
         raise typer.Exit(fleet_commands.plan_command(hosts, out, as_json, detailed_exitcode, out_file))
-    assert spec is not None  # fleet_mode is true without a SPEC
     loaded, _ = workflow.spec_from(spec)
-    target = workflow.Target(facts_file=facts, from_raw=from_raw, inventory=inventory, limit=limit)
+    target = workflow.Target(
+        facts_file=facts, from_raw=from_raw, inventory=inventory, limit=limit, forks=forks
+    )
     plans = workflow.plan_all(loaded, workflow.gather(loaded, target), str(spec))
     _show_plans(plans, as_json)
     if out_file is not None:
@@ -282,6 +306,8 @@ def plan(
 
 
 def _show_plans(plans: dict[str, Plan], as_json: bool) -> None:
+    from provision.plan.render import render_plan, summary
+
     if as_json:
         docs = [json.loads(p.model_dump_json()) | {"summary": summary(p)} for p in plans.values()]
         _emit_json(docs[0] if len(docs) == 1 else {"plans": docs})
@@ -291,6 +317,9 @@ def _show_plans(plans: dict[str, Plan], as_json: bool) -> None:
 
 
 def _save_plan(plans: dict[str, Plan], path: Path) -> None:
+    from provision.output import write_output
+    from provision.plan.seal import sealed
+
     if len(plans) != 1:
         raise ProvisionError("--out saves one host's plan; use --limit to choose one host")
     write_output(path, sealed(next(iter(plans.values()))).model_dump_json(indent=2))
@@ -325,19 +354,30 @@ def apply(
     runs_dir: Annotated[
         Path | None, typer.Option("--runs-dir", help="Where run directories (logs, artifacts) go.")
     ] = None,
+    replace_held: Annotated[
+        bool,
+        typer.Option(
+            "--replace-held",
+            help="Consent to replace an installed, held driver that the spec changes (the plan shows it "
+            "as a removal or a hold release); the spec's driver.replace_held does the same.",
+        ),
+    ] = False,
 ) -> None:
     """Install and pin the stack as planned, through Ansible; a second apply changes nothing.
 
     With an inventory (-i) and no SPEC, or a fleet file, hosts run in parallel, each with its own
     spec; a failed or unreachable host is reported and the others finish (exit 1).
     """
+    from provision import app as workflow
     from provision.apply import runner
     from provision.apply.workflow import apply_workflow
     from provision.fleet import commands as fleet_commands
 
     if fleet_commands.fleet_mode(spec, inventory, fleet):
-        options = fleet_commands.FleetOptions(dry_run, yes, runs_dir or runner.default_runs_dir(), forks)
-        hosts = fleet_commands.resolve(spec, inventory, fleet, limit)
+        options = fleet_commands.FleetOptions(
+            dry_run, yes, runs_dir or runner.default_runs_dir(), forks, replace_held
+        )
+        hosts = fleet_commands.resolve(spec, inventory, fleet, limit, forks=forks)
         raise typer.Exit(fleet_commands.apply_command(hosts, options, err if as_json else out, as_json))
     assert spec is not None  # fleet_mode is true without a SPEC
     raise typer.Exit(
@@ -349,6 +389,7 @@ def apply(
             as_json=as_json,
             runs_dir=runs_dir or runner.default_runs_dir(),
             console=err if as_json else out,  # with --json, stdout carries only the JSON report
+            replace_held=replace_held,
         )
     )
 
@@ -385,6 +426,7 @@ def checklist(
     inventory: InvOpt = None,
     limit: LimitOpt = None,
     fleet: FleetOpt = None,
+    forks: ForksOpt = None,
 ) -> None:
     """The BIOS and hardware checklist: the manual steps, and what this host's Linux shows for each.
 
@@ -392,6 +434,9 @@ def checklist(
     With an inventory (-i) or a fleet file, every host is detected through Ansible and -o DIR gets
     one document per host (its own spec, or SPEC for all) and an index with per-host counts.
     """
+    from rich.markdown import Markdown
+
+    from provision import app as workflow
     from provision.catalog import load_catalog
     from provision.checklist import Format, render_documents, write_documents
     from provision.checklist.sources import checklist_facts
@@ -401,7 +446,7 @@ def checklist(
     if output is None and fmt == "pdf":
         raise ProvisionError("--format pdf needs --output FILE")
     if inventory is not None or fleet is not None:
-        _fleet_checklist(spec, inventory, fleet, limit, output, cast(Format, fmt), paper)
+        _fleet_checklist(spec, inventory, fleet, limit, output, cast(Format, fmt), paper, forks)
         return
     if spec is None:
         raise ProvisionError(
@@ -441,13 +486,14 @@ def _fleet_checklist(
     output: Path | None,
     fmt: Literal["md", "html", "pdf"],
     paper: str,
+    forks: int | None = None,
 ) -> None:
     from provision.fleet import commands as fleet_commands
     from provision.fleet.checklist import write_fleet_checklists
 
     if output is None:
         raise ProvisionError("a fleet checklist is one document per host: give --output DIR")
-    hosts = fleet_commands.resolve(spec, inventory, fleet, limit)
+    hosts = fleet_commands.resolve(spec, inventory, fleet, limit, forks=forks)
     for path in write_fleet_checklists(hosts, fmt, cast(Literal["a4", "letter"], paper), output):
         err.print(f"Wrote {path}")
 
@@ -510,7 +556,7 @@ def _fleet_verify(
     from provision.fleet.verify import verify_fleet
     from provision.fleet.verify_report import emit_fleet
 
-    hosts = fleet_commands.resolve(spec, inventory, fleet, limit)
+    hosts = fleet_commands.resolve(spec, inventory, fleet, limit, forks=forks)
     return emit_fleet(verify_fleet(hosts, forks, save_raw=save_raw), out, as_json, junit)
 
 

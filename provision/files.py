@@ -45,15 +45,19 @@ def read_bytes(
         raise error(f"{path}: no such {what} file") from None
     except OSError as exc:
         raise error(f"{path}: cannot read the {what} file: {exc.strerror or exc}") from None
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise error(f"{path}: not a regular file ({_kind(info.st_mode)}); give the {what} file itself")
+        # os.read sized by fstat: a buffered read(limit + 1) allocated the whole limit for every
+        # file, which dominated reading a fleet's thousands of raw files.
+        data = os.read(fd, min(info.st_size, limit) + 1)
+        while len(data) <= limit and (more := os.read(fd, limit + 1 - len(data))):
+            data += more
+    except OSError as exc:
+        raise error(f"{path}: cannot read the {what} file: {exc.strerror or exc}") from None
+    finally:
         os.close(fd)
-        raise error(f"{path}: not a regular file ({_kind(mode)}); give the {what} file itself")
-    with os.fdopen(fd, "rb") as handle:
-        try:
-            data = handle.read(limit + 1)
-        except OSError as exc:
-            raise error(f"{path}: cannot read the {what} file: {exc.strerror or exc}") from None
     if len(data) > limit:
         raise error(f"{path}: larger than {limit // 1024} KiB; not a {what} file")
     return data

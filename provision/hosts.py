@@ -12,7 +12,7 @@ single form shows the plan and its refusal.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 
@@ -71,10 +71,17 @@ class Hosts:
         inventory: The Ansible inventory; None for this machine (the one host ``localhost``,
             detected in-process and applied through a local connection).
         specs: Inventory hostname -> its spec, in inventory order.
+        forks: Hosts Ansible detects at once; None keeps Ansible's default (5).
+        from_raw: Read each host's facts from ``from_raw/<host>/`` (``detect -i INV --save-raw``)
+            instead of detecting it: the fleet planned offline.
+        save_raw: Also write each detected host's raw probe outputs to ``save_raw/<host>/``.
     """
 
     inventory: Path | None
     specs: dict[str, HostSpec]
+    forks: int | None = None
+    from_raw: Path | None = None
+    save_raw: Path | None = None
 
     @property
     def names(self) -> list[str]:
@@ -144,7 +151,11 @@ class FleetPlan:
 
 
 def detect_hosts(
-    inventory: Path | None, limit: str | None, venv: str | None, save_raw: Path | None = None
+    inventory: Path | None,
+    limit: str | None,
+    venv: str | None,
+    save_raw: Path | None = None,
+    forks: int | None = None,
 ) -> dict[str, Facts]:
     """Facts of this machine (``inventory`` None) or of the inventory's hosts matching ``limit``.
 
@@ -152,7 +163,9 @@ def detect_hosts(
         inventory: The Ansible inventory; None detects this machine in-process.
         limit: An Ansible host pattern (``gpu:!gpu07``, ``a,b``); None for all hosts.
         venv: The venv torch is read from; None skips torch.
-        save_raw: This machine only: also write every probe's raw output there.
+        save_raw: Also write every probe's raw output there: this machine's in ``save_raw``,
+            an inventory's in ``save_raw/<host>/``.
+        forks: Hosts Ansible detects at once (inventory only); None keeps Ansible's default (5).
 
     Raises:
         FactsError: The inventory is missing or names no host, or ansible-playbook failed
@@ -167,7 +180,7 @@ def detect_hosts(
         raise FactsError(f"{inventory}: no such inventory")
     if not inventory.is_dir():
         read_bytes(inventory, what="inventory", error=FactsError)  # a FIFO or device never reaches Ansible
-    found = detect.detect_remote(str(inventory), limit, venv)
+    found = detect.detect_remote(str(inventory), limit, venv, forks=forks, save_raw=save_raw)
     if not found:
         matching = f" matching --limit {limit!r}" if limit else ""
         raise FactsError(f"{inventory}: no hosts{matching} (is it an Ansible inventory, INI or YAML?)")
@@ -179,12 +192,17 @@ def detect_by_venv(hosts: Hosts, names: Iterable[str] | None = None) -> dict[str
 
     The torch probe takes the venv as its argument, so hosts whose specs share a venv are
     detected in one ansible-runner run (Ansible's forks run them concurrently). Most fleets
-    have one venv.
+    have one venv. With ``hosts.from_raw`` nothing runs: each host is read from its saved directory.
     """
+    chosen = list(hosts.names if names is None else names)
+    if hosts.from_raw is not None:
+        from provision.detect.runner import facts_from_raw_hosts
+
+        return facts_from_raw_hosts(hosts.from_raw, chosen, {h: hosts.specs[h].venv for h in chosen})
     facts: dict[str, Facts] = {}
-    for venv, group in hosts.by_venv(names).items():
+    for venv, group in hosts.by_venv(chosen).items():
         limit = None if hosts.inventory is None else ",".join(group)
-        facts |= detect_hosts(hosts.inventory, limit, venv)
+        facts |= detect_hosts(hosts.inventory, limit, venv, hosts.save_raw, hosts.forks)
     return facts
 
 
@@ -221,7 +239,7 @@ def plan_facts(hosts: Hosts, facts: Mapping[str, Facts], catalog: Catalog | None
 def plan_hosts(hosts: Hosts, names: Iterable[str] | None = None, catalog: Catalog | None = None) -> FleetPlan:
     """Detect the hosts ``names`` (default: all) and plan each against its spec."""
     chosen = list(hosts.names if names is None else names)
-    some = Hosts(hosts.inventory, {h: hosts.specs[h] for h in chosen})
+    some = replace(hosts, specs={h: hosts.specs[h] for h in chosen})
     return plan_facts(some, detect_by_venv(some), catalog)
 
 

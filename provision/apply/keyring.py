@@ -10,19 +10,14 @@ deb822 source names in ``Signed-By``.
 from __future__ import annotations
 
 import base64
-import hashlib
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 from provision.errors import ProvisionError
 from provision.files import read_bytes
+from provision.openpgp import KeyringError, packets, primary_fingerprint
 from provision.spec.models import KEY_HOSTS, key_url_problem, redacted
-
-
-class KeyringError(ProvisionError):
-    """The signing key could not be fetched, parsed, or has the wrong fingerprint."""
-
 
 MAX_KEY_BYTES = 1 << 20
 """Largest key accepted (NVIDIA's 3bf863cc.pub is under 2 KiB); a bigger answer is refused unread."""
@@ -121,56 +116,4 @@ def dearmor(data: bytes) -> bytes:
         raise KeyringError("the repository key's ASCII armor is not valid base64") from None
 
 
-def primary_fingerprint(binary: bytes) -> str:
-    """Upper-case hex v4 fingerprint of the first public-key packet in ``binary``.
-
-    Raises:
-        KeyringError: If the first packet is not a version 4 public key.
-    """
-    tag, body = _first_packet(binary)
-    if tag != 6 or not body or body[0] != 4:
-        raise KeyringError("the repository key is not an OpenPGP version 4 public key")
-    digest = hashlib.sha1(b"\x99" + len(body).to_bytes(2, "big") + body, usedforsecurity=False)
-    return digest.hexdigest().upper()
-
-
-def packets(data: bytes) -> list[tuple[int, bytes]]:
-    """Every (tag, body) packet in binary OpenPGP data, in order."""
-    out: list[tuple[int, bytes]] = []
-    while data:
-        tag, body, end = _packet(data)
-        out.append((tag, body))
-        data = data[end:]
-    return out
-
-
-def _first_packet(data: bytes) -> tuple[int, bytes]:
-    tag, body, _ = _packet(data)
-    return tag, body
-
-
-def _packet(data: bytes) -> tuple[int, bytes, int]:
-    if not data or not data[0] & 0x80:
-        raise KeyringError("the repository key is not OpenPGP data")
-    if data[0] & 0x40:  # new format: tag in low 6 bits, variable length
-        # Zero padding lets a cut-off length header read as a length the bounds check rejects.
-        tag, (length, start) = data[0] & 0x3F, _new_length(data + b"\0" * 5, 1)
-    else:  # old format: tag in bits 5-2, length type in bits 1-0
-        tag, size = (data[0] >> 2) & 0x0F, {0: 1, 1: 2, 2: 4}.get(data[0] & 0x03, 0)
-        if not size:
-            raise KeyringError("indeterminate-length OpenPGP packets are not supported")
-        length, start = int.from_bytes(data[1 : 1 + size], "big"), 1 + size
-    if start + length > len(data):  # a short body would be fingerprinted or written as if whole
-        raise KeyringError("the repository key is truncated (an OpenPGP packet ends early)")
-    return tag, data[start : start + length], start + length
-
-
-def _new_length(data: bytes, i: int) -> tuple[int, int]:
-    first = data[i]
-    if first < 192:
-        return first, i + 1
-    if first < 224:
-        return ((first - 192) << 8) + data[i + 1] + 192, i + 2
-    if first == 255:
-        return int.from_bytes(data[i + 1 : i + 5], "big"), i + 5
-    raise KeyringError("partial-length OpenPGP packets are not supported in a key")
+__all__ = ["KeyringError", "packets", "primary_fingerprint"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from provision.apply import runner
+from provision.components.registry import COMPONENTS
 from provision.hosts import FleetPlan, HostPlan, HostState
 from provision.plan.models import Plan
 
@@ -54,12 +55,20 @@ def outcome(planned: HostPlan, result: runner.ApplyResult, again: FleetPlan) -> 
     if state is not HostState.CHANGE:
         return HostOutcome(host, state, None, _not_run(planned), state is HostState.UNCHANGED)
     ran = result.hosts.get(host)
+    if result.interrupted:
+        return HostOutcome(host, state, ran, f"interrupted (Ctrl-C): {_left(again.hosts.get(host))}", False)
     if ran is None or ran.unreachable or ran.failed:
         return HostOutcome(host, state, ran, _ansible_failure(ran), False)
     after = again.hosts.get(host)
     if after is not None and after.state is HostState.UNCHANGED:
         return HostOutcome(host, state, ran, "converged", True)
     return HostOutcome(host, state, ran, _not_converged(after), False)
+
+
+def _left(after: HostPlan | None) -> str:
+    if after is None or after.plan is None or after.unreachable is not None:
+        return "not detected again"
+    return f"left to do: {steps(after.plan)}" if after.plan.changes else "nothing left to do"
 
 
 def _not_run(planned: HostPlan) -> str:
@@ -79,11 +88,36 @@ def _ansible_failure(ran: runner.HostResult | None) -> str:
 
 
 def _not_converged(after: HostPlan | None) -> str:
-    if after is None or after.plan is None or after.unreachable is not None:
-        return f"not converged: {after.unreachable if after else 'not detected again'}"
+    if after is not None and after.unreachable is not None:
+        return f"unreachable after the run: {after.unreachable}; whether it converged is unknown"
+    if after is None or after.plan is None:
+        return "not converged: not detected again"
     return f"not converged: {steps(after.plan) or after.state.value}"
 
 
 def steps(plan: Plan) -> str:
     """The plan's changes as ``component action; ...``."""
     return "; ".join(f"{s.component.value} {s.action.value}" for s in plan.changes)
+
+
+def reboot_hosts(pending: dict[str, Plan], result: runner.ApplyResult, again: FleetPlan) -> dict[str, Plan]:
+    """The applied hosts that need a reboot now: the run finished a plan that changes the kernel side,
+    or the fresh plan finds one pending (a loaded module older than the installed one, the
+    ``/run/reboot-required`` flag). A run that failed before changing anything asks for none."""
+    return {
+        h: p for h, p in pending.items() if _finished(h, p, result) or _pending_reboot(again.hosts.get(h))
+    }
+
+
+def _finished(host: str, plan: Plan, result: runner.ApplyResult) -> bool:
+    ran = result.hosts.get(host)
+    return plan.reboot_required and ran is not None and not ran.failed and not ran.unreachable
+
+
+def _pending_reboot(after: HostPlan | None) -> bool:
+    """A reboot step in the fresh plan that no planned kernel-side change explains."""
+    if after is None or after.plan is None or after.unreachable is not None:
+        return False
+    kernel_side = {c.name for c in COMPONENTS if c.reboots}
+    planned = any(s.changes and s.component in kernel_side for s in after.plan.steps)
+    return after.plan.reboot_required and not planned

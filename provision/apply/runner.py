@@ -20,6 +20,7 @@ from typing import Any
 from provision import ansible
 from provision.apply.keyring import fetch_verified_keyring, read_key_file, write_verified_keyring
 from provision.errors import ApplyError
+from provision.pkg import apt
 from provision.plan.models import Plan
 from provision.resources import data_dir
 from provision.spec.models import KEY_HOSTS
@@ -47,6 +48,11 @@ class ApplyResult:
     status: str
     rc: int
     hosts: dict[str, HostResult] = field(default_factory=dict)
+
+    @property
+    def interrupted(self) -> bool:
+        """Stopped by Ctrl-C: ansible-runner killed ansible-playbook's process group (``canceled``)."""
+        return self.status == "canceled"
 
     @property
     def succeeded(self) -> bool:
@@ -189,6 +195,26 @@ def _failures(events: Iterable[ansible.Event]) -> dict[str, list[str]]:
             if data.get("ignore_errors"):
                 continue
             failures.setdefault(data.get("host", "?"), []).append(
-                f"{data.get('task', '?')}: {ansible.failure_message(data.get('res') or {})}"
+                f"{data.get('task', '?')}: {failure_cause(data.get('res') or {})}"
             )
     return failures
+
+
+def failure_cause(res: dict[str, Any]) -> str:
+    """Why a task failed, in one line: the package manager's own cause where its output holds one
+    (apt's ``E:`` lines, a failing maintainer script, unmet dependencies), else Ansible's message."""
+    text = "\n".join(str(res.get(key) or "") for key in ("msg", "stderr", "stdout", "module_stderr"))
+    cause = apt.failure_cause(text)
+    if cause is None:
+        return ansible.failure_message(res)
+    msg = ansible.failure_message(res)
+    # A role's own fail message already carries the cause (it quotes apt); keep its words.
+    return msg if cause in msg else f"{_without_command(msg)}{cause}"
+
+
+def _without_command(msg: str) -> str:
+    """The message's lead-in without apt's command line: ``'/usr/bin/apt-get -y ... install x' failed:``
+    says nothing the cause does not, so only a non-command lead-in ("apt cannot resolve ...: ") stays."""
+    if msg.startswith(("'/usr/bin/apt", '"/usr/bin/apt', "/usr/bin/apt")) or ": " not in msg:
+        return ""
+    return msg.split(": ", 1)[0] + ": "

@@ -78,16 +78,21 @@ class SingleView:
                 self.console.print(f"  [red]failed:[/] {escape(failure)}", soft_wrap=True)
         left = not_converged(planned, applied)
         for host, what in left.items():
-            self.console.print(f"[red]{host} did not converge:[/] " + escape(what))
+            lost = applied.again.hosts.get(host)
+            if lost is not None and lost.unreachable is not None:
+                self.console.print(f"[red]{host} unreachable after the run:[/] " + escape(lost.unreachable))
+            else:
+                self.console.print(f"[red]{host} did not converge:[/] " + escape(what))
         if not left:
             self.console.print("Converged: a fresh plan shows no changes.")
         converged = not left and applied.result.succeeded
         self.report.data["run_dir"] = str(applied.result.run_dir)
         self.report.data["hosts"] = {h.host: dataclasses.asdict(h) for h in applied.result.hosts.values()}
-        return self.report.outcome("applied" if converged else "failed", converged=converged)
+        ended = "interrupted" if applied.result.interrupted else "applied" if converged else "failed"
+        return self.report.outcome(ended, converged=converged)
 
     def reboot_notice(self, pending: dict[str, Plan]) -> None:
-        if any(p.reboot_required for p in pending.values()):
+        if pending:
             self.console.print("[bold magenta]Reboot required[/] to load the new kernel modules.")
 
 
@@ -96,7 +101,7 @@ def not_converged(planned: FleetPlan, applied: Applied) -> dict[str, str]:
     left: dict[str, str] = {}
     for host in planned.pending:
         after = applied.again.hosts.get(host)
-        if after is None:
+        if after is None or after.unreachable is not None:
             left[host] = next(o.outcome for o in applied.outcomes if o.host == host)
         elif after.plan is not None and after.plan.changes:
             left[host] = steps(after.plan)

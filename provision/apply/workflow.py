@@ -12,7 +12,7 @@ unreachable at planning are left out of the run. Every applied host Ansible reac
 detected and planned again: apply is done only when nothing is left to change.
 
 Exit codes: 0 applied and converged (or nothing to do), 1 refused, failed, or
-not converged (see README, "Exit codes").
+not converged, 130 interrupted by Ctrl-C (see README, "Exit codes").
 """
 
 from __future__ import annotations
@@ -26,12 +26,16 @@ from rich.console import Console
 
 from provision import app
 from provision.apply import runner
-from provision.apply.outcome import Applied, outcome, reached
+from provision.apply.outcome import Applied, outcome, reached, reboot_hosts
 from provision.apply.progress import Progress
 from provision.apply.views import JsonReport, SingleView, Stop
+from provision.components.driver import needs_consent
 from provision.errors import ProvisionError
 from provision.hosts import FleetPlan, Hosts, HostSpec, one_spec, plan_facts, plan_hosts
 from provision.plan.models import Plan
+
+INTERRUPTED = 130
+"""Exit code after Ctrl-C stopped the Ansible run (128 + SIGINT, the shell's convention)."""
 
 
 @dataclass(frozen=True)
@@ -43,12 +47,14 @@ class ApplyOptions:
         yes: Apply without asking.
         runs_dir: Where the run directory goes.
         forks: Hosts Ansible works on at once (None: Ansible's default, 5).
+        replace_held: Consent to replace an installed, held driver (``--replace-held``).
     """
 
     dry_run: bool
     yes: bool
     runs_dir: Path
     forks: int | None = None
+    replace_held: bool = False
 
 
 class ApplyView(Protocol):
@@ -68,7 +74,7 @@ class ApplyView(Protocol):
         """Show how the hosts ended; returns the exit code."""
 
     def reboot_notice(self, pending: dict[str, Plan]) -> None:
-        """Say which applied hosts need a reboot."""
+        """Say that the hosts of ``pending`` need a reboot (those whose run changed the kernel side)."""
 
 
 def apply_planned(hosts: Hosts, planned: FleetPlan, options: ApplyOptions, view: ApplyView) -> int:
@@ -87,15 +93,41 @@ def apply_planned(hosts: Hosts, planned: FleetPlan, options: ApplyOptions, view:
     if options.dry_run:
         view.console.print("Dry run: nothing was changed.")
         return view.stopped(planned, "dry-run")
+    check_consent(pending, options.replace_held)
     confirm(options.yes, view.console)
     result = run(hosts, pending, options, view)
     # Re-plan even after a failure, so that what is left undone is said, not hidden.
     again = plan_hosts(hosts, [h for h in pending if h in reached(result)])
     applied = Applied(result, again, [outcome(p, result, again) for p in planned.hosts.values()])
     code = view.show_applied(planned, applied)
+    if result.interrupted:
+        view.console.print(
+            "[bold red]Interrupted[/]: Ctrl-C stopped Ansible (its process group was killed, nothing of it "
+            "is left running); run the same apply again to finish."
+        )
+        code = INTERRUPTED
     view.console.print(f"Run directory (logs, plans, Ansible artifacts): {result.run_dir}")
-    view.reboot_notice(pending)
+    view.reboot_notice(reboot_hosts(pending, result, again))
     return code
+
+
+def check_consent(pending: dict[str, Plan], replace_held: bool) -> None:
+    """Refuse, before anything runs, a plan that replaces a held driver without the user's consent.
+
+    Raises:
+        ProvisionError: A plan removes held driver packages or releases their holds, and neither
+            ``--replace-held`` nor the spec's ``driver.replace_held`` consents (nothing was changed).
+    """
+    if replace_held:
+        return
+    for host, plan in pending.items():
+        held = [s for s in plan.changes if needs_consent(s)]
+        if held and not plan.spec.driver.replace_held:
+            raise ProvisionError(
+                f"{host}: the plan {held[0].action.value}s held driver packages ({held[0].current}); "
+                "an administrator may have held them: pass --replace-held or set driver.replace_held: true "
+                "to consent; nothing was changed"
+            )
 
 
 def confirm(yes: bool, console: Console) -> None:
@@ -136,12 +168,14 @@ def apply_workflow(
     as_json: bool,
     runs_dir: Path,
     console: Console,
+    replace_held: bool = False,
 ) -> int:
     """Run ``provision apply`` for a spec or saved plan at ``path``; returns the exit code.
 
     This machine, or with ``target.inventory`` every host it names (after ``target.limit``),
     each held to the one spec. With ``as_json`` the outcome is also written to stdout as one
-    JSON document: ``{"outcome": "nothing-to-do" | "dry-run" | "refused" | "applied" | "failed",
+    JSON document: ``{"outcome": "nothing-to-do" | "dry-run" | "refused" | "applied" | "failed"
+    | "interrupted",
     "converged": bool, "run_dir": str | None, "hosts": {host: {ok, changed, failed, unreachable,
     failures}}, "plans": [Plan, ...]}``.
     """
@@ -155,7 +189,7 @@ def apply_workflow(
             # The saved plan is applied only when planning now gives exactly it (host included).
             plans = planned.plans
             app.check_drift(saved, plans[saved.host] if saved.host in plans else next(iter(plans.values())))
-        options = ApplyOptions(dry_run, yes, runs_dir, target.forks)
+        options = ApplyOptions(dry_run, yes, runs_dir, target.forks, replace_held)
         return apply_planned(hosts, planned, options, SingleView(console, report, spec.name))
     finally:
         report.emit()

@@ -14,8 +14,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
-from ruamel.yaml import YAML
-from ruamel.yaml.error import YAMLError
 
 from provision.catalog.catalog import Catalog
 from provision.catalog.models import (
@@ -37,13 +35,12 @@ from provision.catalog.models import (
     TorchRelease,
 )
 from provision.catalog.packages import PackageNaming
+from provision.catalog.prebuilt import DATA_DIR, read_data
 from provision.errors import CatalogError
 from provision.models import Frozen
 from provision.versions import DottedVersion
 
-DATA_DIR = Path(__file__).resolve().parent / "data"
-"""Shipped catalog files (``bios.yaml`` there belongs to the checklist, not to this loader)."""
-
+__all__ = ["DATA_DIR", "load_catalog", "load_catalog_from"]
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -107,10 +104,7 @@ _CUTOVER = {"unsuffixed_from_branch", "unsuffixed_source"}
 
 
 def _read(path: Path) -> Any:
-    try:
-        return YAML(typ="safe", pure=True).load(path.read_text(encoding="utf-8"))
-    except (OSError, YAMLError) as exc:
-        raise CatalogError(f"catalog file {path}: {exc}") from None
+    return read_data(path)
 
 
 def _validate(model: type[M], data: Any, path: Path) -> M:

@@ -49,6 +49,7 @@ class ToolkitNaming(Sourced):
 
 class CudnnNaming(Sourced):
     runtime: str
+    headers: str
     dev: str
 
 
@@ -112,10 +113,15 @@ class PackageNaming(Frozen):
         """Driver-free toolkit package: ``13.0`` -> ``cuda-toolkit-13-0`` (never ``cuda``/``cuda-X-Y``)."""
         return self.cuda_toolkit_rule.name.format(major=release.major, minor=release.minor)
 
-    def cudnn(self, cuda_major: int) -> tuple[str, str]:
-        """cuDNN 9 runtime and dev packages: 13 -> ``libcudnn9-cuda-13``, ``libcudnn9-dev-cuda-13``."""
+    def cudnn(self, cuda_major: int) -> tuple[str, str, str]:
+        """cuDNN 9's package family, runtime first: 13 -> ``libcudnn9-cuda-13``,
+        ``libcudnn9-headers-cuda-13``, ``libcudnn9-dev-cuda-13`` (dev needs the headers at its version)."""
         rule = self.cudnn_rule
-        return rule.runtime.format(major=cuda_major), rule.dev.format(major=cuda_major)
+        return (
+            rule.runtime.format(major=cuda_major),
+            rule.headers.format(major=cuda_major),
+            rule.dev.format(major=cuda_major),
+        )
 
     def nccl(self) -> tuple[str, str]:
         """NCCL runtime and dev packages: ``libnccl2``, ``libnccl-dev``."""

@@ -16,9 +16,8 @@ from functools import cache
 from pathlib import Path
 
 from pydantic import Field, ValidationError
-from ruamel.yaml import YAML
-from ruamel.yaml.error import YAMLError
 
+from provision.catalog.prebuilt import read_data
 from provision.checklist.observe import Observation, machine_summary, observe
 from provision.detect.facts import Facts
 from provision.errors import CatalogError, SpecError
@@ -91,9 +90,8 @@ def load_default_items(path: Path = DEFAULTS_PATH) -> tuple[ChecklistItem, ...]:
 @cache
 def _load_cached(path: Path) -> tuple[ChecklistItem, ...]:
     try:
-        raw = YAML(typ="safe").load(path.read_text(encoding="utf-8"))
-        items = _DefaultsFile.model_validate(raw).items
-    except (OSError, YAMLError, ValidationError) as exc:
+        items = _DefaultsFile.model_validate(read_data(path)).items
+    except (CatalogError, ValidationError) as exc:
         raise CatalogError(f"{path}: cannot load the default checklist: {exc}") from None
     duplicates = _duplicates(item.id for item in items)
     if duplicates:

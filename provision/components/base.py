@@ -37,6 +37,8 @@ class Action(StrEnum):
     NOOP = "noop"
     MANUAL = "manual"
     REBOOT = "reboot"
+    RELEASE = "release"
+    """Release holds for one transaction (they are set again after it)."""
 
 
 class Component(StrEnum):
@@ -58,7 +60,15 @@ class Component(StrEnum):
 
 
 CHANGING = frozenset(
-    {Action.INSTALL, Action.UPGRADE, Action.DOWNGRADE, Action.REMOVE, Action.HOLD, Action.CONFIGURE}
+    {
+        Action.INSTALL,
+        Action.UPGRADE,
+        Action.DOWNGRADE,
+        Action.REMOVE,
+        Action.HOLD,
+        Action.CONFIGURE,
+        Action.RELEASE,
+    }
 )
 
 

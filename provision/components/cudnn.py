@@ -1,4 +1,6 @@
-"""cuDNN 9: ``libcudnn9-cuda-<major>`` and ``-dev`` for the toolkit's CUDA major (``packages.yaml``)."""
+"""cuDNN 9: ``libcudnn9-cuda-<major>``, ``-headers`` and ``-dev`` for the toolkit's CUDA major
+(``packages.yaml``). The whole family goes into one request: ``-dev`` depends on the headers at its
+own version, so an upgrade of a held box that left the headers out could never resolve (issue 13)."""
 
 from __future__ import annotations
 

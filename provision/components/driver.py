@@ -8,6 +8,7 @@ Sources:
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -71,7 +72,8 @@ class Driver(InstallableComponent):
     def plan(self, ctx: PlanContext) -> Iterable[Built]:
         step = driver_step(ctx)
         changes = isinstance(step, Step) and step.changes
-        return (step, *(() if changes else kernel_guard_findings(ctx)))
+        replaced = replaced_step(ctx, step) if isinstance(step, Step) else None
+        return (step, *((replaced,) if replaced else ()), *(() if changes else kernel_guard_findings(ctx)))
 
     def spec_rules(self, spec: Spec, catalog: Catalog) -> Iterable[Finding]:
         return source_findings(spec)
@@ -301,6 +303,58 @@ def _from_nvidia_repo(ctx: PlanContext) -> Step:
         reason=f"install {meta} ({flavor} kernel modules) from NVIDIA's repository"
         + (f", branch locked by {pin}" if pin else ""),
     )
+
+
+def replaced_step(ctx: PlanContext, driver: Step) -> Step | None:
+    """The held driver packages that a changing driver step replaces, said before anything runs.
+
+    A flavour or branch switch (the wanted meta-package is not installed) removes the installed
+    driver's packages: a ``remove`` step. A version change of the same driver moves held packages: a
+    ``release`` step (the holds are set again after the transaction). Either needs the user's consent
+    (``apply --replace-held`` or ``driver.replace_held``): an administrator may have held that driver.
+    None when the driver step changes nothing or nothing installed is held.
+    """
+    if not driver.changes or isinstance(ctx.facts.packages, Unknown):
+        return None
+    held = [
+        p
+        for p in ctx.facts.packages
+        if p.installed
+        and p.hold
+        and any(fnmatch.fnmatchcase(p.name, pat) for pat in DRIVER_FAMILY)
+        and not p.name.startswith("nvidia-driver-pinning")
+    ]
+    if not held:
+        return None
+    found = _distro(ctx) if ctx.spec.driver.source == "distro" else None
+    meta = found.carrier if found else ctx.catalog.packages.driver_meta(ctx.spec.driver.branch, ctx.flavor)
+    switch = ctx.installed(meta) is None
+    listed = ", ".join(f"{p.name} {p.version}" for p in held)
+    consent = "needs consent: `provision apply --replace-held` or driver.replace_held: true"
+    if switch:
+        return Step(
+            component=Component.DRIVER,
+            action=Action.REMOVE,
+            current=f"{listed} (held)",
+            target=f"replaced by {meta} {driver.target}",
+            tags=TAGS,
+            reason=f"the spec replaces the installed, held driver: apt removes the packages {meta} does not "
+            f"keep, after their holds are released; {consent}",
+        )
+    return Step(
+        component=Component.DRIVER,
+        action=Action.RELEASE,
+        current=f"{listed} (held)",
+        target=f"{driver.target}, held again",
+        tags=TAGS,
+        reason=f"the spec moves the held driver to {driver.target}: its holds are released for this "
+        f"transaction and set again after it; {consent}",
+    )
+
+
+def needs_consent(step: Step) -> bool:
+    """Whether applying ``step`` replaces a held driver (see :func:`replaced_step`)."""
+    return step.component is Component.DRIVER and step.action in (Action.REMOVE, Action.RELEASE)
 
 
 def _other(ctx: PlanContext) -> str:

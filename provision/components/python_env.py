@@ -53,12 +53,25 @@ class PythonEnv(InstallableComponent):
         )
         variables = python_extravars(py, ctx.catalog)
         variables["uninstall"] = list(removal.packages) if removal is not None else []
+        variables["reinstall"] = bool(_half_installed(py, ctx.facts))
         return {"provision_python": variables}
 
 
 def venv_step(py: PythonSpec, facts: Facts) -> Step | Finding:
-    """Create the venv unless one with the spec's interpreter exists (never deletes one)."""
+    """Create the venv unless one with the spec's interpreter exists (never deletes one); repair one
+    whose interpreter or pip is missing (an interrupted creation) by running ``venv`` over it again."""
     found = _venv_python(py, facts)
+    missing = facts.venv.missing_parts() if isinstance(facts.venv, Venv) else ()
+    if found is not None and missing:
+        return Step(
+            component=Component.PYTHON_VENV,
+            action=Action.INSTALL,
+            current=f"incomplete (no {', no '.join(missing)})",
+            target=f"{py.venv} (Python {py.interpreter})",
+            tags=_TAGS,
+            reason=f"repair the virtual environment {py.venv}: python{py.interpreter} -m venv over it "
+            "again restores the interpreter and pip and keeps the installed wheels",
+        )
     if found is None:
         return Step(
             component=Component.PYTHON_VENV,
@@ -131,24 +144,38 @@ def wheels_step(py: PythonSpec, facts: Facts) -> Step:
             target=", ".join(requirements(py)),
             reason="every requirement is already satisfied in the venv",
         )
+    broken = _half_installed(py, facts)
     return Step(
         component=Component.PYTHON_WHEELS,
         action=Action.INSTALL,
-        current=_describe(have) or "absent",
+        current=_describe(have) or ("half-installed " + ", ".join(broken) if broken else "absent"),
         target=", ".join(requirements(py)),
         packages=missing,
         tags=_TAGS,
-        reason="install the wheels (torch from its pinned variant index only)",
+        reason="install the wheels (torch from its pinned variant index only)"
+        + ("; reinstall over the half-installed ones (metadata and files disagree)" if broken else ""),
     )
 
 
 def _distributions(py: PythonSpec, facts: Facts) -> dict[str, str]:
     """Installed distributions; torch's version from its generated version.py, which carries the
-    variant tag (``2.11.0+cu130``) even where the dist-info name does not (PyPI's default wheel)."""
-    have = dict(facts.venv.distributions) if isinstance(facts.venv, Venv) else {}
-    if isinstance(facts.torch, Torch) and facts.torch.venv == py.venv:
+    variant tag (``2.11.0+cu130``) even where the dist-info name does not (PyPI's default wheel).
+
+    torch's files count only with a complete ``torch`` dist-info beside them when the venv probe
+    read the dist-infos (files without metadata are an interrupted install, not an installed torch).
+    """
+    venv = facts.venv if isinstance(facts.venv, Venv) else None
+    have = dict(venv.distributions) if venv else {}
+    metadata_agrees = venv is None or venv.interpreter is None or "torch" in venv.distributions
+    if isinstance(facts.torch, Torch) and facts.torch.venv == py.venv and metadata_agrees:
         have["torch"] = facts.torch.version
     return have
+
+
+def _half_installed(py: PythonSpec, facts: Facts) -> tuple[str, ...]:
+    """Requirements whose distribution is half-installed in the venv (pip must reinstall over it)."""
+    broken = facts.venv.incomplete if isinstance(facts.venv, Venv) else {}
+    return tuple(r for r in requirements(py) if canonicalize_name(Requirement(r).name) in broken)
 
 
 def _satisfied(req: Requirement, have: dict[str, str]) -> bool:

@@ -54,6 +54,16 @@ def repository_step(ctx: PlanContext) -> Step:
             reason=f"NVIDIA CUDA repository for {spec.os.repo_code}, Signed-By "
             "a keyring with a pinned fingerprint (deb822), and apt pins for the spec's versions",
         )
+    rotated = _key_drift(ctx)
+    if rotated:
+        return Step(
+            component=Component.REPOSITORY,
+            action=Action.CONFIGURE,
+            current=rotated[0],
+            target=rotated[1],
+            tags=Repository.tags,
+            reason=rotated[2],
+        )
     drift = _pins_drift(ctx)
     if drift:
         return Step(
@@ -75,6 +85,30 @@ def nvidia_repo_needed(spec: Spec) -> bool:
     """Whether anything comes from NVIDIA's repository: its driver, or the CUDA stack (which may sit
     beside a distribution's driver; NVIDIA's driver metas never do, see driver.forbidden_packages)."""
     return spec.driver.source == "nvidia-repo" or spec.cuda is not None
+
+
+def _key_drift(ctx: PlanContext) -> tuple[str, str, str] | None:
+    """(current, target, reason) when the installed keyring lacks the spec's key fingerprint: a rotated
+    key, or a keyring gone from a box whose pins provision wrote; None when it holds it or is unread."""
+    locks = ctx.facts.apt_locks
+    fingerprint = str(repo_vars(ctx)["fingerprint"]).upper()
+    if isinstance(locks, Unknown) or locks.keyring_fingerprints is None or not fingerprint:
+        return None
+    found = locks.keyring_fingerprints
+    if fingerprint in found:
+        return None
+    keyring = ctx.pm.files.keyring
+    if not found:
+        if locks.preferences is None:
+            return None  # never configured by provision, and no package to install: nothing to repair
+        return "absent", f"key {fingerprint}", f"repository keyring {keyring} missing; install the spec's key"
+    current = ", ".join(found)
+    return (
+        f"key {current}",
+        f"key {fingerprint}",
+        f"repository key rotated: {keyring} holds {current}, the spec pins {fingerprint}; install the new "
+        "key so apt can verify the repository again",
+    )
 
 
 def _pins_drift(ctx: PlanContext) -> str | None:

@@ -13,7 +13,9 @@ raw output parsed exactly once, and the Facts fields are derived from it.
 from __future__ import annotations
 
 import functools
+import hashlib
 import re
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -126,6 +128,30 @@ class Fact(Generic[T]):
 
 FactType = type[Fact[Any]]
 
+PARSE_CACHE_SIZE = 4096
+"""Parsed outputs kept by :func:`parse_once`: a fleet's hosts mostly print the same outputs."""
+
+_parse_cache: OrderedDict[tuple[FactType, int, bytes], Any] = OrderedDict()
+
+
+def parse_once(fact: FactType, output: str, rc: int) -> Any:
+    """``fact.parse(output, rc)``, computed once per distinct output in this process.
+
+    Parsers are pure functions of ``(output, rc)`` returning immutable values, so hosts that
+    printed the same output (most probes of a fleet built from one image) share one parse. The
+    cache keys on a 128-bit BLAKE2b digest of the output, never the text itself, and keeps the
+    :data:`PARSE_CACHE_SIZE` most recent values.
+    """
+    key = (fact, rc, hashlib.blake2b(output.encode("utf-8", "surrogatepass"), digest_size=16).digest())
+    if key in _parse_cache:
+        _parse_cache.move_to_end(key)
+        return _parse_cache[key]
+    value = fact.parse(output, rc)
+    _parse_cache[key] = value
+    if len(_parse_cache) > PARSE_CACHE_SIZE:
+        _parse_cache.popitem(last=False)
+    return value
+
 
 class Parsed:
     """Every probe output parsed once, by the fact that owns its id.
@@ -145,7 +171,7 @@ class Parsed:
         for fact in facts:
             out = next((outputs[i] for i in (fact.id, *fact.aliases) if i in outputs), None)
             if out is not None:
-                self._values[fact.id] = fact.parse(out.output, out.rc)
+                self._values[fact.id] = parse_once(fact, out.output, out.rc)
 
     def has(self, fact: FactType) -> bool:
         """True when ``fact``'s probe output was there (run, captured or saved)."""

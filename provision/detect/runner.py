@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,8 @@ __all__ = [
     "detect_remote",
     "facts_from_outputs",
     "facts_from_raw",
+    "facts_from_raw_hosts",
+    "host_dir_name",
     "outputs_from_json",
     "run_probes",
     "unknown_facts",
@@ -94,53 +96,155 @@ def facts_from_raw(directory: Path, host: str = "localhost", venv: str | None = 
     return facts_from_outputs(outputs, host=host, venv=venv)
 
 
-def detect_remote(inventory: str, limit: str | None = None, venv: str | None = None) -> dict[str, Facts]:
+def detect_remote(
+    inventory: str,
+    limit: str | None = None,
+    venv: str | None = None,
+    *,
+    forks: int | None = None,
+    save_raw: Path | None = None,
+) -> dict[str, Facts]:
     """Detect every inventory host in one ansible-runner playbook run.
 
-    The collector and the probe list are copied to a temporary directory on each
-    host and run there with the host's python3; results come from the runner's
-    ``runner_on_ok`` events. An unreachable or failing host gets every fact
-    Unknown with Ansible's message.
+    Each host Ansible's ssh (or local) connection reaches plainly runs the collector through one
+    ssh command (:mod:`provision.detect.direct`); the others (or all, with
+    ``PROVISION_REMOTE_DETECT=ansible``) through one ansible-runner play, which copies the
+    collector and the probe list to a temporary directory on each host and runs them there with
+    the host's python3. Results are parsed as they arrive (each host's output is held once, as
+    its Facts, not also as a kept event). An unreachable or failing host gets every fact Unknown
+    with the reason (ssh's or Ansible's message).
 
     Args:
         inventory: An inventory file path, or INI inventory text.
         limit: An Ansible host pattern restricting the run, or None for all hosts.
         venv: The venv torch is read from on each host; None skips torch.
+        forks: Hosts Ansible detects at once; None keeps Ansible's default (5).
+        save_raw: Also write each reached host's raw probe outputs to ``save_raw/<host>/``
+            (what ``plan -i INV --from-raw DIR`` reads back).
 
     Returns:
         ``{inventory hostname: Facts}`` for every host the play reached or tried.
 
     Raises:
-        FactsError: If ansible-playbook failed before any host reported.
+        FactsError: If ansible-playbook failed before any host reported, or ``save_raw`` cannot
+            be written.
     """
     started = datetime.now(UTC)
-    with tempfile.TemporaryDirectory(prefix="provision-detect-") as tmp:
-        events, rc, tail = _run_play(Path(tmp), inventory, limit, all_probes(venv))
-    hosts = collector_results(events)
-    if not hosts and rc != 0:
-        raise FactsError(f"ansible-playbook failed (rc {rc}) before any host reported: {tail}")
-    return {host: _host_facts(host, result, started) for host, result in hosts.items()}
+    found: dict[str, Facts] = {}
+
+    def keep(host: str, result: str | dict[str, Any]) -> None:
+        if host not in found:
+            found[host] = _host_facts(host, result, started, save_raw)
+
+    def take(event: Mapping[str, Any]) -> None:
+        for host, result in collector_results([event]).items():
+            keep(host, result)
+
+    probes = all_probes(venv)
+    order: list[str] = []  # inventory order, where known: hosts finish in any order
+    play_hosts = _detect_direct(inventory, limit, probes, forks, keep, order)
+    if play_hosts != []:
+        with tempfile.TemporaryDirectory(prefix="provision-detect-") as tmp:
+            play_limit = limit if play_hosts is None else ",".join(play_hosts)
+            rc, tail = _run_play(Path(tmp), inventory, play_limit, probes, forks, take)
+        if not found and rc != 0:
+            raise FactsError(f"ansible-playbook failed (rc {rc}) before any host reported: {tail}")
+    return {h: found[h] for h in order if h in found} | found
 
 
-def _host_facts(host: str, result: str | dict[str, Any], started: datetime) -> Facts:
+def _detect_direct(
+    inventory: str,
+    limit: str | None,
+    probes: list[Probe],
+    forks: int | None,
+    keep: Callable[[str, str | dict[str, Any]], None],
+    order: list[str],
+) -> list[str] | None:
+    """Detect the hosts reachable by one ssh command (:mod:`provision.detect.direct`); returns the
+    hosts left for the play, or None when the play should run on ``limit`` as given. ``order``
+    gets every targeted host in inventory order."""
+    from provision.detect import direct
+
+    if not direct.enabled():
+        return None
+    commands = direct.connections(inventory, limit)
+    if not commands:
+        return None  # unreadable, or no host matched: the play says why, as before
+    order.extend(commands)
+    ready = {h: argv for h, argv in commands.items() if argv is not None}
+    timeout = max((p.timeout for p in probes), default=10.0) + 60.0
+    direct.collect(ready, direct.payload(collector_source(), probes), timeout, forks, keep)
+    return [h for h, argv in commands.items() if argv is None]
+
+
+def _host_facts(host: str, result: str | dict[str, Any], started: datetime, save_raw: Path | None) -> Facts:
     if isinstance(result, str):
         return unknown_facts(host, result)
-    return facts_from_outputs(outputs_from_json(result), host=host, collected_at=started)
+    outputs = outputs_from_json(result)
+    if save_raw is not None:
+        write_raw(save_raw / host_dir_name(host), outputs)
+    return facts_from_outputs(outputs, host=host, collected_at=started)
+
+
+def host_dir_name(host: str) -> str:
+    """The directory of ``host`` under ``--save-raw``/``--from-raw``: the inventory hostname, with
+    ``/`` and a leading ``.`` replaced so that a name never leaves the directory."""
+    name = host.replace("/", "_").replace("\\", "_")
+    return "_" + name[1:] if name.startswith(".") else name or "_"
+
+
+def facts_from_raw_hosts(
+    directory: Path, hosts: Iterable[str], venvs: Mapping[str, str | None]
+) -> dict[str, Facts]:
+    """Facts of each of ``hosts`` from ``directory/<host>/`` (written by ``detect -i INV --save-raw``).
+
+    A host without its directory gets every fact Unknown with the reason (it counts as
+    unreachable, as it would live); a malformed directory raises.
+
+    Raises:
+        FactsError: ``directory`` is missing, or a host's directory holds a malformed file.
+    """
+    if not directory.is_dir():
+        raise FactsError(
+            f"{directory}: no such directory (write one with detect -i INVENTORY --save-raw DIR)"
+        )
+    found: dict[str, Facts] = {}
+    for host in hosts:
+        path = directory / host_dir_name(host)
+        if not path.is_dir():
+            found[host] = unknown_facts(host, f"host unreachable: no saved outputs in {path}")
+            continue
+        found[host] = facts_from_raw(path, host=host, venv=venvs.get(host))
+    return found
 
 
 def _run_play(
-    data_dir: Path, inventory: str, limit: str | None, probes: list[Probe]
-) -> tuple[list[dict[str, Any]], int, str]:
-    """Run the detection play through the one ansible-runner call site; (events, rc, last stdout line).
+    data_dir: Path,
+    inventory: str,
+    limit: str | None,
+    probes: list[Probe],
+    forks: int | None,
+    on_event: Callable[[dict[str, Any]], None],
+) -> tuple[int, str]:
+    """Run the detection play through the one ansible-runner call site; (rc, last stdout line).
 
-    Host keys are checked (:func:`provision.ansible.ansible_env`): detection must not silently
-    trust a new machine.
+    Events go to ``on_event`` as they arrive and are not kept. Host keys are checked
+    (:func:`provision.ansible.ansible_env`): detection must not silently trust a new machine.
     """
     from provision import ansible  # ansible-runner is slow to import; only the inventory path needs it
 
     _write_project(data_dir / "project", probes)
-    run = ansible.run_play(data_dir, "detect.yml", inventory, limit=limit)
-    return list(run.events), run.rc, run.stdout_tail
+    run = ansible.run_play(
+        data_dir,
+        "detect.yml",
+        inventory,
+        limit=limit,
+        forks=forks,
+        on_event=on_event,
+        keep=False,
+        pipelining=True,
+    )
+    return run.rc, run.stdout_tail
 
 
 def _write_project(project: Path, probes: list[Probe]) -> None:
@@ -188,6 +292,7 @@ def detect_play() -> list[dict[str, Any]]:
             "name": "Detect GPU machine facts.",
             "hosts": "all",
             "gather_facts": False,
+            "strategy": "free",  # hosts are independent: none waits for the slowest at each task
             "tasks": [
                 mkdir,
                 {

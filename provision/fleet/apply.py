@@ -98,7 +98,7 @@ class FleetView:
         return 0 if ok else 1
 
     def reboot_notice(self, pending: dict[str, Plan]) -> None:
-        hosts = [h for h, p in pending.items() if p.reboot_required]
+        hosts = list(pending)
         if hosts:
             self.console.print(
                 f"[bold magenta]Reboot required[/] on {escape(', '.join(hosts))} to load the new modules."

@@ -7,6 +7,7 @@ single-spec behaviour of :mod:`provision.apply.workflow`.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
@@ -36,9 +37,21 @@ def fleet_mode(spec: Path | None, inventory: Path | None, fleet_file: Path | Non
     return fleet_file is not None or spec is None
 
 
-def resolve(spec: Path | None, inventory: Path | None, fleet_file: Path | None, limit: str | None) -> Fleet:
-    """The fleet a command runs on; see :func:`provision.fleet.mapping.load_fleet`."""
-    return load_fleet(inventory, fleet_file, limit, spec)
+def resolve(
+    spec: Path | None,
+    inventory: Path | None,
+    fleet_file: Path | None,
+    limit: str | None,
+    *,
+    forks: int | None = None,
+    from_raw: Path | None = None,
+    save_raw: Path | None = None,
+) -> Fleet:
+    """The fleet a command runs on (see :func:`provision.fleet.mapping.load_fleet`), detected with
+    ``forks``, or read offline from ``from_raw``, or saving raw outputs to ``save_raw``."""
+    return replace(
+        load_fleet(inventory, fleet_file, limit, spec), forks=forks, from_raw=from_raw, save_raw=save_raw
+    )
 
 
 def detect_facts(fleet: Fleet) -> dict[str, Facts]:

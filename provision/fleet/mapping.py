@@ -45,10 +45,16 @@ class Fleet:
     Attributes:
         inventory: The Ansible inventory the runs use.
         specs: Inventory hostname -> spec path, in inventory order, after ``--limit``.
+        forks: Hosts Ansible works on at once (``--forks``); None keeps Ansible's default (5).
+        from_raw: Plan offline from ``from_raw/<host>/`` (``--from-raw``) instead of detecting.
+        save_raw: Also write each detected host's raw outputs to ``save_raw/<host>/`` (``--save-raw``).
     """
 
     inventory: Path
     specs: dict[str, Path]
+    forks: int | None = None
+    from_raw: Path | None = None
+    save_raw: Path | None = None
 
     @property
     def hosts(self) -> list[str]:

@@ -47,7 +47,8 @@ def load_specs(fleet: Fleet) -> dict[Path, Spec]:
 def fleet_hosts(fleet: Fleet, specs: Mapping[Path, Spec] | None = None) -> Hosts:
     """The fleet's hosts, each with its own spec (loaded once per file)."""
     loaded = specs if specs is not None else load_specs(fleet)
-    return Hosts(fleet.inventory, {h: HostSpec(loaded[p], str(p)) for h, p in fleet.specs.items()})
+    held = {h: HostSpec(loaded[p], str(p)) for h, p in fleet.specs.items()}
+    return Hosts(fleet.inventory, held, fleet.forks, fleet.from_raw, fleet.save_raw)
 
 
 def detect_fleet(

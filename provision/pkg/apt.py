@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from debian.debian_support import Version as DebVersion
 
-from provision.detect.facts import Facts, Unknown
+from provision.detect.facts import Facts, Package, Unknown
 from provision.pkg.base import LockState, ManagedFiles, Pin, installed
 from provision.versions import DottedVersion
 
@@ -73,6 +73,33 @@ class Apt:
             f"Unattended-Upgrade::Package-Blacklist {{\n{entries}}};\n"
         )
 
+    def repair_advice(self, broken: Sequence[Package], interrupted: bool) -> str:
+        """The commands that finish this dpkg state, chosen from it (dpkg(1), apt-get(8)).
+
+        An interrupted run (journal entries) or packages left unconfigured (``half-configured``,
+        ``unpacked``, triggers pending) are finished by ``dpkg --configure -a``; apt itself refuses
+        with "you must manually run 'dpkg --configure -a'", and ``apt-get --fix-broken install``
+        does not help there. A package whose unpacking stopped (``half-installed``) or that dpkg
+        flags reinstall-required is unpacked again by ``apt-get install --reinstall``. Should a
+        maintainer script keep failing, dpkg's error names it: fix its cause or remove the package.
+        """
+        steps: list[str] = []
+        unpack = [
+            p.name for p in broken if p.status.split()[-1] == "half-installed" or "reinstreq" in p.status
+        ]
+        configure = [p.name for p in broken if p.name not in unpack]
+        if interrupted or configure:
+            steps.append("`dpkg --configure -a`")
+        if unpack:
+            steps.append(f"`apt-get install --reinstall {' '.join(unpack)}`")
+        advice = "run " + ", then ".join(steps)
+        if configure:
+            advice += (
+                f"; if a maintainer script of {', '.join(configure)} fails again, dpkg's error names it: "
+                "fix its cause, or remove that package with `dpkg --remove`"
+            )
+        return advice
+
     def lock_state(self, facts: Facts) -> LockState | Unknown:
         locks = facts.apt_locks
         if isinstance(locks, Unknown):
@@ -91,3 +118,42 @@ class Apt:
 
 
 APT = Apt()
+
+
+_SCRIPT_FAILED = re.compile(
+    r"^dpkg: error processing package (?P<pkg>[^\s:]+)(?::\S+)? \((?P<op>--[a-z]+)\):\n\s*"
+    r"(?:installed \S+ package |new \S+ package |)(?P<script>(?:post|pre)-(?:installation|removal)) script "
+    r"subprocess returned error exit status (?P<status>\d+)",
+    re.M,
+)
+_UNMET = re.compile(r"^The following packages have unmet dependencies:\n((?:^ .*\n?)+)", re.M)
+_MAX_CAUSE = 800
+
+
+def failure_cause(output: str) -> str | None:
+    """The cause of a failed apt/dpkg run, from its combined messages, stdout and stderr; None when
+    the text holds no apt or dpkg error.
+
+    In order: a maintainer script that failed (the package named, with dpkg's exit status), the
+    unmet dependencies apt printed (which package needs which version), then apt's ``E:`` lines.
+    Never the first stderr line alone, which is often ``debconf: delaying package configuration``.
+    Sources: apt-get(8), dpkg(1) (maintainer scripts and ``--configure -a``), issue 13.
+    """
+    causes: list[str] = []
+    for failed in _SCRIPT_FAILED.finditer(output):
+        cause = (
+            f"the {failed['script']} script of {failed['pkg']} failed (exit status {failed['status']}); "
+            f"fix what it needs, then run `dpkg --configure -a`"
+        )
+        if cause not in causes:
+            causes.append(cause)
+    for block in _UNMET.finditer(output):
+        causes.append(
+            "unmet dependencies: " + "; ".join(" ".join(line.split()) for line in block[1].splitlines())
+        )
+    errors = [line.strip() for line in output.splitlines() if line.startswith("E: ")]
+    causes.extend(dict.fromkeys(errors))
+    if not causes:
+        return None
+    text = "; ".join(causes)
+    return text if len(text) <= _MAX_CAUSE else text[: _MAX_CAUSE - 3] + "..."

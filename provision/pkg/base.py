@@ -90,6 +90,11 @@ class PackageManager(Protocol):
         """provision's pins and upgrade guard as the facts found them."""
         ...
 
+    def repair_advice(self, broken: Sequence[Package], interrupted: bool) -> str:
+        """What finishes a broken package state (``run `dpkg --configure -a`...``), chosen from the
+        unfinished ``broken`` packages and whether the last run was ``interrupted``."""
+        ...
+
     def packaged_kernels(self, facts: Facts) -> tuple[str, ...]:
         """Releases of the kernels installed from packages (``6.8.0-60-generic``), sorted."""
         ...

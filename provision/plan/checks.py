@@ -48,17 +48,24 @@ def _arch(spec: Spec, facts: Facts) -> Iterator[Finding]:
 
 
 def _broken(facts: Facts, pm: PackageManager) -> Iterator[Finding]:
+    """A blocker for any unfinished package, NVIDIA's or not, or an interrupted dpkg run: the next
+    transaction would stop on it, or apt would finish it unasked and leave the stack unheld."""
     if isinstance(facts.packages, Unknown):
         yield _f("packages-unknown", "warning", f"installed packages unknown ({facts.packages.unknown})")
         return
-    broken = [f"{p.name} ({p.status})" for p in facts.packages if p.broken]
-    if broken:
+    broken = [p for p in facts.packages if p.broken]
+    locks = facts.apt_locks
+    interrupted = not isinstance(locks, Unknown) and locks.dpkg_interrupted
+    if broken or interrupted:
+        what = [f"{p.name} ({p.status})" for p in broken]
+        if interrupted:
+            what.insert(0, "an interrupted dpkg run (entries in /var/lib/dpkg/updates)")
         yield _f(
             "broken-package-state",
             "blocker",
-            f"broken package state: {', '.join(broken)}; run `{pm.repair_command}` "
+            f"broken package state: {', '.join(what)}; {pm.repair_advice(broken, interrupted)}, "
             "before anything else (FF-01)",
-            source=f"field failures FF-01 ({ff_ref(1)})",
+            source=f"field failures FF-01 ({ff_ref(1)}); dpkg(1) (https://manpages.debian.org/bookworm/dpkg/dpkg.1.en.html)",
         )
 
 

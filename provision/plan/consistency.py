@@ -9,7 +9,7 @@ reinstall would not fix (field failure FF-01, docs/field-failures.md#ff-01).
 
 from __future__ import annotations
 
-from provision.detect.facts import Facts, LoadedDriver
+from provision.detect.facts import Facts, LoadedDriver, Unknown
 from provision.fieldfailures import ff_ref
 from provision.pkg import os_family, package_manager
 from provision.plan.models import Action, Component, Finding, Step
@@ -42,17 +42,30 @@ def consistency_findings(facts: Facts) -> tuple[Finding, ...]:
 
 
 def reboot_pending(facts: Facts) -> Step | None:
-    """A reboot step when only the loaded module differs from what is installed."""
+    """A reboot step when only the loaded module differs from what is installed, or when package
+    scripts left the ``/run/reboot-required`` flag (naming the packages they list)."""
     if not isinstance(facts.driver, LoadedDriver):
-        return None
+        return _flagged(facts)
     loaded = facts.driver.version
     installed = facts.on_disk_driver() or userspace_version(facts)
     if installed is None or installed == loaded:
-        return None
+        return _flagged(facts)
     return Step(
         component=Component.REBOOT,
         action=Action.REBOOT,
         current=str(loaded),
         target=str(installed),
         reason=f"reboot pending (module {loaded} loaded, {installed} installed)",
+    )
+
+
+def _flagged(facts: Facts) -> Step | None:
+    locks = facts.apt_locks
+    if isinstance(locks, Unknown) or locks.reboot_required is None:
+        return None
+    named = f" by {', '.join(locks.reboot_required)}" if locks.reboot_required else ""
+    return Step(
+        component=Component.REBOOT,
+        action=Action.REBOOT,
+        reason=f"reboot pending: /run/reboot-required was set{named}",
     )

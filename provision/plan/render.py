@@ -1,6 +1,6 @@
 """Human-readable plan output, in the spirit of ``terraform plan``.
 
-Symbols: ``+`` install, ``~`` upgrade/downgrade/configure, ``-`` remove, ``#`` hold,
+Symbols: ``+`` install, ``~`` upgrade/downgrade/configure, ``-`` remove, ``#`` hold or hold release,
 ``!`` manual, ``↻`` reboot, ``=`` no change (with its reason). Long reasons wrap inside their
 column so that the symbols and component names stay readable.
 """
@@ -20,6 +20,7 @@ _SYMBOL = {
     Action.CONFIGURE: ("~", "yellow"),
     Action.REMOVE: ("-", "red"),
     Action.HOLD: ("#", "cyan"),
+    Action.RELEASE: ("#", "red"),
     Action.MANUAL: ("!", "magenta"),
     Action.REBOOT: ("↻", "magenta"),
     Action.NOOP: ("=", "dim"),

@@ -199,6 +199,13 @@ class DriverSpec(Frozen):
         description="Someone can answer the firmware console at the next boot (MOK enrollment under "
         "Secure Boot); false for headless VMs and remote fleets, where such steps are refused.",
     )
+    replace_held: bool = Field(
+        False,
+        description="Let apply replace an installed, held driver that the spec changes (a flavour or branch "
+        "switch removes its packages; a version change releases their holds for one transaction); "
+        "`provision apply --replace-held` gives the same consent for one run.",
+        examples=[False],
+    )
     kernel_guard: Literal["report", "hold"] = Field(
         "report",
         description="A newer installed kernel without the NVIDIA module: report it in the plan, or also "

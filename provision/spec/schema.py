@@ -13,9 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ruamel.yaml import YAML
-
 from provision.catalog import Catalog, load_catalog
+from provision.catalog.prebuilt import read_data
 from provision.resources import data_dir
 from provision.spec.loader import load_spec
 from provision.spec.models import Spec
@@ -83,7 +82,7 @@ def _from_catalog(cat: Catalog) -> dict[str, list[Any]]:
             "RepositorySpec.key_url": [repo.key_url],
             "RepositorySpec.fingerprint": [repo.fingerprint],
         }
-    items = YAML(typ="safe").load(BIOS_DEFAULTS.read_text(encoding="utf-8"))["items"]
+    items = read_data(BIOS_DEFAULTS)["items"]
     examples |= {f"BiosItem.{key}": [items[0][key]] for key in ("id", "title", "why", "how")}
     return examples
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import subprocess
 import sys
 import threading
@@ -39,6 +40,15 @@ SAMPLE_FIELDS = (
 )
 """nvidia-smi fields sampled during a load; the keys of a sample, dots replaced by underscores."""
 
+PROGRESS = "provision-progress:"
+"""Prefix of the progress lines written to stderr while the loads run (provision shows them)."""
+
+
+def progress(text: str) -> None:
+    """Say on stderr what runs now (``provision-progress: <text>``); stdout keeps the one JSON document."""
+    print(f"{PROGRESS} {text}", file=sys.stderr, flush=True)
+
+
 MATMUL_N = 8192
 """Square size of the timed bf16 product (the figure NVIDIA and the H200 bench.txt quote)."""
 
@@ -51,41 +61,79 @@ def _number(text: str) -> float | None:
 
 
 class Sampler:
-    """Samples ``nvidia-smi --query-gpu`` for one GPU in a thread while a load runs."""
+    """Samples one GPU while a load runs, through one long-running ``nvidia-smi --query-gpu ...
+    --loop-ms`` process (one line per period) rather than a new process every period.
 
-    def __init__(self, index: int, period_s: float = 0.25) -> None:
-        self.index, self.period_s = index, period_s
+    Args:
+        index: nvidia-smi's GPU index.
+        period_s: Seconds between samples (nvidia-smi's ``--loop-ms``, in ms).
+        nvidia_smi: The program (tests point it at a recorded stand-in).
+    """
+
+    def __init__(self, index: int, period_s: float = 0.25, nvidia_smi: str = "nvidia-smi") -> None:
+        self.index, self.period_s, self.nvidia_smi = index, period_s, nvidia_smi
         self.samples: list[dict[str, Any]] = []
         self.error: str | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._other: list[str] = []
+        self._proc: subprocess.Popen[str] | None = None
+        self._thread = threading.Thread(target=self._read, daemon=True)
+
+    def argv(self) -> list[str]:
+        """The sampler's command line."""
+        query = "--query-gpu=" + ",".join(SAMPLE_FIELDS)
+        loop = f"--loop-ms={max(1, round(self.period_s * 1000))}"
+        return [self.nvidia_smi, query, "--format=csv,noheader,nounits", "-i", str(self.index), loop]
 
     def __enter__(self) -> Sampler:
+        try:
+            self._proc = subprocess.Popen(
+                self.argv(),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+        except OSError as exc:
+            self.error = f"nvidia-smi: {exc}"
+            return self
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
+        proc = self._proc
+        if proc is None:
+            return
+        if proc.poll() is None:
+            proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
         self._thread.join(timeout=10)
+        if proc.returncode not in (0, -signal.SIGTERM) and not self.samples:
+            said = " ".join(self._other).strip()[:200]
+            self.error = f"nvidia-smi exited {proc.returncode}: {said}"
 
-    def _run(self) -> None:
-        argv = ["nvidia-smi", "--query-gpu=" + ",".join(SAMPLE_FIELDS), "--format=csv,noheader,nounits"]
-        while not self._stop.wait(self.period_s):
-            try:
-                out = subprocess.run(
-                    [*argv, "-i", str(self.index)], capture_output=True, text=True, timeout=10
-                )
-            except (OSError, subprocess.TimeoutExpired) as exc:
-                self.error = f"nvidia-smi: {exc}"
-                return
-            if out.returncode != 0:
-                self.error = f"nvidia-smi exited {out.returncode}: {(out.stdout + out.stderr).strip()[:200]}"
-                return
-            values = [_number(v) for v in out.stdout.strip().split(",")]
-            self.samples.append(dict(zip((f.replace(".", "_") for f in SAMPLE_FIELDS), values, strict=False)))
+    def _read(self) -> None:
+        assert self._proc is not None and self._proc.stdout is not None
+        for line in self._proc.stdout:
+            sample = parse_sample(line)
+            if sample is None:
+                self._other.append(line.strip())
+            else:
+                self.samples.append(sample)
 
     def report(self, phase: str) -> dict[str, Any]:
         return {"phase": phase, "samples": self.samples, "error": self.error}
+
+
+def parse_sample(line: str) -> dict[str, Any] | None:
+    """One ``--query-gpu`` CSV line (no header, no units) as a sample; None for any other line."""
+    values = [_number(v) for v in line.strip().split(",")]
+    if len(values) != len(SAMPLE_FIELDS) or values[0] is None:
+        return None
+    return dict(zip((f.replace(".", "_") for f in SAMPLE_FIELDS), values, strict=True))
 
 
 def _card_limits(index: int) -> dict[str, float | None]:
@@ -166,9 +214,11 @@ def one_gpu(torch: Any, index: int, seconds: float, nbytes: int) -> dict[str, An
     device = torch.device("cuda", index)
     try:
         torch.cuda.set_device(device)
+        progress(f"GPU {index} ({props.name}): checked product and pinned copies")
         out["ones_sum"] = float(torch.ones(1, device=device).sum().item())
         out["fp32_rel_error"] = checked_matmul(torch, device)
         out |= _copies(torch, index, device, max(1.0, seconds / 4), nbytes, out["phases"])
+        progress(f"GPU {index}: bf16 load for {seconds:g} s")
         with Sampler(index) as sampler:
             out |= bf16_load(torch, device, seconds)
         out["phases"].append(sampler.report("bf16-matmul"))
@@ -268,6 +318,7 @@ def gpus_mode(args: argparse.Namespace) -> dict[str, Any]:
     nbytes = args.copy_mib * MIB
     out["gpus"] = [one_gpu(torch, i, args.seconds, nbytes) for i in range(out["device_count"])]
     if out["device_count"] >= 2:
+        progress(f"P2P access and copies between {out['device_count']} GPUs")
         out["p2p"] = p2p(torch, out["device_count"], nbytes)
     return out
 

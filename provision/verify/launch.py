@@ -16,7 +16,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -63,13 +63,68 @@ def gpu_timeout(gpu_count: int, seconds: float) -> float:
     return IMPORT_TORCH_S + max(gpu_count, 1) * (1.5 * seconds + 20.0)
 
 
-def run_gpus(python: Path, seconds: float, timeout: float, copy_mib: int = 256) -> GpuRun | Unknown:
-    """Run the ``gpus`` mode; an Unknown names a timeout, a crash or unreadable output."""
+def run_gpus(
+    python: Path,
+    seconds: float,
+    timeout: float,
+    copy_mib: int = 256,
+    on_progress: Callable[[str], None] | None = None,
+) -> GpuRun | Unknown:
+    """Run the ``gpus`` mode; an Unknown names a timeout, a crash or unreadable output.
+
+    ``on_progress`` gets each progress line of the program (``GPU 0: bf16 load for 5 s``) while
+    it runs, about five times a second at most.
+    """
     argv = [str(python), "-I", str(SCRIPT), "gpus", "--seconds", str(seconds), "--copy-mib", str(copy_mib)]
     with tempfile.TemporaryDirectory(prefix="provision-verify-") as tmp:
         proc, out, err = _start(argv, Path(tmp), "gpus")
-        timed_out = not _wait_all([proc], timeout)
+        timed_out = not wait_watching(proc, timeout, err, on_progress or (lambda _text: None))
         return gpu_run_from(proc.returncode, _read(out), _read(err), timed_out, timeout)
+
+
+POLL_S = 0.2
+"""How often a running GPU program's stderr is read for progress lines."""
+
+
+def wait_watching(
+    proc: subprocess.Popen[bytes], timeout: float, err: Path, on_progress: Callable[[str], None]
+) -> bool:
+    """Wait for ``proc`` until ``timeout`` (then kill it), passing each progress line that appears
+    in its stderr file ``err`` to ``on_progress`` as it comes. True if it ended in time."""
+    deadline = time.monotonic() + timeout
+    offset = 0
+    while True:
+        try:
+            proc.wait(timeout=max(0.0, min(POLL_S, deadline - time.monotonic())))
+            ended = True
+        except subprocess.TimeoutExpired:
+            ended = False
+        offset = _new_progress(err, offset, on_progress)
+        if ended:
+            return True
+        if time.monotonic() >= deadline:
+            _kill(proc)
+            return False
+
+
+def _new_progress(err: Path, offset: int, on_progress: Callable[[str], None]) -> int:
+    """Report the complete lines of ``err`` after byte ``offset``; returns the new offset."""
+    try:
+        with err.open("rb") as handle:
+            handle.seek(offset)
+            chunk = handle.read()
+    except OSError:
+        return offset
+    complete = chunk[: chunk.rfind(b"\n") + 1]
+    for text in progress_lines(complete.decode("utf-8", errors="replace")):
+        on_progress(text)
+    return offset + len(complete)
+
+
+def progress_lines(stderr: str) -> list[str]:
+    """The progress texts in the GPU program's stderr (lines ``provision-progress: <text>``)."""
+    prefix = "provision-progress:"  # gpuload.PROGRESS; gpuload runs standalone, so it is not imported
+    return [line[len(prefix) :].strip() for line in stderr.splitlines() if line.startswith(prefix)]
 
 
 def gpu_run_from(rc: int, stdout: str, stderr: str, timed_out: bool, timeout: float) -> GpuRun | Unknown:

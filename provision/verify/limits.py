@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, ValidationError, model_validator
-from ruamel.yaml import YAML
-from ruamel.yaml.error import YAMLError
 
+from provision.catalog.prebuilt import read_data
 from provision.errors import CatalogError
 from provision.models import Frozen
 from provision.spec.models import VerifySpec
@@ -121,11 +120,9 @@ def load_limits(path: Path = VERIFY_YAML) -> Limits:
     Raises:
         CatalogError: Unreadable YAML, a row failing its model, or an undefined source key.
     """
+    data = read_data(path)
     try:
-        data = YAML(typ="safe", pure=True).load(path.read_text(encoding="utf-8"))
         return Limits.model_validate(data)
-    except (OSError, YAMLError) as exc:
-        raise CatalogError(f"catalog file {path}: {exc}") from None
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         raise CatalogError(f"catalog file {path}: {problems}") from None

@@ -7,6 +7,7 @@ run is replayed in the tests.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
@@ -62,7 +63,14 @@ def _gpu_run(spec: Spec, facts: Facts) -> GpuRun | Unknown:
     if isinstance(python, Unknown):
         return python
     seconds = spec.verify.load_seconds
-    return launch.run_gpus(python, seconds, launch.gpu_timeout(len(facts.gpus), seconds))
+    timeout = launch.gpu_timeout(len(facts.gpus), seconds)
+    return launch.run_gpus(python, seconds, timeout, on_progress=_show_progress)
+
+
+def _show_progress(text: str) -> None:
+    # stderr, so that --json keeps stdout to its one document
+    sys.stderr.write(f"verify: {text}\n")
+    sys.stderr.flush()
 
 
 def _allreduce(spec: Spec, gpu_run: GpuRun | Unknown) -> AllReduceRun | Unknown | None:

@@ -23,6 +23,7 @@ STACK = {
     "cuda-toolkit-13-0": "13.0.2-1",
     "cuda-nvcc-13-0": "13.0.88-1",
     "libcudnn9-cuda-13": "9.14.0.64-1",
+    "libcudnn9-headers-cuda-13": "9.14.0.64-1",
     "libcudnn9-dev-cuda-13": "9.14.0.64-1",
     "libnccl2": "2.28.3-1+cuda13.0",
     "libnccl-dev": "2.28.3-1+cuda13.0",

@@ -30,8 +30,8 @@ def apt_spec(tmp_path: Path, nvidia_repo: NvidiaRepo, wheel_index: WheelIndex) -
     return write
 
 
-def apply_ok(spec: Path, target: Target) -> str:
-    result = provision("apply", str(spec), "-i", str(target.inventory), "--yes")
+def apply_ok(spec: Path, target: Target, *extra: str) -> str:
+    result = provision("apply", str(spec), "-i", str(target.inventory), "--yes", *extra)
     assert result.exit_code == 0, result.output
     return str(result.output)
 
@@ -95,8 +95,14 @@ def test_flavour_switch_replaces_the_proprietary_driver_with_the_open_one(
     driver = {"branch": 580, "version": "580.95.05", "source": "nvidia-repo"}
     apply_ok(apt_spec(driver={**driver, "flavor": "proprietary"}), target)
     assert target.dpkg_status()["cuda-drivers"] == ("580.95.05-1", "hold ok installed")
-    # The switch removes the proprietary packages: allowed, because the plan changes the driver.
-    apply_ok(apt_spec(driver={**driver, "flavor": "open"}), target)
+    # The switch removes the held proprietary packages: shown in the plan, applied only with consent.
+    switch = apt_spec(driver={**driver, "flavor": "open"})
+    before = target.dpkg_status()
+    refused = provision("apply", str(switch), "-i", str(target.inventory), "--yes")
+    assert refused.exit_code == 1, refused.output
+    assert "cuda-drivers 580.95.05-1" in refused.output and "--replace-held" in refused.output
+    assert target.dpkg_status() == before
+    apply_ok(switch, target, "--replace-held")
     status = target.dpkg_status()
     assert status["nvidia-open"] == ("580.95.05-1", "hold ok installed")
     assert "cuda-drivers" not in status or not status["cuda-drivers"][1].endswith(" installed")

@@ -204,7 +204,10 @@ def _fake_venv(root: Path) -> Path:
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     site = next((venv / "lib").glob("python3*")) / "site-packages"
     (site / "torch").mkdir(parents=True)
-    (site / "torch-2.11.0+cu130.dist-info").mkdir()
+    info = site / "torch-2.11.0+cu130.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 2.11.0+cu130\n")
+    (info / "RECORD").write_text(f"torch/version.py,,\n{info.name}/METADATA,,\n{info.name}/RECORD,,\n")
     (site / "torch" / "version.py").write_text(
         "from typing import Optional\n__version__ = '2.11.0+cu130'\ncuda: Optional[str] = '13.0'\n"
     )

@@ -96,10 +96,13 @@ def test_ff01_reboot_pending_not_reinstall() -> None:
 
 def test_ff01_broken_package_state_repair_first() -> None:
     plan = make_plan(spec(**FF01_SPEC), ff01_facts("550.107.02", "install ok half-configured"), CATALOG)
-    assert (
-        "broken package state: libnvidia-compute-550 (install ok half-configured); run `apt-get "
-        "--fix-broken install` before anything else (FF-01)" in finding(plan, "broken-package-state")
+    expected = (
+        "broken package state: libnvidia-compute-550 (install ok half-configured); "
+        "run `dpkg --configure -a`; if a maintainer script of libnvidia-compute-550 fails again, "
+        "dpkg's error names it: fix its cause, or remove that package with `dpkg --remove`, "
+        "before anything else (FF-01)"
     )
+    assert expected in finding(plan, "broken-package-state")
 
 
 def test_ff01_module_on_disk_differs_from_userspace() -> None:

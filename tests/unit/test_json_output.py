@@ -234,3 +234,14 @@ def test_catalog_table(table: str) -> None:
 
 def test_catalog_error_is_a_document() -> None:
     error_of(invoke("catalog", "bios", "--json"), 1, "no catalog table 'bios'")
+
+
+def test_apply_fleet_interrupted(
+    inventory: Path, detected: Any, mocker: MockerFixture, tmp_path: Path
+) -> None:
+    ran = runner.ApplyResult(run_dir=tmp_path / "run", status="canceled", rc=254, hosts={})
+    mocker.patch.object(runner, "run_playbook", return_value=ran)
+    result = invoke("apply", "-i", str(inventory), "--yes", "--json", "--runs-dir", str(tmp_path))
+    assert result.exit_code == 130, result.output
+    doc = document(result)
+    assert doc["hosts"]["a"]["outcome"].startswith("interrupted (Ctrl-C): ")

@@ -110,7 +110,7 @@ def test_a_host_missing_from_detection_is_unreachable() -> None:
 
 
 def test_detection_runs_once_per_venv_and_limits_to_the_group(mocker: MockerFixture) -> None:
-    detect = mocker.patch.object(hosts_mod, "detect_hosts", side_effect=lambda i, limit, v: {})
+    detect = mocker.patch.object(hosts_mod, "detect_hosts", side_effect=lambda i, limit, v, *options: {})
     other = ubuntu_spec().model_copy(
         update={"python": ubuntu_spec().python.model_copy(update={"venv": "/opt/b"})}  # type: ignore[union-attr]
     )
@@ -119,7 +119,7 @@ def test_detection_runs_once_per_venv_and_limits_to_the_group(mocker: MockerFixt
         {"a": HostSpec(ubuntu_spec(), "a"), "b": HostSpec(other, "b"), "c": HostSpec(ubuntu_spec(), "c")},
     )
     hosts_mod.detect_by_venv(hosts)
-    assert [c.args[1:] for c in detect.call_args_list] == [("a,c", "/opt/provision/venv"), ("b", "/opt/b")]
+    assert [c.args[1:3] for c in detect.call_args_list] == [("a,c", "/opt/provision/venv"), ("b", "/opt/b")]
     detect.reset_mock()
     hosts_mod.detect_by_venv(Hosts(None, {LOCALHOST: HostSpec(ubuntu_spec(), "s")}))
     assert detect.call_args.args[:2] == (None, None)  # this machine: in-process, no pattern

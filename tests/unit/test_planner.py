@@ -42,6 +42,7 @@ def test_fresh_box_installs_the_whole_stack_in_order() -> None:
     assert step(plan, Component.CUDA_TOOLKIT).packages == ("cuda-toolkit-13-0",)
     assert step(plan, Component.CUDNN).packages == (
         "libcudnn9-cuda-13=9.14.*",
+        "libcudnn9-headers-cuda-13=9.14.*",
         "libcudnn9-dev-cuda-13=9.14.*",
     )
     assert step(plan, Component.NCCL).packages == (
@@ -66,6 +67,7 @@ def test_extravars_carry_one_transaction_and_pinned_index() -> None:
         "nvidia-open=580.95.05-*",
         "cuda-toolkit-13-0",
         "libcudnn9-cuda-13=9.14.*",
+        "libcudnn9-headers-cuda-13=9.14.*",
         "libcudnn9-dev-cuda-13=9.14.*",
         "libnccl2=2.28.3-*+cuda13.0",
         "libnccl-dev=2.28.3-*+cuda13.0",
@@ -84,6 +86,7 @@ def test_installed_and_held_stack_is_noop_with_reasons() -> None:
         pkg("libnvidia-compute", "580.95.05-1", "hold ok installed"),
         pkg("cuda-toolkit-13-0", "13.0.2-1", "hold ok installed"),
         pkg("libcudnn9-cuda-13", "9.14.0.64-1", "hold ok installed"),
+        pkg("libcudnn9-headers-cuda-13", "9.14.0.64-1", "hold ok installed"),
         pkg("libcudnn9-dev-cuda-13", "9.14.0.64-1", "hold ok installed"),
         pkg("libnccl2", "2.28.3-1+cuda13.0", "hold ok installed"),
         pkg("libnccl-dev", "2.28.3-1+cuda13.0", "hold ok installed"),
@@ -157,7 +160,7 @@ def test_broken_package_state_blocks() -> None:
     )
     plan = make_plan(spec(), facts, CATALOG)
     assert "broken-package-state" in [b.rule for b in plan.blockers]
-    assert "apt-get --fix-broken install" in plan.blockers[0].message
+    assert "run `dpkg --configure -a`" in plan.blockers[0].message
 
 
 def test_reboot_pending_when_loaded_module_differs() -> None:

@@ -69,6 +69,50 @@ def test_packages_of_another_branch_are_named(lines: list[str], branch: str, fla
     assert _other_branch(lines, branch) == flagged
 
 
+def _stop_message(simulation: dict[str, Any], update: dict[str, Any] | None = None) -> str:
+    task = _task("Stop when apt cannot resolve the transaction")
+    variables: dict[str, Any] = {"nvidia_packages_simulation": simulation}
+    variables["nvidia_packages_update"] = update if update is not None else {"skipped": True}
+    for name, expression in task["vars"].items():
+        variables[name] = trust_as_template(expression)
+    templar = Templar(loader=DataLoader(), variables=variables)
+    return " ".join(str(templar.template(trust_as_template(task["ansible.builtin.fail"]["msg"]))).split())
+
+
+def test_held_broken_packages_are_named_in_the_stop_message() -> None:
+    # apt-get's resolver output when a held package blocks the request (apt-get(8)).
+    simulation = {
+        "msg": "E: Unable to correct problems, you have held broken packages.",
+        "stdout_lines": [
+            "Some packages could not be installed. This may mean that you have",
+            "The following packages have unmet dependencies:",
+            " libcudnn9-dev-cuda-13 : Depends: libcudnn9-headers-cuda-13 (= 9.20.0.48-1) "
+            "but 9.14.0.64-1 is to be installed",
+        ],
+    }
+    assert _stop_message(simulation) == (
+        "apt cannot resolve the transaction: E: Unable to correct problems, you have held broken packages. "
+        "libcudnn9-dev-cuda-13 : Depends: libcudnn9-headers-cuda-13 (= 9.20.0.48-1) but 9.14.0.64-1 is to "
+        "be installed"
+    )
+
+
+def test_an_empty_cache_refresh_error_gets_apt_gets_own_lines() -> None:
+    simulation = {"msg": "Failed to update apt cache after 5 retries: "}
+    update = {
+        "stdout_lines": ["Hit:1 http://deb.debian.org/debian bookworm InRelease"],
+        "stderr_lines": [
+            "E: Failed to fetch http://127.0.0.2:8080/repo/InRelease  Could not connect to 127.0.0.2:8080",
+            "E: Some index files failed to download. They have been ignored, or old ones used instead.",
+        ],
+    }
+    message = _stop_message(simulation, update)
+    assert message.startswith(
+        "apt cannot resolve the transaction: Failed to update apt cache after 5 retries: E: "
+    )
+    assert "Could not connect to 127.0.0.2:8080" in message
+
+
 def _dkms_lines(stdout: str) -> Any:
     tasks = yaml.safe_load(TASKS.read_text())
     check = next(t for t in tasks if t.get("name", "").startswith("Check that DKMS installed the module"))

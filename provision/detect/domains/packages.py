@@ -9,6 +9,7 @@ apt_preferences(5).
 
 from __future__ import annotations
 
+import base64
 import functools
 import re
 
@@ -16,9 +17,13 @@ from pydantic import Field
 
 from provision.detect.fact import Derive, Fact, Unknown, failure, if_probed, value_of
 from provision.models import Frozen
+from provision.openpgp import KeyringError, keyring_fingerprints
 
 UNATTENDED_FILE = "/etc/apt/apt.conf.d/51provision-nvidia-unattended"
 PREFERENCES_FILE = "/etc/apt/preferences.d/provision-nvidia"
+KEYRING_FILE = "/usr/share/keyrings/provision-nvidia-cuda.gpg"
+MAX_KEYRING_BYTES = 65536
+"""Most of the keyring read (NVIDIA's key is under 2 KiB); a longer file is read cut, its tail unparsed."""
 DPKG_FORMAT = r"${Package}\t${Version}\t${Status}\n"
 """dpkg-query format; dpkg expands the ``\\t``/``\\n`` escapes itself."""
 
@@ -44,9 +49,10 @@ class Package(Frozen):
 
     @property
     def broken(self) -> bool:
-        """Half-installed, unpacked, triggers pending: anything dpkg has not finished."""
-        state = self.status.split()[-1]
-        return state not in ("installed", "not-installed", "config-files")
+        """Half-installed, unpacked, triggers pending, or flagged reinstall-required: anything dpkg
+        has not finished."""
+        words = self.status.split()
+        return words[-1] not in ("installed", "not-installed", "config-files") or words[1] == "reinstreq"
 
 
 class AptLocks(Frozen):
@@ -55,6 +61,29 @@ class AptLocks(Frozen):
     preferences: str | None = Field(None, description=f"Content of {PREFERENCES_FILE}, None when absent.")
     unattended_guard: str | None = Field(None, description=f"Content of {UNATTENDED_FILE}, None when absent.")
     unattended_upgrades_installed: bool = False
+    keyring_fingerprints: tuple[str, ...] | None = Field(
+        None,
+        description=f"v4 fingerprints of the primary keys in {KEYRING_FILE} (upper-case hex); empty when "
+        "the file is absent or holds no readable key; None when not read (older captures).",
+    )
+    dpkg_journal: int | None = Field(
+        None,
+        description="Entries in /var/lib/dpkg/updates, dpkg's journal of a run that did not finish "
+        '(apt refuses every transaction with "dpkg was interrupted" while any are there; dpkg(1) '
+        "--configure -a); None when not read (older captures).",
+    )
+
+    reboot_required: tuple[str, ...] | None = Field(
+        None,
+        description="Packages named in /run/reboot-required.pkgs when /run/reboot-required exists (the "
+        "flag Debian and Ubuntu package scripts set for a kernel or driver change; empty when it names "
+        "none); None when there is no flag or it was not read.",
+    )
+
+    @property
+    def dpkg_interrupted(self) -> bool:
+        """A dpkg run stopped before its end (its journal is not empty)."""
+        return bool(self.dpkg_journal)
 
 
 class PackageOrigins(Frozen):
@@ -82,7 +111,9 @@ def recorded(name: str) -> bool:
 
 
 def parse_dpkg(output: str, rc: int) -> tuple[Package, ...] | Unknown:
-    """``dpkg-query -W -f='${Package}\\t${Version}\\t${Status}\\n'`` -> NVIDIA-stack packages.
+    """``dpkg-query -W -f='${Package}\\t${Version}\\t${Status}\\n'`` -> NVIDIA-stack packages, and
+    every package dpkg has not finished whatever its name (a broken package anywhere stops apt's
+    next transaction, so the plan must see it: issue 13).
 
     Keeps half-installed states (``install ok half-configured``, dpkg's ``iF``) and
     drops ``not-installed`` entries, which dpkg lists for packages it merely knows.
@@ -94,8 +125,9 @@ def parse_dpkg(output: str, rc: int) -> tuple[Package, ...] | Unknown:
         fields = line.split("\t")
         if len(fields) != 3 or len(fields[2].split()) != 3:
             continue
-        if recorded(fields[0]) and not fields[2].endswith("not-installed"):
-            packages.append(Package(name=fields[0], version=fields[1], status=fields[2]))
+        found = Package(name=fields[0], version=fields[1], status=fields[2])
+        if (recorded(found.name) and not found.status.endswith("not-installed")) or found.broken:
+            packages.append(found)
     return tuple(packages)
 
 
@@ -109,7 +141,29 @@ def parse_apt_locks(output: str, rc: int) -> AptLocks | Unknown:
         preferences=sections.get(PREFERENCES_FILE),
         unattended_guard=sections.get(UNATTENDED_FILE),
         unattended_upgrades_installed=bool(status and status[1].endswith("i")),
+        keyring_fingerprints=_fingerprints(sections.get(KEYRING_FILE)),
+        dpkg_journal=int(journal[1])
+        if (journal := re.search(r"^=== dpkg-journal (\d+)$", output, re.M))
+        else None,
+        reboot_required=_reboot_packages(sections.get("reboot-required")),
     )
+
+
+def _reboot_packages(section: str | None) -> tuple[str, ...] | None:
+    """The ``reboot-required`` section (``absent``, or the flag's package list) -> package names."""
+    if section is None or section.strip() == "absent":
+        return None
+    return tuple(dict.fromkeys(line.strip() for line in section.splitlines() if line.strip()))
+
+
+def _fingerprints(section: str | None) -> tuple[str, ...] | None:
+    """The keyring section (base64 of the file, or ``absent``) -> its keys' fingerprints."""
+    if section is None:
+        return None
+    try:
+        return keyring_fingerprints(base64.b64decode("".join(section.split()), validate=True))
+    except (ValueError, KeyringError):  # "absent", or not a keyring: no key the spec could match
+        return ()
 
 
 def parse_origins(output: str, rc: int) -> PackageOrigins | Unknown:
@@ -146,13 +200,22 @@ class DpkgPackagesFact(Fact[tuple[Package, ...]]):
 _APT_LOCKS_SCRIPT = (
     f"for f in {PREFERENCES_FILE} {UNATTENDED_FILE}; do "
     'if [ -f "$f" ]; then echo "=== $f"; cat "$f"; fi; done; '
+    # dpkg names its journal entries by number (0000, 0001, ...); tmp.i is its scratch file.
+    "echo \"=== dpkg-journal $(ls -A /var/lib/dpkg/updates 2>/dev/null | grep -c '^[0-9]*$')\"; "
+    # /run/reboot-required: the flag package scripts leave for a reboot (update-notifier's convention).
+    "echo '=== reboot-required'; if [ -e /run/reboot-required ]; then "
+    "head -c 4096 /run/reboot-required.pkgs 2>/dev/null; echo; else echo absent; fi; "
+    f"echo '=== {KEYRING_FILE}'; "
+    f"if [ -f {KEYRING_FILE} ]; then head -c {MAX_KEYRING_BYTES} {KEYRING_FILE} | base64; "
+    "else echo absent; fi; "
     'echo "=== unattended-upgrades '
     "$(dpkg-query -W -f='${db:Status-Abbrev}' unattended-upgrades 2>/dev/null)\""
 )
 
 
 class AptLocksFact(Fact[AptLocks]):
-    """provision's apt pins and unattended-upgrades guard, and whether unattended-upgrades is installed."""
+    """provision's apt pins, unattended-upgrades guard and repository keyring, whether
+    unattended-upgrades is installed, and whether a dpkg run was interrupted."""
 
     id = "apt-locks"
     argv = ("sh", "-c", _APT_LOCKS_SCRIPT)

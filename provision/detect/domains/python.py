@@ -42,8 +42,35 @@ class Venv(Frozen):
     path: str
     python: Dotted | None = Field(None, description="pyvenv.cfg 'version', e.g. 3.12.3.")
     distributions: dict[str, str] = Field(
-        {}, description="Normalised distribution name (PEP 503) -> version, e.g. torch -> 2.11.0+cu130."
+        {},
+        description="Normalised distribution name (PEP 503) -> version, e.g. torch -> 2.11.0+cu130; only "
+        "distributions whose metadata and files agree (see ``incomplete``).",
     )
+    interpreter: bool | None = Field(
+        None, description="bin/python exists and is executable; None when not read (older captures)."
+    )
+    uv: bool = Field(False, description="pyvenv.cfg names uv as its maker (uv venvs carry no pip).")
+    incomplete: dict[str, str] = Field(
+        {},
+        description="Distributions left half-installed (name -> version): a dist-info without METADATA "
+        "or RECORD, or one whose RECORD names a top-level file or directory that is gone.",
+    )
+
+    def missing_parts(self) -> tuple[str, ...]:
+        """What keeps this venv from working, e.g. ``("pip",)``; empty when complete or not read.
+
+        A venv is whole when its interpreter is executable and, unless uv made it, pip is
+        installed completely (``python -m venv`` installs pip last, through ensurepip, so an
+        interrupted creation leaves a venv without pip: issue 13).
+        """
+        if self.interpreter is None:
+            return ()
+        parts = [] if self.interpreter else ["interpreter bin/python"]
+        if "pip" in self.incomplete:
+            parts.append("pip (half-installed)")
+        elif not self.uv and "pip" not in self.distributions:
+            parts.append("pip")
+        return tuple(parts)
 
 
 def parse_torch(output: str, rc: int, venv: str | None = None) -> Torch | Unknown:
@@ -86,10 +113,13 @@ def _literal_tuple(text: str | None) -> tuple[str, ...] | None:
 
 
 def parse_venv(output: str, rc: int) -> Venv | Unknown:
-    """Venv probe (``path X``, pyvenv.cfg, dist-info paths) -> :class:`Venv`.
+    """Venv probe (``path X``, pyvenv.cfg, ``interpreter yes|no``, dist-info paths, ``incomplete
+    <dist-info>`` lines) -> :class:`Venv`.
 
     The interpreter comes from pyvenv.cfg ``version`` (venv, uv) or ``version_info``
-    (virtualenv writes ``3.12.3.final.0``); names are normalised as PEP 503 says.
+    (virtualenv writes ``3.12.3.final.0``); names are normalised as PEP 503 says. A distribution
+    named on an ``incomplete`` line is left out of ``distributions`` (metadata and files disagree).
+    Captures without the ``interpreter`` line (older probes) leave ``interpreter`` None.
     """
     path = next((line[5:].strip() for line in output.splitlines() if line.startswith("path ")), "")
     if rc != 0 and "pyvenv.cfg" in output:
@@ -99,13 +129,19 @@ def parse_venv(output: str, rc: int) -> Venv | Unknown:
     config = {k.strip(): v.strip() for k, _, v in (line.partition("=") for line in output.splitlines())}
     version = config.get("version") or config.get("version_info") or ""
     python = _LEADING_VERSION.match(version)
-    found = (
-        _distribution(line.strip()) for line in output.splitlines() if line.strip().endswith(".dist-info")
+    lines = [line.strip() for line in output.splitlines()]
+    found = dict(d for line in lines if line.endswith(".dist-info") and (d := _distribution(line)))
+    broken = dict(
+        d for line in lines if line.startswith("incomplete ") and (d := _distribution(line[11:].strip()))
     )
+    said = next((line.split()[1:] for line in lines if line.startswith("interpreter ")), None)
     return Venv(
         path=path,
         python=DottedVersion(python.group(0)) if python else None,
-        distributions=dict(d for d in found if d),
+        distributions={name: version for name, version in found.items() if name not in broken},
+        interpreter=None if said is None else said == ["yes"],
+        uv="uv" in config,
+        incomplete=broken,
     )
 
 
@@ -118,11 +154,27 @@ def _distribution(path: str) -> tuple[str, str] | None:
     return re.sub(r"[-_.]+", "-", name).lower(), version
 
 
-# pyvenv.cfg and the dist-info names tell the interpreter and installed wheels without starting python.
-_VENV_SCRIPT = (
-    'echo "path $1"; cat "$1/pyvenv.cfg" || exit 1; '
-    'ls -d "$1"/lib*/python3*/site-packages/*.dist-info 2>/dev/null; exit 0'
-)
+# pyvenv.cfg and the dist-info names tell the interpreter and installed wheels without starting python
+# (nothing in the venv is executed: docs/security.md). A dist-info is incomplete when METADATA or RECORD
+# is missing (pip writes RECORD last) or a top-level entry that its RECORD names is gone (files deleted
+# or never unpacked); one awk reads every RECORD, so a venv of hundreds of wheels costs one process.
+_VENV_SCRIPT = r"""v=$1
+echo "path $v"
+cat "$v/pyvenv.cfg" || exit 1
+if [ -x "$v/bin/python" ]; then echo "interpreter yes"; else echo "interpreter no"; fi
+for d in "$v"/lib*/python3*/site-packages/*.dist-info; do
+  [ -d "$d" ] || continue
+  echo "$d"
+  { [ -f "$d/METADATA" ] && [ -f "$d/RECORD" ]; } || echo "incomplete $d"
+done
+awk -F, '{ sub(/^"/, "", $1); n = split($1, p, "/"); k = FILENAME SUBSEP p[1]
+  if (n > 0 && p[1] != ".." && p[1] != "" && !(k in seen)) { seen[k]; print FILENAME "\t" p[1] } }' \
+  "$v"/lib*/python3*/site-packages/*.dist-info/RECORD 2>/dev/null |
+while IFS="$(printf '\t')" read -r rec top; do
+  [ -e "${rec%/*/RECORD}/$top" ] || echo "incomplete ${rec%/RECORD}"
+done
+exit 0
+"""
 # Reads the interpreter version from pyvenv.cfg and torch/version.py's two constants with sed:
 # nothing in the venv is executed, so a venv a user could write cannot run code as root
 # (docs/security.md). `head -c` bounds what is read from a file that is a device or a huge file.

@@ -1,0 +1,164 @@
+"""How long each command takes from the shell, against the floor measured in the same run.
+
+The floor is ``python3 -c "import pydantic, typer, rich.console"``: the libraries every command
+needs (issue 21). Each command runs ``--runs`` times (default 7), interleaved with the floor so
+that load on the machine hits both alike; the table gives the median wall time, the median CPU
+time (user + system of the child), and the target:
+
+- ``--help``: at most 1.1 x the floor
+- ``validate`` and ``plan --from-raw``: at most the floor + 0.1 s
+- live ``plan`` and ``detect --json``: at most the floor + the slowest probe (``nvidia-smi -q``,
+  timed here when present, else 0.12 s as on the H200) + 0.1 s
+
+Not part of the test suite; run from the repository root (needs nothing but the package's own
+dependencies; the live rows probe this machine, so run them on a GPU machine for real figures)::
+
+    python3 benchmarks/bench_startup.py [--runs 7] [--json]
+
+Exit code 0 when every target is met, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SPEC = str(ROOT / "specs" / "h200-ubuntu2404.yaml")
+RAW = str(ROOT / "tests" / "fixtures" / "raw" / "h200-ubuntu2404-spec")
+PY = sys.executable
+FLOOR = [PY, "-c", "import pydantic, typer, rich.console"]
+H200_SLOWEST_PROBE_S = 0.12  # nvidia-smi -q on the lent H200 (README, "Speed")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One command: its name, argv and how its target is derived from the floor."""
+
+    name: str
+    argv: list[str]
+    target: str  # "ratio" (x floor), "plus" (floor + 0.1 s), "probe" (floor + probe + 0.1 s), "" none
+
+
+def _provision(*args: str) -> list[str]:
+    return [PY, "-m", "provision", *args]
+
+
+ROWS = [
+    Row("python3 -c pass", [PY, "-c", "pass"], ""),
+    Row("provision --help", _provision("--help"), "ratio"),
+    Row("provision validate SPEC", _provision("validate", SPEC), "plus"),
+    Row("provision plan SPEC --from-raw", _provision("plan", SPEC, "--from-raw", RAW), "plus"),
+    Row(
+        "provision plan SPEC --from-raw --json", _provision("plan", SPEC, "--from-raw", RAW, "--json"), "plus"
+    ),
+    Row("provision catalog --json", _provision("catalog", "--json"), "plus"),
+    Row("provision detect --json (live)", _provision("detect", "--json"), "probe"),
+    Row("provision plan SPEC (live)", _provision("plan", SPEC), "probe"),
+]
+
+
+def timed(argv: list[str]) -> tuple[float, float]:
+    """Wall and CPU seconds (user + system) of one run; output discarded."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT, check=False)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def slowest_probe(runs: int) -> tuple[float, str]:
+    """Median seconds of ``nvidia-smi -q`` here, or the H200's figure when there is none."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return H200_SLOWEST_PROBE_S, "H200 figure (no nvidia-smi here)"
+    return statistics.median(timed([smi, "-q"])[0] for _ in range(runs)), "nvidia-smi -q measured"
+
+
+def target_s(row: Row, floor: float, probe: float) -> float | None:
+    """The row's target in seconds, or None when it has none."""
+    return {"ratio": 1.1 * floor, "plus": floor + 0.1, "probe": floor + probe + 0.1}.get(row.target)
+
+
+def measure(runs: int) -> dict[str, object]:
+    """Every row's median wall and CPU seconds, the floor's, and each target."""
+    for argv in [FLOOR] + [r.argv for r in ROWS]:  # warm the page cache and .pyc files
+        timed(argv)
+    floor_walls: list[float] = []
+    floor_cpus: list[float] = []
+    samples: dict[str, list[tuple[float, float]]] = {r.name: [] for r in ROWS}
+    for _ in range(runs):
+        for row in ROWS:
+            wall, cpu = timed(FLOOR)
+            floor_walls.append(wall)
+            floor_cpus.append(cpu)
+            samples[row.name].append(timed(row.argv))
+    floor = statistics.median(floor_walls)
+    probe, probe_origin = slowest_probe(runs)
+    rows = []
+    for row in ROWS:
+        wall = statistics.median(s[0] for s in samples[row.name])
+        cpu = statistics.median(s[1] for s in samples[row.name])
+        target = target_s(row, floor, probe)
+        rows.append(
+            {
+                "command": row.name,
+                "wall_s": wall,
+                "cpu_s": cpu,
+                "target_s": target,
+                "met": None if target is None else wall <= target,
+            }
+        )
+    return {
+        "runs": runs,
+        "python": sys.version.split()[0],
+        "cpus": os.cpu_count(),
+        "floor": {
+            "command": " ".join(["python3", *FLOOR[1:]]),
+            "wall_s": floor,
+            "cpu_s": statistics.median(floor_cpus),
+        },
+        "slowest_probe": {"seconds": probe, "origin": probe_origin},
+        "rows": rows,
+    }
+
+
+def render(result: dict[str, object]) -> str:
+    """The result as a text table (seconds, median)."""
+    floor = result["floor"]
+    assert isinstance(floor, dict)
+    lines = [
+        f"{result['runs']} runs each, python {result['python']}, {result['cpus']} CPUs; "
+        f"slowest probe {result['slowest_probe']['seconds']:.3f} s ({result['slowest_probe']['origin']})",  # type: ignore[index]
+        f"{'command':42} {'wall s':>7} {'cpu s':>7} {'target s':>9}  met",
+        f"{'floor: import pydantic, typer, rich.console':42} {floor['wall_s']:7.3f} {floor['cpu_s']:7.3f}",
+    ]
+    for row in result["rows"]:  # type: ignore[attr-defined]
+        target = "" if row["target_s"] is None else f"{row['target_s']:9.3f}"
+        met = {None: "", True: "yes", False: "NO"}[row["met"]]
+        lines.append(f"{row['command']:42} {row['wall_s']:7.3f} {row['cpu_s']:7.3f} {target:>9}  {met}")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
+    args = parser.parse_args()
+    result = measure(args.runs)
+    print(json.dumps(result, indent=2) if args.json else render(result))
+    return 0 if all(r["met"] is not False for r in result["rows"]) else 1  # type: ignore[attr-defined]
+
+
+if __name__ == "__main__":
+    sys.exit(main())
