@@ -189,12 +189,14 @@ def schema() -> None:
 def catalog(
     table: Annotated[
         str | None,
-        typer.Argument(help="gpus, drivers, cuda or torch; all four when left out.", show_default=False),
+        typer.Argument(
+            help="gpus, drivers, cuda, torch or vllm; all five when left out.", show_default=False
+        ),
     ] = None,
     *,
     as_json: JsonOpt = False,
 ) -> None:
-    """List what a spec may name: GPU models, driver branches, CUDA releases, PyTorch releases."""
+    """List what a spec may name: GPU models, driver branches, CUDA releases, PyTorch and vLLM releases."""
     from provision.catalog import load_catalog
     from provision.catalog.listing import TABLES, listing, render_listing
 

@@ -14,15 +14,17 @@ from rich.markup import escape
 from rich.table import Table as RichTable
 
 from provision.catalog.catalog import Catalog
+from provision.catalog.serving import load_serving
 
-Table = Literal["gpus", "drivers", "cuda", "torch"]
-TABLES: tuple[Table, ...] = ("gpus", "drivers", "cuda", "torch")
+Table = Literal["gpus", "drivers", "cuda", "torch", "vllm"]
+TABLES: tuple[Table, ...] = ("gpus", "drivers", "cuda", "torch", "vllm")
 
 SPEC_FIELDS: dict[Table, str] = {
     "gpus": "gpus.model",
     "drivers": "driver.branch",
     "cuda": "cuda.toolkit",
     "torch": "python.torch, python.cuda_variant",
+    "vllm": "serve.vllm",
 }
 """The spec fields each table's first column may be written into."""
 
@@ -88,11 +90,26 @@ def torch_rows(cat: Catalog) -> list[dict[str, Any]]:
     ]
 
 
+def vllm_rows(cat: Catalog) -> list[dict[str, Any]]:
+    """One row per vLLM release (``serving.yaml``): the torch its wheel pins, its CUDA build, Python."""
+    return [
+        {
+            "release": str(r.version),
+            "torch": str(r.torch),
+            "cuda_variant": r.cuda_variant,
+            "python": ",".join(r.python),
+            "source": list(r.source),
+        }
+        for r in load_serving().vllm_releases
+    ]
+
+
 ROWS: dict[Table, Callable[[Catalog], list[dict[str, Any]]]] = {
     "gpus": gpu_rows,
     "drivers": driver_rows,
     "cuda": cuda_rows,
     "torch": torch_rows,
+    "vllm": vllm_rows,
 }
 
 

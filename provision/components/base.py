@@ -57,6 +57,7 @@ class Component(StrEnum):
     PYTHON_WHEELS = "python_wheels"
     SECURE_BOOT = "secure_boot"
     REBOOT = "reboot"
+    SERVE = "serve"
 
 
 CHANGING = frozenset(

@@ -18,6 +18,7 @@ from provision.components.nccl import Nccl
 from provision.components.python_env import PythonEnv
 from provision.components.repository import Repository
 from provision.components.secure_boot import SecureBoot
+from provision.components.serve import Serve
 from provision.pkg import PackageManager, Pin
 from provision.spec.models import Spec
 
@@ -33,6 +34,7 @@ COMPONENTS: tuple[InstallableComponent, ...] = (
     Holds(),
     PythonEnv(),
     SecureBoot(),
+    Serve(),
 )
 """In the order their steps are shown (``stage`` orders their planning)."""
 

@@ -40,6 +40,7 @@ from provision.detect.domains.os_kernel import Kernel, OsRelease
 from provision.detect.domains.packages import AptLocks, Package, PackageOrigins
 from provision.detect.domains.pci import AcsControl, GpuHardware, PciLink
 from provision.detect.domains.python import Torch, Venv
+from provision.detect.domains.service import UnitFile
 from provision.detect.fact import Unknown
 from provision.models import Frozen
 from provision.versions import DottedVersion, Driver, DriverVersion
@@ -127,6 +128,9 @@ class Facts(Frozen):
     initramfs: Initramfs | Unknown = _NOT_PROBED
     ld_cache: LibraryCache | Unknown = _NOT_PROBED
     module_signer: ModuleSigner | Unknown = _NOT_PROBED
+    vllm_unit: UnitFile | Unknown | None = Field(
+        None, description="The vLLM server's unit file (serve:); None: not probed."
+    )
 
     def package(self, name: str) -> Package | None:
         """The installed package ``name``, or None (also when packages are unknown)."""

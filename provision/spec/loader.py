@@ -15,6 +15,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from provision.errors import SpecError
 from provision.files import parse_yaml, read_text
+from provision.serving.modelconfig import parse_config_json
 from provision.spec.models import Spec
 
 Location = tuple[int, int]  # 1-based line, 1-based column
@@ -31,9 +32,35 @@ def load_spec(path: Path) -> Spec:
     """
     data = _read_yaml(path)
     try:
-        return Spec.model_validate(_plain(data))
+        spec = Spec.model_validate(_plain(data))
     except ValidationError as exc:
         raise SpecError([_format_error(path, data, err) for err in exc.errors()]) from None
+    return _with_model_architecture(path, data, spec)
+
+
+def _with_model_architecture(path: Path, data: Any, spec: Spec) -> Spec:
+    """``spec`` with ``serve.architecture`` read from the model's config.json when the spec names one.
+
+    Raises:
+        SpecError: The config.json is missing, unreadable or not a model configuration this arithmetic
+            reads; located at ``serve.model`` or ``serve.config_json``.
+    """
+    serve = spec.serve
+    config = serve.config_path() if serve is not None else None
+    if serve is None or config is None:
+        return spec
+    key = "config_json" if serve.config_json else "model"
+    line, col = _locate(data, ("serve", key))
+    try:
+        text = read_text(Path(config), what="model config.json", error=SpecError)
+    except SpecError as exc:
+        raise SpecError(f"{path}:{line}:{col}: serve.{key}: {exc}") from None
+    arch = parse_config_json(text, config)
+    if isinstance(arch, str):
+        raise SpecError(f"{path}:{line}:{col}: serve.{key}: {arch}")
+    return spec.model_copy(
+        update={"serve": serve.model_copy(update={"architecture": arch, "config_json": None})}
+    )
 
 
 def _read_yaml(path: Path) -> Any:

@@ -7,6 +7,7 @@ line is a closed set, a version type or a validated path: never free text.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from pathlib import PurePosixPath
 from typing import Annotated, Literal
@@ -23,6 +24,7 @@ from pydantic import (
 )
 
 from provision.models import Frozen
+from provision.serving.arch import ModelArchitecture
 from provision.versions import Dotted, Driver, Pep440
 
 Identifier = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,62}$")]
@@ -361,6 +363,133 @@ class RepositorySpec(Frozen):
         return self
 
 
+HUB_MODEL_ID = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$"
+"""A Hugging Face Hub repository id, ``owner/name`` (the Hub's own character set)."""
+
+
+def _model_ref(value: str) -> str:
+    # Either a Hub id or an absolute local directory; both reach vLLM as one argv element.
+    if value.startswith("/"):
+        return _absolute_path(value)
+    if not re.fullmatch(HUB_MODEL_ID, value):
+        raise ValueError("must be a Hugging Face model id (owner/name) or an absolute directory")
+    return value
+
+
+def _ip_address(value: str) -> str:
+    try:
+        return str(ipaddress.ip_address(value))
+    except ValueError:
+        raise ValueError("must be an IPv4 or IPv6 address, e.g. 127.0.0.1 or 0.0.0.0") from None
+
+
+WeightFormatId = Literal["fp32", "fp16", "bf16", "fp8", "awq-int4", "gptq-int4"]
+"""Weight formats of the catalog's ``serving.yaml`` (bytes per parameter with their sources)."""
+
+
+class ServeSpec(Frozen):
+    """A model served by vLLM's OpenAI-compatible server, checked to fit the GPUs before install."""
+
+    model: Annotated[str, AfterValidator(_model_ref)] = Field(
+        description="Hugging Face model id (owner/name) or an absolute directory holding the model.",
+        examples=["meta-llama/Llama-3.1-8B-Instruct", "/srv/models/llama-3.1-8b"],
+    )
+    vllm: Pep440 = Field(
+        description='vLLM release, e.g. "0.26.0"; its torch pin must equal python.torch.', examples=["0.26.0"]
+    )
+    config_json: AbsolutePath | None = Field(
+        None,
+        description="The model's config.json on this (controller) machine; default <model>/config.json "
+        "when model is a directory. Read when the spec is loaded.",
+        examples=["/srv/models/llama-3.1-8b/config.json"],
+    )
+    architecture: ModelArchitecture | None = Field(
+        None,
+        description="The model's figures, instead of a config.json (a Hub id without a local copy).",
+        examples=[
+            {
+                "layers": 32,
+                "attention_heads": 32,
+                "kv_heads": 8,
+                "head_dim": 128,
+                "max_context": 131072,
+                "parameters": 8030261248,
+            }
+        ],
+    )
+    weights: WeightFormatId = Field(
+        "bf16",
+        description="Weight format: fp32, fp16, bf16, fp8, awq-int4 or gptq-int4 (a quantized checkpoint).",
+        examples=["bf16", "awq-int4"],
+    )
+    kv_cache_dtype: Literal["auto", "fp8"] = Field(
+        "auto", description="vLLM --kv-cache-dtype.", examples=["auto", "fp8"]
+    )
+    max_context: int | None = Field(
+        None,
+        ge=16,
+        le=100_000_000,
+        description="vLLM --max-model-len, tokens; default the model's trained context.",
+        examples=[32768],
+    )
+    sequences: int = Field(
+        1,
+        ge=1,
+        le=4096,
+        description="Concurrent sequences at full context the KV cache must hold (--max-num-seqs).",
+        examples=[8],
+    )
+    tensor_parallel_size: int | None = Field(
+        None,
+        ge=1,
+        le=64,
+        description="GPUs one instance spans (--tensor-parallel-size); default gpus.count.",
+        examples=[2],
+    )
+    gpu_memory_utilization: float = Field(
+        0.9,
+        gt=0,
+        le=1,
+        description="Fraction of each GPU's memory vLLM may use (--gpu-memory-utilization).",
+        examples=[0.9],
+    )
+    served_model_name: Identifier | None = Field(
+        None,
+        description="Name clients use in requests (--served-model-name); default the model id.",
+        examples=["llama-8b"],
+    )
+    host: Annotated[str, AfterValidator(_ip_address)] = Field(
+        "127.0.0.1",
+        description="Address the server listens on; 0.0.0.0 exposes it to the network.",
+        examples=["127.0.0.1", "0.0.0.0"],
+    )
+    port: int = Field(8000, ge=1, le=65535, description="TCP port of the server.", examples=[8000])
+    restart: Literal["always", "on-failure"] = Field(
+        "on-failure", description="systemd Restart= policy.", examples=["on-failure"]
+    )
+    index_url: SafeUrl | None = Field(
+        None,
+        description="Index vllm is installed from (a PyPI mirror); default pip's configured index.",
+        examples=["https://pypi.org/simple"],
+    )
+
+    @model_validator(mode="after")
+    def _architecture_source(self) -> ServeSpec:
+        if self.architecture is not None and self.config_json is not None:
+            raise ValueError("give serve.architecture or serve.config_json, not both")
+        if self.architecture is None and self.config_json is None and not self.model.startswith("/"):
+            raise ValueError(
+                "a Hub model id needs its figures: write serve.architecture or name a local serve.config_json"
+            )
+        return self
+
+    def config_path(self) -> str | None:
+        """The config.json to read: ``config_json``, else ``<model>/config.json`` for a local model."""
+        if self.architecture is not None:
+            return None
+        return self.config_json or f"{self.model}/config.json"
+
+
 class Spec(Frozen):
     """One GPU machine's wanted software stack, spec format version 1."""
 
@@ -380,3 +509,4 @@ class Spec(Frozen):
     )
     bios: BiosSpec = Field(BiosSpec(), description="Changes to the printable BIOS and hardware checklist.")
     verify: VerifySpec = Field(VerifySpec(), description="Thresholds for `provision verify`.")
+    serve: ServeSpec | None = Field(None, description="A model served with vLLM; unset: nothing served.")

@@ -11,6 +11,7 @@ from pydantic import Field
 
 from provision.detect.facts import Facts, Unknown
 from provision.models import Frozen
+from provision.verify.serve_probe import ServeRun
 
 
 class Sample(Frozen):
@@ -132,6 +133,7 @@ class VerifyInputs(Frozen):
             :meth:`fabric_states`, which prefers the facts.
         gpu_run: The load program's output, or why it did not run (no venv, timeout...).
         allreduce: None when not run (fewer than two GPUs or no CUDA).
+        serve: The vLLM server's answers (spec ``serve:``); None when not asked.
     """
 
     facts: Facts
@@ -139,6 +141,7 @@ class VerifyInputs(Frozen):
     fabric: tuple[FabricGpu, ...] | Unknown = Unknown(unknown="not probed")
     gpu_run: GpuRun | Unknown
     allreduce: AllReduceRun | Unknown | None = None
+    serve: ServeRun | Unknown | None = None
 
     def fabric_states(self) -> tuple[FabricGpu, ...] | Unknown:
         """Each GPU's fabric (State, Status): detection's ``facts.fabric``, parsed once with the rest

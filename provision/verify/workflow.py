@@ -21,14 +21,17 @@ from provision.verify import (
     checks_gpu,
     checks_invariants,
     checks_multi,
+    checks_serve,
     checks_software,
     launch,
     probes,
+    serve_probe,
 )
 from provision.verify.context import Context
 from provision.verify.limits import Limits
 from provision.verify.models import CheckResult, Report
 from provision.verify.runs import AllReduceRun, GpuRun, VerifyInputs
+from provision.verify.serve_probe import ServeRun
 
 Check = Callable[[Context], list[CheckResult]]
 CHECKS: tuple[Check, ...] = (
@@ -37,6 +40,7 @@ CHECKS: tuple[Check, ...] = (
     *checks_software.CHECKS,
     *checks_multi.CHECKS,
     *checks_invariants.CHECKS,
+    *checks_serve.CHECKS,
 )
 """Every check, in report order: driver, GPUs and loads, software, multi-GPU, invariants."""
 
@@ -53,7 +57,15 @@ def collect(spec: Spec, facts: Facts) -> VerifyInputs:
         fm_version=probes.fm_version(),
         gpu_run=gpu_run,
         allreduce=_allreduce(spec, gpu_run),
+        serve=_serve(spec),
     )
+
+
+def _serve(spec: Spec) -> ServeRun | None:
+    if spec.serve is None:
+        return None
+    url = serve_probe.base_url(spec.serve.host, spec.serve.port)
+    return serve_probe.probe_server(url, spec.serve.served_model_name or spec.serve.model)
 
 
 def _gpu_run(spec: Spec, facts: Facts) -> GpuRun | Unknown:

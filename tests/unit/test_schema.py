@@ -45,6 +45,22 @@ def test_schema_has_id_gpu_enum_and_describes_every_property() -> None:
     assert not missing, missing
 
 
+SERVE_BASE = {
+    "model": "meta-llama/Llama-3.1-8B-Instruct",
+    "vllm": "0.26.0",
+    "architecture": {
+        "layers": 32,
+        "attention_heads": 32,
+        "kv_heads": 8,
+        "head_dim": 128,
+        "max_context": 131072,
+        "hidden_size": 4096,
+        "intermediate_size": 14336,
+        "vocab_size": 128256,
+    },
+}
+
+
 def test_examples_are_valid_spec_values() -> None:
     base = json.loads(load_spec(ROOT / "specs" / "dual-a100x.yaml").model_dump_json(exclude_unset=True))
     for where, prop in properties(spec_schema()):
@@ -60,10 +76,20 @@ def test_examples_are_valid_spec_values() -> None:
             "RepositorySpec": "repository",
             "BiosSpec": "bios",
             "VerifySpec": "verify",
+            "ServeSpec": "serve",
+            "ModelArchitecture": "serve",
         }[model]
         for example in prop["examples"]:
             data = json.loads(json.dumps(base))
             data.setdefault(section, {})
+            if section == "serve":
+                data[section] = json.loads(json.dumps(SERVE_BASE))
+                if model == "ModelArchitecture":
+                    data[section]["architecture"][field] = example
+                    Spec.model_validate(data)
+                    continue
+                if field == "config_json":
+                    del data[section]["architecture"]
             if section == "repository":
                 data[section] = {
                     "url": "https://example.invalid/",

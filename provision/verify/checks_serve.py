@@ -1,0 +1,97 @@
+"""Serve checks: vLLM's server answers ``/health`` and ``/v1/models`` with the served name, one short
+completion succeeds, and the decoding speed of a fixed prompt is reported (pure, over ``inputs.serve``)."""
+
+from __future__ import annotations
+
+from provision.detect.facts import Unknown
+from provision.verify.context import Context, result
+from provision.verify.models import CheckResult, Measured, Threshold
+from provision.verify.serve_probe import MAX_TOKENS, ServeRun
+
+_HINT = (
+    "journalctl -u provision-vllm shows why the server is not answering (it takes minutes to load a model)."
+)
+
+
+def serve_checks(ctx: Context) -> list[CheckResult]:
+    """The four serve checks; none when the spec serves nothing (reports of other specs are unchanged)."""
+    serve = ctx.spec.serve
+    if serve is None:
+        return []
+    run = ctx.inputs.serve
+    if run is None or isinstance(run, Unknown):
+        why = (
+            run.unknown
+            if isinstance(run, Unknown)
+            else "the server was not probed (remote verify does not ask it)"
+        )
+        return [result(i, t, "skip", detail=why) for i, t in _TITLES]
+    name = serve.served_model_name or serve.model
+    return [_health(run), _models(run, name), _completion(run), _speed(run)]
+
+
+_TITLES = (
+    ("serve-health", "vLLM server health"),
+    ("serve-models", "vLLM serves the spec's model"),
+    ("serve-completion", "one short completion"),
+    ("serve-tokens-per-second", "decoding speed of a fixed prompt"),
+)
+
+
+def _health(run: ServeRun) -> CheckResult:
+    ok = run.health == 200
+    return result(
+        "serve-health",
+        _TITLES[0][1],
+        "pass" if ok else "fail",
+        measured=Measured(value=str(run.health)),
+        threshold=Threshold(op="==", value="200", source="vLLM GET /health"),
+        detail=f"GET {run.url}/health",
+        hint=_HINT,
+    )
+
+
+def _models(run: ServeRun, name: str) -> CheckResult:
+    if isinstance(run.models, str):
+        return result("serve-models", _TITLES[1][1], "fail", detail=run.models, hint=_HINT)
+    ok = name in run.models
+    return result(
+        "serve-models",
+        _TITLES[1][1],
+        "pass" if ok else "fail",
+        measured=Measured(value=", ".join(run.models) or "none"),
+        threshold=Threshold(op="in", value=name, source="spec serve.served_model_name or serve.model"),
+        detail=f"GET {run.url}/v1/models",
+        hint="The server runs another model: run provision apply to rewrite its unit.",
+    )
+
+
+def _completion(run: ServeRun) -> CheckResult:
+    if isinstance(run.completion_tokens, str):
+        return result("serve-completion", _TITLES[2][1], "fail", detail=run.completion_tokens, hint=_HINT)
+    ok = run.completion_tokens > 0
+    return result(
+        "serve-completion",
+        _TITLES[2][1],
+        "pass" if ok else "fail",
+        measured=Measured(value=float(run.completion_tokens), unit="tokens"),
+        detail=f"POST {run.url}/v1/completions: {run.completion_text[:60]!r}",
+        hint="The server answered without tokens: see its log.",
+    )
+
+
+def _speed(run: ServeRun) -> CheckResult:
+    if isinstance(run.completion_tokens, str) or run.seconds <= 0 or run.completion_tokens <= 0:
+        return result("serve-tokens-per-second", _TITLES[3][1], "skip", detail="no completion to time")
+    rate = run.completion_tokens / run.seconds
+    return result(
+        "serve-tokens-per-second",
+        _TITLES[3][1],
+        "pass",
+        measured=Measured(value=rate, unit="tokens/s"),
+        detail=f"{run.completion_tokens} tokens (max {MAX_TOKENS}, greedy) in {run.seconds:.2f} s, "
+        "one request, prefill included; reported, not held to a threshold",
+    )
+
+
+CHECKS = (serve_checks,)
