@@ -29,6 +29,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from provision.errors import ApplyError
+
 Event = dict[str, Any]
 """One ansible-runner event (``event``, ``event_data``, ...), as in ``artifacts/<ident>/job_events``."""
 EventHandler = Callable[[Event], None]
@@ -324,3 +326,31 @@ def failure_message(res: Mapping[str, Any]) -> str:
 
 def _lines(value: Any) -> list[str]:
     return [line.strip() for line in str(value or "").splitlines() if line.strip()]
+
+
+def local_inventory(run_dir: Path) -> Path:
+    """An inventory for this machine in ``run_dir``: connection local, the system python3."""
+    path = run_dir / "inventory.ini"
+    path.write_text("localhost ansible_connection=local ansible_python_interpreter=/usr/bin/python3\n")
+    return path
+
+
+_JINJA_OPENERS = ("{{", "{%", "{#")
+
+
+def refuse_templates(value: Any, where: str = "plan") -> None:
+    """Raise ApplyError if a string in ``value`` holds a Jinja delimiter.
+
+    Ansible templates every variable it reads, extravars included, so a planned value such as
+    ``{{ lookup('pipe', 'id') }}`` would run on the controller. The spec already refuses braces;
+    this keeps any other path (a hand-edited plan, a new field) from reaching Ansible.
+    """
+    if isinstance(value, str):
+        if any(opener in value for opener in _JINJA_OPENERS):
+            raise ApplyError(f"{where} holds Ansible template syntax ({value!r}); refusing to run Ansible")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            refuse_templates(item, f"{where}.{key}")
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            refuse_templates(item, where)

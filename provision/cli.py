@@ -190,13 +190,15 @@ def catalog(
     table: Annotated[
         str | None,
         typer.Argument(
-            help="gpus, drivers, cuda, torch or vllm; all five when left out.", show_default=False
+            help="gpus, drivers, cuda, torch, vllm or monitoring; all of them when left out.",
+            show_default=False,
         ),
     ] = None,
     *,
     as_json: JsonOpt = False,
 ) -> None:
-    """List what a spec may name: GPU models, driver branches, CUDA releases, PyTorch and vLLM releases."""
+    """List what a spec may name: GPU models, driver branches, CUDA releases, PyTorch and vLLM releases,
+    DCGM releases (each with its paired dcgm-exporter)."""
     from provision.catalog import load_catalog
     from provision.catalog.listing import TABLES, listing, render_listing
 
@@ -521,6 +523,14 @@ def verify(
     forks: Annotated[
         int | None, typer.Option("--forks", min=1, help="Hosts Ansible works on at once (default 5).")
     ] = None,
+    prometheus: Annotated[
+        Path | None,
+        typer.Option(
+            "--prometheus",
+            help="Also write the results as a node exporter textfile (FILE.prom, written atomically), "
+            "e.g. /var/lib/prometheus/node-exporter/provision-verify.prom.",
+        ),
+    ] = None,
 ) -> None:
     """Prove the machine works: driver, GPUs, PCIe and kernels under load, libraries, P2P, NCCL, thermals.
 
@@ -530,18 +540,41 @@ def verify(
     """
     from provision.verify.command import emit, run_verify
 
+    if prometheus is not None:
+        from provision.verify.textfile import check_path
+
+        check_path(prometheus)
     if inventory is not None or fleet is not None:
         if inputs is not None:
             raise ProvisionError(
                 "--inputs replays one machine's saved inputs; it does not go with -i/--fleet"
             )
-        raise typer.Exit(_fleet_verify(spec, inventory, fleet, limit, forks, save_raw, as_json, junit))
+        raise typer.Exit(
+            _fleet_verify(spec, inventory, fleet, limit, forks, save_raw, as_json, junit, prometheus)
+        )
     if spec is None:
         raise ProvisionError(
             "give a SPEC, or an inventory (-i) or fleet file (--fleet) that maps hosts to specs"
         )
     report = run_verify(spec, inputs_file=inputs, save_raw=save_raw)
-    raise typer.Exit(emit(report, out, as_json, junit))
+    code = emit(report, out, as_json, junit)
+    if prometheus is not None:
+        from provision.verify.textfile import write_textfile
+
+        write_textfile(prometheus, {report.host: report})
+    if inputs is None:  # a replay says nothing about the machine as it is now
+        from provision import app as workflow
+
+        _record_verify(None, {report.host: (report, workflow.spec_from(spec)[0])}, as_json)
+    raise typer.Exit(code)
+
+
+def _record_verify(inventory: Path | None, reports: dict[str, tuple[Any, Any]], as_json: bool) -> None:
+    """Record each host's verify result in its current lock (`provision lock show` prints it)."""
+    from provision.lock.record import record_verify, show_verify_recorded, verify_result
+
+    results = {host: verify_result(report, spec) for host, (report, spec) in reports.items()}
+    show_verify_recorded(record_verify(inventory, results), err if as_json else out)
 
 
 def _fleet_verify(
@@ -553,13 +586,93 @@ def _fleet_verify(
     save_raw: Path | None,
     as_json: bool,
     junit: Path | None,
+    prometheus: Path | None = None,
 ) -> int:
     from provision.fleet import commands as fleet_commands
+    from provision.fleet.orchestrate import fleet_hosts
     from provision.fleet.verify import verify_fleet
     from provision.fleet.verify_report import emit_fleet
 
     hosts = fleet_commands.resolve(spec, inventory, fleet, limit, forks=forks)
-    return emit_fleet(verify_fleet(hosts, forks, save_raw=save_raw), out, as_json, junit)
+    verified = verify_fleet(hosts, forks, save_raw=save_raw)
+    if prometheus is not None:
+        from provision.verify.textfile import write_textfile
+
+        write_textfile(prometheus, {h: v.report for h, v in verified.hosts.items()})
+    code = emit_fleet(verified, out, as_json, junit)
+    held = fleet_hosts(hosts)
+    reached = {h: (v.report, held.specs[h].spec) for h, v in verified.hosts.items() if v.unreachable is None}
+    if reached:
+        _record_verify(held.inventory, reached, as_json)
+    return code
+
+
+lock_cli = typer.Typer(
+    name="lock", help="The lock of what the last converged apply left on each host.", no_args_is_help=True
+)
+cli.add_typer(lock_cli)
+
+
+@lock_cli.command("show")
+@user_errors()
+def lock_show(*, as_json: JsonOpt = False, inventory: InvOpt = None, limit: LimitOpt = None) -> None:
+    """Print each host's current lock and its numbered history (/var/lib/provision on the host).
+
+    A lock holds the exact versions and holds of the managed packages, the venv's wheels and their
+    hashes, the repository key, the spec and its digest, and verify's result when it ran.
+    """
+    from provision.lock.show import lock_json, render_locks
+    from provision.lock.store import read_locks
+
+    found = read_locks(inventory, limit)
+    if as_json:
+        _emit_json(lock_json(found))
+    else:
+        render_locks(found, out)
+
+
+@cli.command()
+@user_errors()
+def rollback(
+    *,
+    to: Annotated[
+        int | None,
+        typer.Option(
+            "--to", min=1, help="The lock number to return to (default: the one before the current)."
+        ),
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and change nothing.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Apply without asking for confirmation.")] = False,
+    inventory: InvOpt = None,
+    limit: LimitOpt = None,
+    forks: Annotated[
+        int | None, typer.Option("--forks", min=1, help="Hosts Ansible works on at once (default 5).")
+    ] = None,
+    as_json: JsonOpt = False,
+    runs_dir: Annotated[
+        Path | None, typer.Option("--runs-dir", help="Where run directories (logs, artifacts) go.")
+    ] = None,
+    replace_held: Annotated[
+        bool,
+        typer.Option("--replace-held", help="Consent to move a held driver, as for apply."),
+    ] = False,
+) -> None:
+    """Return each host to a previous lock (`provision lock show` lists them) through a normal plan.
+
+    The plan shows the downgrades and is refused, with the list, when the repository no longer
+    serves a locked version; the lock's holds and pins come back with it. Exit codes as apply's.
+    """
+    from provision.apply import runner
+    from provision.apply.workflow import ApplyOptions
+    from provision.rollback import RollbackOptions, rollback_workflow
+
+    options = RollbackOptions(
+        to,
+        inventory,
+        limit,
+        ApplyOptions(dry_run, yes, runs_dir or runner.default_runs_dir(), forks, replace_held),
+    )
+    raise typer.Exit(rollback_workflow(options, as_json=as_json, console=err if as_json else out))
 
 
 if __name__ == "__main__":

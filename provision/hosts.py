@@ -220,27 +220,42 @@ def unreachable_reason(facts: Facts | None) -> str | None:
     return None
 
 
-def plan_host(host: str, held: HostSpec, facts: Facts | None, catalog: Catalog) -> HostPlan:
-    """Plan one host against its spec (pure): the one planning step of every form."""
+def plan_host(
+    host: str, held: HostSpec, facts: Facts | None, catalog: Catalog, fleet_monitored: tuple[str, ...] = ()
+) -> HostPlan:
+    """Plan one host against its spec (pure): the one planning step of every form.
+
+    ``fleet_monitored``: the hosts of the command with a monitoring section (scrape targets).
+    """
     from provision.detect.runner import unknown_facts
 
     reason = unreachable_reason(facts)
     read = facts if facts is not None else unknown_facts(host, NO_RESULT)
-    plan = make_plan(held.spec, read, catalog, spec_path=held.path)
+    plan = make_plan(held.spec, read, catalog, spec_path=held.path, fleet_monitored=fleet_monitored)
     return HostPlan(host, Path(held.path) if held.path else None, plan, reason)
 
 
 def plan_facts(hosts: Hosts, facts: Mapping[str, Facts], catalog: Catalog | None = None) -> FleetPlan:
     """Every host planned on ``facts`` (a host missing from them is unreachable)."""
     cat = catalog or load_catalog()
-    return FleetPlan({h: plan_host(h, held, facts.get(h), cat) for h, held in hosts.specs.items()})
+    monitored = tuple(h for h, held in hosts.specs.items() if held.spec.monitoring is not None)
+    fleet = monitored if hosts.inventory is not None else ()
+    return FleetPlan({h: plan_host(h, held, facts.get(h), cat, fleet) for h, held in hosts.specs.items()})
 
 
 def plan_hosts(hosts: Hosts, names: Iterable[str] | None = None, catalog: Catalog | None = None) -> FleetPlan:
     """Detect the hosts ``names`` (default: all) and plan each against its spec."""
+    return plan_hosts_with_facts(hosts, names, catalog)[0]
+
+
+def plan_hosts_with_facts(
+    hosts: Hosts, names: Iterable[str] | None = None, catalog: Catalog | None = None
+) -> tuple[FleetPlan, dict[str, Facts]]:
+    """:func:`plan_hosts`, and the facts it planned on (apply's lock records them)."""
     chosen = list(hosts.names if names is None else names)
     some = replace(hosts, specs={h: hosts.specs[h] for h in chosen})
-    return plan_facts(some, detect_by_venv(some), catalog)
+    facts = detect_by_venv(some)
+    return plan_facts(some, facts, catalog), facts
 
 
 def one_spec(inventory: Path | None, facts: Mapping[str, Facts], held: HostSpec) -> Hosts:

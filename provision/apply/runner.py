@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from provision import ansible
+from provision.ansible import local_inventory as local_inventory
+from provision.ansible import refuse_templates as _refuse_templates
 from provision.apply.keyring import fetch_verified_keyring, read_key_file, write_verified_keyring
 from provision.errors import ApplyError
 from provision.pkg import apt
@@ -79,13 +81,6 @@ def new_run_dir(runs_dir: Path, label: str) -> Path:
     return run_dir
 
 
-def local_inventory(run_dir: Path) -> Path:
-    """An inventory for this machine (connection local, the running interpreter's python3)."""
-    path = run_dir / "inventory.ini"
-    path.write_text("localhost ansible_connection=local ansible_python_interpreter=/usr/bin/python3\n")
-    return path
-
-
 def run_playbook(
     plans: dict[str, Plan],
     inventory: Path,
@@ -127,27 +122,6 @@ def run_playbook(
 def _save_plans(plans: dict[str, Plan], run_dir: Path) -> None:
     for host, plan in plans.items():
         (run_dir / f"plan-{host}.json").write_text(plan.model_dump_json(indent=2))
-
-
-_JINJA_OPENERS = ("{{", "{%", "{#")
-
-
-def _refuse_templates(value: Any, where: str = "plan") -> None:
-    """Raise ApplyError if a string in ``value`` holds a Jinja delimiter.
-
-    Ansible templates every variable it reads, extravars included, so a planned value such as
-    ``{{ lookup('pipe', 'id') }}`` would run on the controller. The spec already refuses braces;
-    this keeps any other path (a hand-edited plan, a new field) from reaching Ansible.
-    """
-    if isinstance(value, str):
-        if any(opener in value for opener in _JINJA_OPENERS):
-            raise ApplyError(f"{where} holds Ansible template syntax ({value!r}); refusing to run Ansible")
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            _refuse_templates(item, f"{where}.{key}")
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            _refuse_templates(item, where)
 
 
 def _keyring(plans: dict[str, Plan], run_dir: Path) -> Path:

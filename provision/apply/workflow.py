@@ -9,7 +9,8 @@ Failure isolation comes from Ansible's defaults, kept deliberately: ``any_errors
 is false and ``max_fail_percentage`` unset in site.yml, so a failed or unreachable host
 drops out of the play and the others run to the end. Hosts that are refused or
 unreachable at planning are left out of the run. Every applied host Ansible reached is
-detected and planned again: apply is done only when nothing is left to change.
+detected and planned again: apply is done only when nothing is left to change, and each
+host that converged gets a lock of what it now runs (:mod:`provision.lock`).
 
 Exit codes: 0 applied and converged (or nothing to do), 1 refused, failed, or
 not converged, 130 interrupted by Ctrl-C (see README, "Exit codes").
@@ -26,12 +27,14 @@ from rich.console import Console
 
 from provision import app
 from provision.apply import runner
+from provision.apply.bundle import write_bundle
 from provision.apply.outcome import Applied, outcome, reached, reboot_hosts
 from provision.apply.progress import Progress
 from provision.apply.views import JsonReport, SingleView, Stop
 from provision.components.driver import needs_consent
 from provision.errors import ProvisionError
-from provision.hosts import FleetPlan, Hosts, HostSpec, one_spec, plan_facts, plan_hosts
+from provision.hosts import FleetPlan, Hosts, HostSpec, one_spec, plan_facts, plan_hosts_with_facts
+from provision.lock.record import record_locks, show_recorded
 from provision.plan.models import Plan
 
 INTERRUPTED = 130
@@ -97,7 +100,7 @@ def apply_planned(hosts: Hosts, planned: FleetPlan, options: ApplyOptions, view:
     confirm(options.yes, view.console)
     result = run(hosts, pending, options, view)
     # Re-plan even after a failure, so that what is left undone is said, not hidden.
-    again = plan_hosts(hosts, [h for h in pending if h in reached(result)])
+    again, after = plan_hosts_with_facts(hosts, [h for h in pending if h in reached(result)])
     applied = Applied(result, again, [outcome(p, result, again) for p in planned.hosts.values()])
     code = view.show_applied(planned, applied)
     if result.interrupted:
@@ -106,6 +109,13 @@ def apply_planned(hosts: Hosts, planned: FleetPlan, options: ApplyOptions, view:
             "is left running); run the same apply again to finish."
         )
         code = INTERRUPTED
+    else:  # after Ctrl-C no other play is started: no lock, no support bundle
+        converged = [o.host for o in applied.outcomes if o.outcome == "converged"]
+        show_recorded(record_locks(hosts, converged, again, after, result.run_dir), view.console)
+        if failed := [o.host for o in applied.outcomes if not o.ok and o.ansible is not None]:
+            inventory = hosts.inventory or result.run_dir / "inventory.ini"
+            bundle = write_bundle(result.run_dir, inventory, failed, after)
+            view.console.print(f"Support bundle (mode 0600, secrets redacted): {bundle}")
     view.console.print(f"Run directory (logs, plans, Ansible artifacts): {result.run_dir}")
     view.reboot_notice(reboot_hosts(pending, result, again))
     return code

@@ -16,8 +16,8 @@ from rich.table import Table as RichTable
 from provision.catalog.catalog import Catalog
 from provision.catalog.serving import load_serving
 
-Table = Literal["gpus", "drivers", "cuda", "torch", "vllm"]
-TABLES: tuple[Table, ...] = ("gpus", "drivers", "cuda", "torch", "vllm")
+Table = Literal["gpus", "drivers", "cuda", "torch", "vllm", "monitoring"]
+TABLES: tuple[Table, ...] = ("gpus", "drivers", "cuda", "torch", "vllm", "monitoring")
 
 SPEC_FIELDS: dict[Table, str] = {
     "gpus": "gpus.model",
@@ -25,6 +25,7 @@ SPEC_FIELDS: dict[Table, str] = {
     "cuda": "cuda.toolkit",
     "torch": "python.torch, python.cuda_variant",
     "vllm": "serve.vllm",
+    "monitoring": "monitoring.dcgm",
 }
 """The spec fields each table's first column may be written into."""
 
@@ -104,12 +105,23 @@ def vllm_rows(cat: Catalog) -> list[dict[str, Any]]:
     ]
 
 
+def monitoring_rows(cat: Catalog) -> list[dict[str, Any]]:
+    """One row per DCGM 4 release and the dcgm-exporter release paired with it (``monitoring.yaml``)."""
+    from provision.catalog.monitoring import load_monitoring
+
+    return [
+        {"dcgm": str(p.dcgm), "exporter": str(p.exporter), "source": list(p.source)}
+        for p in load_monitoring().pairs
+    ]
+
+
 ROWS: dict[Table, Callable[[Catalog], list[dict[str, Any]]]] = {
     "gpus": gpu_rows,
     "drivers": driver_rows,
     "cuda": cuda_rows,
     "torch": torch_rows,
     "vllm": vllm_rows,
+    "monitoring": monitoring_rows,
 }
 
 

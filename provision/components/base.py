@@ -58,6 +58,8 @@ class Component(StrEnum):
     SECURE_BOOT = "secure_boot"
     REBOOT = "reboot"
     SERVE = "serve"
+    DCGM = "dcgm"
+    MONITORING = "monitoring"
 
 
 CHANGING = frozenset(
@@ -111,6 +113,8 @@ class PlanContext:
         pins: Every component's version pins, in registry order.
         built: Component name -> what it built, for the components already planned.
         verdicts: Every invariant's verdict for this machine, by invariant id, judged once per plan.
+        fleet_monitored: Inventory hostnames of the command's hosts whose specs have a monitoring
+            section (a monitoring server scrapes them); empty for one machine.
     """
 
     spec: Spec
@@ -122,6 +126,7 @@ class PlanContext:
     transaction: frozenset[Component] = frozenset()
     pins: tuple[Pin, ...] = ()
     built: Mapping[Component, Sequence[Built]] = field(default_factory=dict)
+    fleet_monitored: tuple[str, ...] = ()
 
     def installed(self, name: str) -> Package | None:
         """The package ``name`` when it is fully installed, else None."""

@@ -14,6 +14,7 @@ from provision.components.driver import Driver
 from provision.components.fabric_manager import FabricManager
 from provision.components.holds import Holds
 from provision.components.kernel_modules import KernelModules
+from provision.components.monitoring import Dcgm, Monitoring
 from provision.components.nccl import Nccl
 from provision.components.python_env import PythonEnv
 from provision.components.repository import Repository
@@ -35,6 +36,8 @@ COMPONENTS: tuple[InstallableComponent, ...] = (
     PythonEnv(),
     SecureBoot(),
     Serve(),
+    Dcgm(),
+    Monitoring(),
 )
 """In the order their steps are shown (``stage`` orders their planning)."""
 

@@ -36,6 +36,7 @@ from provision.detect.domains.firmware import Iommu, KernelCmdline, SecureBoot
 from provision.detect.domains.gpu import FabricState, Gpu, GpuHealth, PciDevice, Topology
 from provision.detect.domains.hardware import Hardware
 from provision.detect.domains.host import Board, Cpu, NumaNode, PowerProfile
+from provision.detect.domains.monitoring import Listening, ManagedFiles
 from provision.detect.domains.os_kernel import Kernel, OsRelease
 from provision.detect.domains.packages import AptLocks, Package, PackageOrigins
 from provision.detect.domains.pci import AcsControl, GpuHardware, PciLink
@@ -64,7 +65,9 @@ __all__ = [
     "Kernel",
     "KernelCmdline",
     "LibraryCache",
+    "Listening",
     "LoadedDriver",
+    "ManagedFiles",
     "ModuleSigner",
     "MokState",
     "NouveauState",
@@ -131,6 +134,8 @@ class Facts(Frozen):
     vllm_unit: UnitFile | Unknown | None = Field(
         None, description="The vLLM server's unit file (serve:); None: not probed."
     )
+    listening: Listening | Unknown = _NOT_PROBED
+    monitoring_files: ManagedFiles | Unknown = _NOT_PROBED
 
     def package(self, name: str) -> Package | None:
         """The installed package ``name``, or None (also when packages are unknown)."""

@@ -12,12 +12,22 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from provision.detect.domains import cuda, driver, gpu, hardware, os_kernel, packages, python, service
+from provision.detect.domains import (
+    cuda,
+    driver,
+    gpu,
+    hardware,
+    monitoring,
+    os_kernel,
+    packages,
+    python,
+    service,
+)
 from provision.detect.fact import Derive, FactType, Parsed, Probe
 from provision.detect.facts import Facts
 from provision.detect.raw import ProbeOutput
 
-_DOMAINS = (os_kernel, driver, packages, gpu, cuda, python, hardware, service)
+_DOMAINS = (os_kernel, driver, packages, gpu, cuda, python, hardware, service, monitoring)
 
 FACTS: tuple[FactType, ...] = tuple(f for domain in _DOMAINS for f in domain.FACTS)
 """Every fact of a detection, in probe order. Probe ids are unique (a test checks it)."""

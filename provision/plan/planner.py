@@ -30,14 +30,24 @@ from provision.spec.models import Spec
 from provision.spec.rules import check_spec, resolve_flavor
 
 
-def make_plan(spec: Spec, facts: Facts, catalog: Catalog, spec_path: str | None = None) -> Plan:
+def make_plan(
+    spec: Spec,
+    facts: Facts,
+    catalog: Catalog,
+    spec_path: str | None = None,
+    fleet_monitored: tuple[str, ...] = (),
+) -> Plan:
     """Diff ``spec`` against ``facts`` into an ordered plan.
+
+    Args:
+        fleet_monitored: The command's hosts with a monitoring section (a monitoring server
+            scrapes them); empty for one machine.
 
     Returns:
         A Plan whose ``blockers`` are non-empty when the spec is refused; its steps are then
         still listed, for the reader, but apply will not run.
     """
-    ctx = context(spec, facts, catalog)
+    ctx = dataclasses.replace(context(spec, facts, catalog), fleet_monitored=fleet_monitored)
     findings = [
         *check_spec(spec, catalog),
         *check_facts(spec, facts, catalog),

@@ -490,6 +490,70 @@ class ServeSpec(Frozen):
         return self.config_json or f"{self.model}/config.json"
 
 
+Port = Annotated[int, Field(ge=1, le=65535)]
+"""A TCP port number."""
+
+
+ListenAddress = Annotated[str, AfterValidator(_ip_address)]
+"""An IP address a service binds to (``0.0.0.0``: every IPv4 address)."""
+
+ScrapeHost = Annotated[
+    str,
+    Field(
+        max_length=253, pattern=r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$"
+    ),
+]
+"""A host name (lower case, dots allowed) or an IPv4 address another machine's exporters answer on."""
+
+
+class MonitoringSpec(Frozen):
+    """GPU monitoring: DCGM 4 and dcgm-exporter from NVIDIA's repository, the distribution's
+    node exporter and, on a workstation, the distribution's Prometheus with provision's alert rules.
+
+    Ports default to each project's registered port (dcgm-exporter README: 9400; Prometheus
+    default port allocations wiki: node exporter 9100, Prometheus 9090).
+    """
+
+    dcgm: Dotted = Field(
+        description='DCGM 4 release, e.g. "4.5.3"; the dcgm-exporter release paired with it comes from '
+        "the catalog (provision catalog monitoring)."
+    )
+    dcgm_cuda: int | None = Field(
+        None,
+        ge=11,
+        le=13,
+        description="CUDA major of DCGM's datacenter-gpu-manager-4-cudaNN package; unset: the driver "
+        "branch's CUDA major (it must equal it).",
+    )
+    listen: ListenAddress = Field(
+        "0.0.0.0", description="Address the exporters listen on (127.0.0.1: this machine only)."
+    )
+    exporter_port: Port = Field(9400, description="dcgm-exporter's port.")
+    node_exporter_port: Port = Field(9100, description="node exporter's port.")
+    prometheus: bool = Field(
+        False,
+        description="Install Prometheus here with scrape configuration and alert rules (a workstation, "
+        "or the fleet's monitoring server); false where a Prometheus already exists.",
+    )
+    prometheus_listen: ListenAddress = Field("127.0.0.1", description="Address Prometheus listens on.")
+    prometheus_port: Port = Field(9090, description="Prometheus's port.")
+    scrape_hosts: tuple[ScrapeHost, ...] = Field(
+        (),
+        description="Other hosts whose exporters this Prometheus scrapes, on the same ports; in a fleet "
+        "the inventory's hosts with a monitoring section are added by themselves.",
+        examples=[["gpu2.example.org", "gpu3.example.org"]],
+    )
+
+    @model_validator(mode="after")
+    def _distinct_ports(self) -> MonitoringSpec:
+        ports = [self.exporter_port, self.node_exporter_port] + (
+            [self.prometheus_port] if self.prometheus else []
+        )
+        if len(set(ports)) != len(ports):
+            raise ValueError("exporter_port, node_exporter_port and prometheus_port must differ")
+        return self
+
+
 class Spec(Frozen):
     """One GPU machine's wanted software stack, spec format version 1."""
 
@@ -510,3 +574,6 @@ class Spec(Frozen):
     bios: BiosSpec = Field(BiosSpec(), description="Changes to the printable BIOS and hardware checklist.")
     verify: VerifySpec = Field(VerifySpec(), description="Thresholds for `provision verify`.")
     serve: ServeSpec | None = Field(None, description="A model served with vLLM; unset: nothing served.")
+    monitoring: MonitoringSpec | None = Field(
+        None, description="GPU monitoring (DCGM, dcgm-exporter, node exporter, Prometheus); unset: none."
+    )

@@ -112,6 +112,7 @@ _NESTED = {
     "repository": "RepositorySpec",
     "bios": "BiosSpec",
     "verify": "VerifySpec",
+    "monitoring": "MonitoringSpec",
 }
 
 

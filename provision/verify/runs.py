@@ -11,6 +11,7 @@ from pydantic import Field
 
 from provision.detect.facts import Facts, Unknown
 from provision.models import Frozen
+from provision.verify.monitoring_probe import MonitoringRun
 from provision.verify.serve_probe import ServeRun
 
 
@@ -134,6 +135,8 @@ class VerifyInputs(Frozen):
         gpu_run: The load program's output, or why it did not run (no venv, timeout...).
         allreduce: None when not run (fewer than two GPUs or no CUDA).
         serve: The vLLM server's answers (spec ``serve:``); None when not asked.
+        monitoring: The monitoring services, exporters and Prometheus as read here; None when the
+            spec has none or they were not read (remote verify).
     """
 
     facts: Facts
@@ -142,6 +145,7 @@ class VerifyInputs(Frozen):
     gpu_run: GpuRun | Unknown
     allreduce: AllReduceRun | Unknown | None = None
     serve: ServeRun | Unknown | None = None
+    monitoring: MonitoringRun | None = None
 
     def fabric_states(self) -> tuple[FabricGpu, ...] | Unknown:
         """Each GPU's fabric (State, Status): detection's ``facts.fabric``, parsed once with the rest

@@ -20,10 +20,12 @@ from provision.verify import (
     checks_driver,
     checks_gpu,
     checks_invariants,
+    checks_monitoring,
     checks_multi,
     checks_serve,
     checks_software,
     launch,
+    monitoring_probe,
     probes,
     serve_probe,
 )
@@ -41,8 +43,9 @@ CHECKS: tuple[Check, ...] = (
     *checks_multi.CHECKS,
     *checks_invariants.CHECKS,
     *checks_serve.CHECKS,
+    *checks_monitoring.CHECKS,
 )
-"""Every check, in report order: driver, GPUs and loads, software, multi-GPU, invariants."""
+"""Every check, in report order: driver, GPUs and loads, software, multi-GPU, invariants, monitoring."""
 
 
 def collect(spec: Spec, facts: Facts) -> VerifyInputs:
@@ -58,6 +61,7 @@ def collect(spec: Spec, facts: Facts) -> VerifyInputs:
         gpu_run=gpu_run,
         allreduce=_allreduce(spec, gpu_run),
         serve=_serve(spec),
+        monitoring=monitoring_probe.collect(spec.monitoring) if spec.monitoring else None,
     )
 
 

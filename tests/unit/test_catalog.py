@@ -311,6 +311,7 @@ def test_stack_patterns(cat: Catalog) -> None:
         "libcudnn*",
         "libnccl*",
         "xserver-xorg-video-nvidia-*",
+        "datacenter-gpu-manager*",
     )
 
 

@@ -191,9 +191,10 @@ def test_apply_fleet_applied(inventory: Path, detected: Any, mocker: MockerFixtu
         hosts={"a": runner.HostResult("a", ok=3, failed=1, failures=("Install: E: broken",))},
     )
     mocker.patch.object(runner, "run_playbook", return_value=ran)
+    mocker.patch("provision.apply.workflow.write_bundle", return_value=tmp_path / "run" / "bundle.tar.gz")
     result = invoke("apply", "-i", str(inventory), "--yes", "--json", "--runs-dir", str(tmp_path))
     assert result.exit_code == 1, result.output
-    doc = document(result)
+    doc = document(result)  # the support bundle's line went to stderr: still one document
     assert doc["outcome"] == "failed" and doc["run_dir"] == str(tmp_path / "run")
     assert doc["hosts"]["a"]["outcome"] == "failed: Install: E: broken"
     assert doc["hosts"]["a"]["ansible"]["failed"] == 1 and doc["hosts"]["b"]["planned"] == "unreachable"

@@ -80,14 +80,31 @@ def ansible_run(mocker: MockerFixture, tmp_path: Path) -> Any:
 def replan(mocker: MockerFixture, tmp_path: Path) -> Any:
     """Detection and planning after the run: every host planned again has nothing left."""
 
-    def fresh(hosts: Hosts, names: list[str], catalog: Any = None) -> FleetPlan:
+    def fresh(hosts: Hosts, names: list[str], catalog: Any = None) -> tuple[FleetPlan, dict[str, Any]]:
         some = Hosts(hosts.inventory, {n: hosts.specs[n] for n in names})
-        planned = plan_facts(some, {n: box(n) for n in names})
-        return FleetPlan(
+        facts = {n: box(n) for n in names}
+        planned = plan_facts(some, facts)
+        again = FleetPlan(
             {h: p.__class__(h, p.spec_path, done(p.plan)) for h, p in planned.hosts.items() if p.plan}
         )
+        return again, facts
 
-    return mocker.patch.object(apply_workflow, "plan_hosts", side_effect=fresh)
+    return mocker.patch.object(apply_workflow, "plan_hosts_with_facts", side_effect=fresh)
+
+
+@pytest.fixture(autouse=True)
+def bundle(mocker: MockerFixture, tmp_path: Path) -> Any:
+    """The support bundle after a failed run (its content: tests/unit/test_bundle.py)."""
+    return mocker.patch.object(apply_workflow, "write_bundle", return_value=tmp_path / "run" / "b.tar.gz")
+
+
+@pytest.fixture(autouse=True)
+def lock_play(mocker: MockerFixture) -> Any:
+    """The lock play after the run: every converged host gets lock 1."""
+    return mocker.patch(
+        "provision.lock.record.run_lock_play",
+        side_effect=lambda inventory, args, run_dir: {h: {"lock": {"number": 1}} for h in args},
+    )
 
 
 def options(tmp_path: Path, **over: Any) -> ApplyOptions:
@@ -139,6 +156,32 @@ def test_fleet_form_runs_pending_hosts_once_and_replans_the_reached(
     assert "Apply: 1 ok, 1 failed" in text and "converged" in text
     assert "unreachable: Gathering: Connection refused" in text
     assert "Run directory (logs, plans, Ansible artifacts):" in text
+
+
+def test_only_converged_hosts_get_a_lock_built_from_their_fresh_facts(
+    tmp_path: Path, console: Console, ansible_run: Any, replan: Any, lock_play: Any
+) -> None:
+    hosts, planned = two_hosts(tmp_path)
+    apply_planned(hosts, planned, options(tmp_path), FleetView(console))
+    inventory, args, run_dir = lock_play.call_args.args
+    assert inventory == hosts.inventory and run_dir == tmp_path / "run"
+    assert list(args) == ["a"]  # b was unreachable: nothing to lock
+    assert args["a"]["state"] == "write" and args["a"]["venv"] == "/opt/provision/venv"
+    assert args["a"]["lock"]["host"] == "a" and args["a"]["lock"]["spec"]["name"] == ubuntu_spec().name
+    assert "a: lock 1 recorded in /var/lib/provision/lock.json" in console.export_text()
+
+
+def test_a_failed_host_gets_a_support_bundle_and_its_path_is_printed(
+    tmp_path: Path, console: Console, ansible_run: Any, replan: Any, bundle: Any
+) -> None:
+    hosts, planned = two_hosts(tmp_path)
+    apply_planned(hosts, planned, options(tmp_path), FleetView(console))
+    run_dir, inventory, failed, facts = bundle.call_args.args
+    assert (run_dir, inventory, failed) == (tmp_path / "run", hosts.inventory, ["b"])
+    assert set(facts) == {"a"}  # b was not reached: no fresh facts for it
+    assert f"Support bundle (mode 0600, secrets redacted): {tmp_path / 'run' / 'b.tar.gz'}" in (
+        console.export_text().replace("\n", "")
+    )
 
 
 def test_single_form_shows_counts_and_what_did_not_converge(

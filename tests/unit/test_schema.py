@@ -78,6 +78,7 @@ def test_examples_are_valid_spec_values() -> None:
             "VerifySpec": "verify",
             "ServeSpec": "serve",
             "ModelArchitecture": "serve",
+            "MonitoringSpec": "monitoring",
         }[model]
         for example in prop["examples"]:
             data = json.loads(json.dumps(base))
@@ -98,6 +99,8 @@ def test_examples_are_valid_spec_values() -> None:
                 }
                 if field == "key_file":
                     del data[section]["key_url"]
+            if section == "monitoring":
+                data[section] = {"dcgm": "4.5.3"}
             if section == "driver" and field == "version":
                 data[section]["branch"] = int(example.split(".")[0])
             data[section][field] = example

@@ -54,6 +54,9 @@ cuDNN and NCCL:
   - ``libnccl2`` and ``libnccl-dev`` at 2.28.3-1+cuda13.0 (fixture) and 2.29.2-1+cuda13.0
     (version format from compat §4c NCCL row); dev depends on the same-version library.
 
+DCGM 4 and dcgm-exporter: see ``dcgm.py`` (stand-ins mirroring NVIDIA's names, versions,
+dependencies and units; the exporter serves real-format metrics).
+
 Maintainer is ``cudatools <cudatools@nvidia.com>`` (compat §7: how to tell NVIDIA's packages
 from Ubuntu's). Payloads are a few bytes each.
 """
@@ -339,4 +342,6 @@ def all_packages() -> list[Package]:
         packages += cudnn_packages(version)
     for version in NCCL_VERSIONS:
         packages += nccl_packages(version)
-    return packages
+    from .dcgm import dcgm_packages  # imports Package from here
+
+    return packages + dcgm_packages()

@@ -1,0 +1,151 @@
+"""Run ``playbooks/lock.yml`` (the ``provision_lock`` module) on hosts: write, update, read locks.
+
+The one path for this machine and for an inventory: this machine is the inventory
+``localhost ansible_connection=local`` (as apply's). Each host's arguments travel as data in
+the extravar ``provision_lock_args`` (never inside a template or a shell string).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from provision import ansible
+from provision.ansible import local_inventory, refuse_templates
+from provision.errors import ProvisionError
+from provision.lock.model import Lock
+from provision.resources import data_dir
+
+LOCK_TASK = "Write, update or read the lock under /var/lib/provision"
+
+
+class LockReadError(ProvisionError):
+    """A host's locks could not be read (unreachable, failed, or not a lock document)."""
+
+
+@dataclass(frozen=True)
+class HostLocks:
+    """What one host holds: its current lock, every numbered lock, and versions apt serves.
+
+    Attributes:
+        host: The inventory hostname.
+        current: ``/var/lib/provision/lock.json``; None when no apply converged there yet.
+        history: Every lock by number, oldest first.
+        served: Package name -> versions apt can install (only for the names asked).
+    """
+
+    host: str
+    current: Lock | None
+    history: tuple[Lock, ...]
+    served: Mapping[str, tuple[str, ...]]
+
+    def number(self, n: int) -> Lock | None:
+        """The lock numbered ``n``, or None."""
+        return next((lock for lock in self.history if lock.number == n), None)
+
+
+def run_lock_play(
+    inventory: Path | None,
+    args: Mapping[str, dict[str, Any]],
+    data_dir_: Path,
+    *,
+    default: dict[str, Any] | None = None,
+    limit: str | None = None,
+    become: bool = True,
+) -> dict[str, dict[str, Any] | str]:
+    """Run the lock play; host -> the module's result, or why it failed (one line).
+
+    Args:
+        inventory: The Ansible inventory; None for this machine.
+        args: Per host, the module's arguments; the run is limited to these hosts unless
+            ``default`` is given.
+        data_dir_: ansible-runner's private data directory (an apply's run directory).
+        default: The arguments for every host without its own (with ``limit``).
+        limit: An Ansible host pattern, with ``default``.
+        become: Run the module as root (writing needs it; reading a 0644 lock does not).
+    """
+    refuse_templates({"args": dict(args), "default": default}, "lock")
+    inv = inventory if inventory is not None else local_inventory(data_dir_)
+    played = ansible.run_play(
+        data_dir_,
+        "lock.yml",
+        inv,
+        project_dir=data_dir("playbooks"),
+        extravars={
+            "provision_lock_args": dict(args),
+            "provision_lock_default": default,
+            "provision_lock_become": become,
+        },
+        limit=limit if default is not None else ",".join(args),
+    )
+    results = _results(played.events)
+    if not results and played.rc != 0:
+        raise LockReadError(
+            f"ansible-playbook failed (rc {played.rc}) before any host reported: {played.stdout_tail}"
+        )
+    for host in args:
+        results.setdefault(host, f"no result from Ansible ({played.stdout_tail})")
+    return results
+
+
+def _results(events: Iterable[ansible.Event]) -> dict[str, dict[str, Any] | str]:
+    results: dict[str, dict[str, Any] | str] = {}
+    for event in events:
+        data = event.get("event_data", {})
+        host, kind = data.get("host"), event.get("event")
+        if host is None or (data.get("task") != LOCK_TASK and kind != "runner_on_unreachable"):
+            continue
+        if kind == "runner_on_ok":
+            results[host] = dict(data.get("res") or {})
+        elif kind in ("runner_on_failed", "runner_on_unreachable"):
+            word = "unreachable" if kind == "runner_on_unreachable" else "failed"
+            results[host] = f"{word}: {ansible.failure_message(data.get('res') or {})}"
+    return results
+
+
+def read_locks(inventory: Path | None, limit: str | None = None) -> dict[str, HostLocks]:
+    """Every host's locks (the inventory's hosts matching ``limit``, or this machine).
+
+    Raises:
+        LockReadError: A host could not be read, or holds a lock this version cannot read.
+    """
+    with tempfile.TemporaryDirectory(prefix="provision-lock-") as tmp:
+        results = run_lock_play(
+            inventory, {}, Path(tmp), default={"state": "read"}, limit=limit, become=inventory is not None
+        )
+    if not results:
+        raise LockReadError("no host to read the lock from (check the inventory and --limit)")
+    return {h: _host_locks(h, r) for h, r in results.items()}
+
+
+def served_versions(inventory: Path | None, names: Mapping[str, list[str]]) -> dict[str, HostLocks]:
+    """Per host, its locks and the versions apt can install of the package ``names[host]``.
+
+    Raises:
+        LockReadError: A host could not be read.
+    """
+    args = {h: {"state": "read", "served": list(n)} for h, n in names.items()}
+    with tempfile.TemporaryDirectory(prefix="provision-lock-") as tmp:
+        results = run_lock_play(inventory, args, Path(tmp), become=inventory is not None)
+    return {h: _host_locks(h, results[h]) for h in names}
+
+
+def _host_locks(host: str, result: dict[str, Any] | str) -> HostLocks:
+    if isinstance(result, str):
+        raise LockReadError(f"{host}: cannot read the lock: {result}")
+    try:
+        current = Lock.model_validate(result["current"]) if result.get("current") else None
+        history = tuple(Lock.model_validate(doc) for doc in result.get("history") or ())
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise LockReadError(
+            f"{host}: the lock is not one this version reads ({where}: {first['msg']})"
+        ) from None
+    served = {name: tuple(versions) for name, versions in (result.get("served") or {}).items()}
+    return HostLocks(host, current, history, served)
