@@ -130,7 +130,7 @@ def _keyring(plans: dict[str, Plan], run_dir: Path) -> Path:
     repos = {
         json.dumps(r, sort_keys=True): r
         for p in plans.values()
-        if (r := p.extravars.get("provision_repository"))
+        if (r := p.extravars.get("provision_repository")) and (r.get("key_url") or r.get("key_file"))
     }
     if len(repos) > 1:
         raise ApplyError("hosts in one run use different repository keys; apply them in separate runs")

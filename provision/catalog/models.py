@@ -430,9 +430,61 @@ class NvidiaRepo(Sourced):
     cuda_releases: tuple[Dotted, ...]
 
 
+class SignedModules(Frozen):
+    """A distribution's signed precompiled kernel modules (Ubuntu's linux-restricted-modules).
+
+    Name templates take ``{branch}`` (580), ``{open}`` (``-open`` or empty), ``{flavour}`` (a kernel
+    flavour meta such as ``generic`` or ``generic-hwe-24.04``) and ``{kernel}`` (``uname -r``).
+
+    Attributes:
+        meta: The flavour's meta-package, which follows the kernel: the next kernel gets its module.
+        kernel: The module package of one kernel release.
+        flavours: Kernel flavours with signed modules (the base flavour of ``uname -r``, the part
+            after the ABI number, must be one of them; ``-hwe-`` and other variants follow it).
+        signer: The signer ``modinfo -F signer`` prints for these modules.
+    """
+
+    meta: str
+    kernel: str
+    flavours: tuple[str, ...]
+    signer: str
+
+
 class DistroArchive(Sourced):
-    """The NVIDIA driver branches a distribution's own archive carries (driver.source: distro)."""
+    """The NVIDIA driver a distribution's own archive carries (driver.source: distro).
+
+    Package names are templates with ``{branch}`` and ``{open}`` (``-open`` for the open flavour).
+
+    Attributes:
+        code: Distro code as NVIDIA's repository names it (``debian12``).
+        series: The release's code name (``bookworm``, ``noble``).
+        driver_branches: Branches whose packages deliver that branch (transitional names excluded).
+        open_branches: Branches with open kernel modules (empty: every branch has them).
+        fabric_manager: Whether the archive has a fabric manager matching its driver.
+        userspace: The driver's userspace packages (no X, no kernel module).
+        dkms: The DKMS module package per flavour (``open``/``proprietary``).
+        components: The archive component each flavour's packages live in (``non-free``, ``contrib``).
+        signed: Signed precompiled modules, where the distribution builds them.
+        hold_patterns: Driver packages outside the ``nvidia-*``/``libnvidia-*`` names, held with the stack.
+        kernel_metas: Kernel meta-packages that pull the next kernel ABI (held by ``driver.kernel_guard``).
+    """
 
     code: str
+    series: str = ""
     driver_branches: tuple[int, ...]
+    open_branches: tuple[int, ...] = ()
     fabric_manager: bool
+    userspace: tuple[str, ...] = ()
+    dkms: dict[str, str] = Field(default_factory=dict)
+    components: dict[str, str] = Field(default_factory=dict)
+    signed: SignedModules | None = None
+    hold_patterns: tuple[str, ...] = ()
+    kernel_metas: tuple[str, ...] = ()
+
+    def names(
+        self, templates: tuple[str, ...] | str, branch: int, flavor: str, **more: str
+    ) -> tuple[str, ...]:
+        """Package names from templates for ``branch`` and kernel module ``flavor`` (open/proprietary)."""
+        items = (templates,) if isinstance(templates, str) else templates
+        suffix = "-open" if flavor == "open" else ""
+        return tuple(t.format(branch=branch, open=suffix, **more) for t in items)

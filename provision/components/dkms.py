@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from provision.components.base import Action, Built, Component, InstallableComponent, PlanContext, Step
+from provision.components.driver import uses_dkms
 from provision.components.steps import noop
 from provision.detect.facts import Kernel, Unknown
 from provision.fieldfailures import ff_ref
@@ -32,7 +33,8 @@ class Dkms(InstallableComponent):
 
     def plan(self, ctx: PlanContext) -> Iterable[Built]:
         built = dkms_step(ctx, driver_changes(ctx))
-        return (built,) if built is not None else ()
+        warning = _running_kernel_unpackaged(ctx, driver_changes(ctx))
+        return tuple(b for b in (built, warning) if b is not None)
 
     def extravars(self, ctx: PlanContext) -> dict[str, Any]:
         changing, steps = ctx.changing(), ctx.steps()
@@ -50,12 +52,15 @@ def dkms_step(ctx: PlanContext, driver_changes: bool) -> Step | Finding | None:
     """DKMS, headers for the running and every installed kernel, the headers meta and the kernel's
     compiler, in the driver's transaction; None when no module is built here."""
     facts = ctx.facts
-    if ctx.spec.driver.source != "nvidia-repo" or isinstance(facts.kernel, Unknown):
+    if not uses_dkms(ctx) or isinstance(facts.kernel, Unknown):
         return None
     kernels = ctx.pm.packaged_kernels(facts)
-    if facts.kernel.release not in kernels:
-        return _custom_kernel(facts.kernel, driver_changes)
-    wanted = ("dkms", *ctx.pm.kernel_build_packages(facts, kernels), *_compilers(facts.kernel, ctx.flavor))
+    if not kernels:
+        return None
+    # A running kernel that is not packaged (a custom or the build host's) gets no headers from
+    # here, but every packaged kernel the machine can boot next still gets its module.
+    compilers = _compilers(facts.kernel, ctx.flavor) if facts.kernel.release in kernels else ()
+    wanted = ("dkms", *ctx.pm.kernel_build_packages(facts, kernels), *compilers)
     missing = tuple(p for p in wanted if ctx.installed(p) is None)
     if not missing:
         return noop(
@@ -81,6 +86,15 @@ def _compilers(kernel: Kernel, flavor: str) -> tuple[str, ...]:
         return ()
     major = match[1] or match[2]
     return (f"gcc-{major}", *((f"g++-{major}",) if flavor == "open" else ()))
+
+
+def _running_kernel_unpackaged(ctx: PlanContext, driver_changes: bool) -> Finding | None:
+    facts = ctx.facts
+    if not uses_dkms(ctx) or isinstance(facts.kernel, Unknown):
+        return None
+    if facts.kernel.release in ctx.pm.packaged_kernels(facts):
+        return None
+    return _custom_kernel(facts.kernel, driver_changes)
 
 
 def _custom_kernel(kernel: Kernel, driver_changes: bool) -> Finding | None:

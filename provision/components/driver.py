@@ -14,8 +14,10 @@ from typing import Any
 
 from provision.catalog import Catalog
 from provision.components.base import Action, Built, Component, InstallableComponent, PlanContext, Step
+from provision.components.distro import DistroDriver, archive_for, distro_driver
 from provision.components.steps import change_action, noop
 from provision.detect.facts import LoadedDriver, Unknown
+from provision.fieldfailures import ff_ref
 from provision.findings import Finding
 from provision.pkg import PackageManager, Pin, name_regex
 from provision.spec.models import Spec
@@ -58,21 +60,38 @@ class Driver(InstallableComponent):
     tags = TAGS
     transaction = True
     reboots = True
-    verify_checks = ("nvidia-smi", "driver-consistency", "driver-branch", "driver-flavor", "persistence-mode")
+    verify_checks = (
+        "nvidia-smi",
+        "driver-consistency",
+        "driver-branch",
+        "driver-flavor",
+        "persistence-mode",
+        "module-signer",
+    )
 
     def plan(self, ctx: PlanContext) -> Iterable[Built]:
         step = driver_step(ctx)
+        changes = isinstance(step, Step) and step.changes
         replaced = replaced_step(ctx, step) if isinstance(step, Step) else None
-        return (step, *((replaced,) if replaced else ()))
+        return (step, *((replaced,) if replaced else ()), *(() if changes else kernel_guard_findings(ctx)))
 
     def spec_rules(self, spec: Spec, catalog: Catalog) -> Iterable[Finding]:
         return source_findings(spec)
 
     def pins(self, spec: Spec, pm: PackageManager) -> tuple[Pin, ...]:
-        """Driver, utilities and fabric manager at the spec's version or branch (not when preinstalled)."""
-        if spec.driver.source != "nvidia-repo":
+        """Driver, utilities and fabric manager at the spec's version or branch (not when preinstalled);
+        from the distribution, its driver packages (those whose version is the driver's)."""
+        if spec.driver.source == "preinstalled":
             return ()
         version = pm.version_glob(spec.driver.version) if spec.driver.version else f"{spec.driver.branch}.*"
+        if spec.driver.source == "distro":
+            return (
+                Pin(
+                    packages=" ".join(DISTRO_DRIVER_FAMILY),
+                    version=version,
+                    why=f"the distribution's NVIDIA driver at {version}",
+                ),
+            )
         why = f"NVIDIA driver, utilities and fabric manager at {version}"
         return (Pin(packages=" ".join(DRIVER_FAMILY), version=version, why=why),)
 
@@ -81,7 +100,7 @@ class Driver(InstallableComponent):
         return {
             "provision_apt_forbidden_regex": name_regex(forbidden_packages(ctx.spec, steps)),
             "provision_apt_removable_regex": name_regex(removable_packages(ctx.spec, steps)),
-            "provision_apt_driver_regex": name_regex(BRANCH_CARRIERS),
+            "provision_apt_driver_regex": name_regex(branch_carriers(ctx)),
             "provision_apt_driver_branch": str(ctx.spec.driver.branch),
         }
 
@@ -90,22 +109,146 @@ def driver_step(ctx: PlanContext) -> Step | Finding:
     """The driver step for ``spec.driver.source``; a blocker Finding when it cannot be planned."""
     if ctx.spec.driver.source == "preinstalled":
         return _preinstalled(ctx)
-    unsupported = next(source_findings(ctx.spec), None)
-    if unsupported is not None:
-        return unsupported
+    if ctx.spec.driver.source == "distro":
+        return _from_distro(ctx)
     return _from_nvidia_repo(ctx)
 
 
 def source_findings(spec: Spec) -> Iterator[Finding]:
-    """The driver source this version cannot install from; spec-only, so ``validate`` runs it too."""
-    if spec.driver.source == "distro":
-        yield Finding(
-            rule="driver-source-distro-unsupported",
-            message="driver.source: distro is not implemented in this version; "
-            "use nvidia-repo or preinstalled",
-            source="provision v1 scope (README, 'Spec')",
-            severity="blocker",
+    """The driver source this version cannot install from; spec-only, so ``validate`` runs it too.
+    Every source is implemented; a distribution that lacks the branch is refused by the spec rules
+    (``driver-distro-branch``), which list the branches it carries."""
+    return iter(())
+
+
+def _from_distro(ctx: PlanContext) -> Step:
+    """The distribution's driver: userspace at the spec's version or branch, and the signed
+    precompiled module of the running kernel's flavour (with its meta-package, which follows the
+    next kernel) where the distribution builds one, the DKMS module package otherwise."""
+    spec = ctx.spec
+    found = _distro(ctx)
+    if found is None:
+        return noop(
+            Component.DRIVER,
+            target=f"branch {spec.driver.branch}",
+            reason=f"not planned: {spec.os.distro} {spec.os.version}'s archive does not carry driver branch "
+            f"{spec.driver.branch} ({ctx.flavor} modules); see the refusal driver-distro-branch",
         )
+    wanted, branch = spec.driver.version, spec.driver.branch
+    have = ctx.installed(found.carrier)
+    current = ctx.upstream(have) if have else None
+    target_text = str(wanted) if wanted else f"newest {branch}.x"
+    missing = tuple(p for p in found.packages if ctx.installed(p) is None)
+    in_place = current is not None and current.major == branch and (wanted is None or current == wanted)
+    module_text = (
+        f"signed precompiled module {found.module[0]} (follows the {found.flavour} kernel; no DKMS, no MOK)"
+        if found.signed
+        else f"{found.module[0]} (DKMS builds the module: {found.why_dkms})"
+    )
+    if in_place and not missing:
+        return noop(
+            Component.DRIVER,
+            current=str(current),
+            target=target_text,
+            reason=f"driver {current} from {spec.os.distro} {found.archive.series} installed; {module_text}",
+        )
+    version = ctx.pm.version_glob(wanted) if wanted else None
+    requests = tuple(ctx.pm.request(p, version if p in found.userspace else None) for p in found.packages)
+    action = (
+        change_action(current, wanted) if wanted else (Action.INSTALL if current is None else Action.UPGRADE)
+    )
+    if in_place:
+        action = Action.INSTALL
+    component = found.archive.components.get(ctx.flavor, "")
+    return Step(
+        component=Component.DRIVER,
+        action=action,
+        current=str(current) if current else _other(ctx),
+        target=target_text,
+        packages=requests,
+        tags=TAGS,
+        reason=f"install the {spec.os.distro} {found.archive.series} driver"
+        + (f" ({component})" if component else "")
+        + f": {', '.join(found.userspace)}; {module_text}",
+    )
+
+
+DISTRO_DRIVER_FAMILY = ("nvidia-*", "libnvidia-*", "libcuda1", "firmware-nvidia-gsp*")
+"""The distribution's driver packages whose version is the driver's (pinned together)."""
+
+
+def branch_carriers(ctx: PlanContext) -> tuple[str, ...]:
+    """Package names whose version must carry the spec's branch in apt's simulated transaction."""
+    if ctx.spec.driver.source != "distro":
+        return BRANCH_CARRIERS
+    found = _distro(ctx)
+    if found is None:
+        return BRANCH_CARRIERS
+    module = () if found.signed else found.module  # a signed module's version is the kernel's
+    return (*found.userspace, *module)
+
+
+def _distro(ctx: PlanContext) -> DistroDriver | None:
+    return distro_driver(ctx.spec, ctx.facts, ctx.catalog, ctx.flavor, ctx.pm.packaged_kernels(ctx.facts))
+
+
+def kernel_guard_findings(ctx: PlanContext) -> Iterator[Finding]:
+    """The kernel-update guard's report: every installed kernel newer than the running one that has
+    no NVIDIA module (no signed module package for it, or DKMS has not installed one), which the
+    next boot would start without a GPU (GPUOP-SIGNED: check the module packages exist for a kernel
+    before upgrading to it). A plan that installs the driver builds or installs them itself."""
+    spec, facts, pm = ctx.spec, ctx.facts, ctx.pm
+    if spec.driver.source == "preinstalled" or isinstance(facts.kernel, Unknown):
+        return
+    running = facts.kernel.release
+    newer = [k for k in pm.packaged_kernels(facts) if k != running and pm.compare(k, running) > 0]
+    found = _distro(ctx) if spec.driver.source == "distro" else None
+    for kernel in newer:
+        package = found.kernel_module(spec.driver.branch, ctx.flavor, kernel) if found else None
+        if package is not None:
+            missing = ctx.installed(package) is None
+            what = f"its signed module package {package} is not installed"
+        else:
+            dkms = facts.dkms
+            if isinstance(dkms, Unknown):
+                continue
+            state = dkms.state_for(kernel)
+            missing = state != "installed"
+            what = f"DKMS has {state or 'not built'} the nvidia module for it"
+        if not missing:
+            continue
+        guard = (
+            "driver.kernel_guard: hold keeps the kernel metas held"
+            if spec.driver.kernel_guard == "hold"
+            else "set driver.kernel_guard: hold to hold the kernel metas"
+        )
+        yield Finding(
+            rule="kernel-without-module",
+            severity="warning",
+            source=f"{ctx.catalog.cite(('GPUOP-SIGNED',))}; field failures FF-12 ({ff_ref(12)})",
+            message=f"kernel {kernel} is installed and newer than the running {running}, but {what}: "
+            f"booting it leaves the GPU without a driver; install its headers (DKMS) or its module "
+            f"package before it becomes the default ({guard})",
+        )
+
+
+def uses_dkms(ctx: PlanContext) -> bool:
+    """Whether the kernel module is built by DKMS here (NVIDIA's packages, or a distribution without
+    a signed precompiled module for the running kernel's flavour)."""
+    if ctx.spec.driver.source == "nvidia-repo":
+        return True
+    if ctx.spec.driver.source != "distro":
+        return False
+    found = _distro(ctx)
+    return found is not None and not found.signed
+
+
+def signed_driver(ctx: PlanContext) -> DistroDriver | None:
+    """The distribution's driver when its module is signed precompiled, else None."""
+    if ctx.spec.driver.source != "distro" or archive_for(ctx.spec, ctx.catalog) is None:
+        return None
+    found = _distro(ctx)
+    return found if found is not None and found.signed else None
 
 
 def _preinstalled(ctx: PlanContext) -> Step | Finding:
@@ -183,7 +326,8 @@ def replaced_step(ctx: PlanContext, driver: Step) -> Step | None:
     ]
     if not held:
         return None
-    meta = ctx.catalog.packages.driver_meta(ctx.spec.driver.branch, ctx.flavor)
+    found = _distro(ctx) if ctx.spec.driver.source == "distro" else None
+    meta = found.carrier if found else ctx.catalog.packages.driver_meta(ctx.spec.driver.branch, ctx.flavor)
     switch = ctx.installed(meta) is None
     listed = ", ".join(f"{p.name} {p.version}" for p in held)
     consent = "needs consent: `provision apply --replace-held` or driver.replace_held: true"
@@ -224,6 +368,9 @@ def _other(ctx: PlanContext) -> str:
 def forbidden_packages(spec: Spec, steps: tuple[Step, ...]) -> tuple[str, ...]:
     """Packages the simulated transaction must not install (FF-08): the driver-pulling CUDA metas
     always, the other flavour's metas, and any driver package when the driver is preinstalled."""
+    if spec.driver.source == "distro":
+        # NVIDIA's own driver metas and pinning packages: never on top of the distribution's driver.
+        return (*DRIVER_METAS, *NVIDIA_ONLY_DRIVER_NAMES)
     if spec.driver.source == "preinstalled":
         return (
             *DRIVER_METAS,
@@ -245,9 +392,22 @@ def removable_packages(spec: Spec, steps: tuple[Step, ...]) -> tuple[str, ...]:
     the driver from NVIDIA's repository (a flavour switch or an upgrade replaces its packages).
     Anything else removed refuses the transaction (FF-08)."""
     driver_changes = any(s.component is Component.DRIVER and s.changes for s in steps)
-    if spec.driver.source != "nvidia-repo" or not driver_changes:
+    if spec.driver.source == "preinstalled" or not driver_changes:
         return ()
-    return DRIVER_FAMILY
+    return (
+        DRIVER_FAMILY if spec.driver.source == "nvidia-repo" else (*DRIVER_FAMILY, *DISTRO_DRIVER_FAMILY[2:])
+    )
+
+
+NVIDIA_ONLY_DRIVER_NAMES = (
+    "nvidia-open",
+    "nvidia-driver-cuda",
+    "nvidia-driver-pinning-*",
+    "nvidia-kernel-open-dkms",
+    "nvidia-fabricmanager",
+)
+"""Names only NVIDIA's repository uses for its driver (DIG; on Debian 12 NVIDIA's open module is
+``nvidia-kernel-open-dkms``, Debian's ``nvidia-open-kernel-dkms``)."""
 
 
 def _blocker(rule: str, message: str, source: str = "provision planner") -> Finding:

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from provision.components.base import Action, Built, Component, InstallableComponent, PlanContext, Step
+from provision.components.distro import hold_patterns
 from provision.components.steps import noop
 from provision.detect.facts import Facts, Unknown
 from provision.pkg import name_regex
@@ -32,7 +33,7 @@ class Holds(InstallableComponent):
         return (holds_step(ctx, ctx.transaction_requests()),)
 
     def extravars(self, ctx: PlanContext) -> dict[str, Any]:
-        patterns = ctx.catalog.packages.stack_patterns
+        patterns = held_patterns(ctx)
         return {
             "provision_hold": ctx.spec.driver.hold,
             "provision_hold_regex": name_regex(patterns),
@@ -44,7 +45,7 @@ class Holds(InstallableComponent):
 def holds_step(ctx: PlanContext, new_packages: tuple[str, ...]) -> Step:
     """Hold every NVIDIA stack package (installed now or by this plan) not held yet, and keep the
     upgrade guard (the exact file text) in place."""
-    patterns = ctx.catalog.packages.stack_patterns
+    patterns = held_patterns(ctx)
     unheld = _unheld_stack(ctx.facts, patterns)
     incoming = tuple(ctx.pm.request_name(p) for p in new_packages)
     pending = tuple(dict.fromkeys(unheld + incoming))
@@ -72,6 +73,13 @@ def holds_step(ctx: PlanContext, new_packages: tuple[str, ...]) -> Step:
         current=f"{len(unheld)} unheld" if unheld else None,
         reason="; ".join(why),
     )
+
+
+def held_patterns(ctx: PlanContext) -> tuple[str, ...]:
+    """The NVIDIA stack's patterns, plus the distribution driver's own names (``libcuda1``, Ubuntu's
+    ``linux-modules-nvidia-*``) and, with ``driver.kernel_guard: hold``, the kernel meta-packages."""
+    extra = hold_patterns(ctx.spec, ctx.catalog)
+    return tuple(dict.fromkeys((*ctx.catalog.packages.stack_patterns, *extra)))
 
 
 def _guard_state(ctx: PlanContext, guard: str) -> str | None:

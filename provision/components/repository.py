@@ -12,7 +12,7 @@ from typing import Any
 from provision.components.base import Action, Built, Component, InstallableComponent, PlanContext, Step
 from provision.components.steps import noop
 from provision.detect.facts import Unknown
-from provision.spec.models import KEY_HOSTS
+from provision.spec.models import KEY_HOSTS, Spec
 
 
 class Repository(InstallableComponent):
@@ -36,6 +36,15 @@ class Repository(InstallableComponent):
 def repository_step(ctx: PlanContext) -> Step:
     """Configure the repository for a transaction, rewrite drifted pins, or say why not."""
     spec, files = ctx.spec, ctx.pm.files
+    if ctx.transaction_requests() and not nvidia_repo_needed(spec):
+        return Step(
+            component=Component.REPOSITORY,
+            action=Action.CONFIGURE,
+            target=files.pins,
+            tags=Repository.tags,
+            reason=f"apt pins for the spec's versions of the {spec.os.distro} driver; NVIDIA's repository is "
+            "not configured (nothing is installed from it)",
+        )
     if ctx.transaction_requests():
         return Step(
             component=Component.REPOSITORY,
@@ -70,6 +79,12 @@ def repository_step(ctx: PlanContext) -> Step:
         if spec.driver.hold
         else "no package to install from NVIDIA's repository",
     )
+
+
+def nvidia_repo_needed(spec: Spec) -> bool:
+    """Whether anything comes from NVIDIA's repository: its driver, or the CUDA stack (which may sit
+    beside a distribution's driver; NVIDIA's driver metas never do, see driver.forbidden_packages)."""
+    return spec.driver.source == "nvidia-repo" or spec.cuda is not None
 
 
 def _key_drift(ctx: PlanContext) -> tuple[str, str, str] | None:
@@ -112,6 +127,18 @@ def repo_vars(ctx: PlanContext) -> dict[str, Any]:
     spec, files = ctx.spec, ctx.pm.files
     override = spec.repository
     repo = ctx.catalog.repository(spec.os.repo_code, arch=spec.os.architecture)
+    if not nvidia_repo_needed(spec):
+        return {
+            "url": "",
+            "key_url": None,
+            "key_file": None,
+            "key_hosts": [],
+            "fingerprint": "",
+            "keyring": files.keyring,
+            "sources_file": files.sources,
+            "preferences_file": files.pins,
+            "preferences": ctx.pins_text(),
+        }
     return {
         "url": str(override.url) if override else (repo.url if repo else ""),
         **_key_source(ctx),

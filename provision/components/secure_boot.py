@@ -10,6 +10,7 @@ from collections.abc import Iterable
 
 from provision.components.base import Action, Built, Component, InstallableComponent, PlanContext, Step
 from provision.components.dkms import driver_changes
+from provision.components.driver import signed_driver, uses_dkms
 from provision.components.steps import noop
 from provision.detect.domains.driver import DKMS_MOK
 from provision.detect.facts import Unknown
@@ -34,7 +35,17 @@ def secure_boot_step(ctx: PlanContext, driver_changes: bool) -> Step | Finding |
     """Under Secure Boot a DKMS-built module loads only when signed by an enrolled MOK (FF-11)."""
     spec, hw = ctx.spec, ctx.facts.hardware
     sb = None if isinstance(hw, Unknown) or isinstance(hw.secure_boot, Unknown) else hw.secure_boot
-    if sb is None or not sb.enabled or spec.driver.source != "nvidia-repo":
+    if sb is None or not sb.enabled:
+        return None
+    signed = signed_driver(ctx)
+    if signed is not None:
+        return noop(
+            Component.SECURE_BOOT,
+            reason=f"Secure Boot on; {signed.module[0]} is signed by the distribution "
+            f"({signed.archive.signed.signer if signed.archive.signed else 'its key'}), which shim trusts: "
+            "no MOK enrollment",
+        )
+    if not uses_dkms(ctx):
         return None
     mok = ctx.facts.mok
     if not isinstance(mok, Unknown) and mok.enrolled:

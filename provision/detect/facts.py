@@ -24,7 +24,14 @@ from pydantic import Field
 
 from provision.catalog.models import Flavor
 from provision.detect.domains.cuda import CudaToolkits, LibraryCache
-from provision.detect.domains.driver import DkmsStatus, Initramfs, LoadedDriver, MokState, NouveauState
+from provision.detect.domains.driver import (
+    DkmsStatus,
+    Initramfs,
+    LoadedDriver,
+    ModuleSigner,
+    MokState,
+    NouveauState,
+)
 from provision.detect.domains.firmware import Iommu, KernelCmdline, SecureBoot
 from provision.detect.domains.gpu import FabricState, Gpu, GpuHealth, PciDevice, Topology
 from provision.detect.domains.hardware import Hardware
@@ -61,6 +68,7 @@ __all__ = [
     "Listening",
     "LoadedDriver",
     "ManagedFiles",
+    "ModuleSigner",
     "MokState",
     "NouveauState",
     "NumaNode",
@@ -122,6 +130,7 @@ class Facts(Frozen):
     gpu_health: tuple[GpuHealth, ...] | Unknown = _NOT_PROBED
     initramfs: Initramfs | Unknown = _NOT_PROBED
     ld_cache: LibraryCache | Unknown = _NOT_PROBED
+    module_signer: ModuleSigner | Unknown = _NOT_PROBED
     vllm_unit: UnitFile | Unknown | None = Field(
         None, description="The vLLM server's unit file (serve:); None: not probed."
     )

@@ -208,6 +208,12 @@ class DriverSpec(Frozen):
         "`provision apply --replace-held` gives the same consent for one run.",
         examples=[False],
     )
+    kernel_guard: Literal["report", "hold"] = Field(
+        "report",
+        description="A newer installed kernel without the NVIDIA module: report it in the plan, or also "
+        "hold the kernel meta-packages so apt cannot bring a kernel the module does not follow.",
+        examples=["report"],
+    )
 
     @model_validator(mode="after")
     def _version_in_branch(self) -> DriverSpec:

@@ -12,7 +12,7 @@ Rule ids:
     python-version-range, flavor-open-required, flavor-proprietary-required,
     driver-branch-too-new-for-arch, driver-branch-unknown, arch-min-cuda, arch-min-branch,
     os-repo-unserved, os-repo-cuda-unconfirmed, fm-without-nvswitch, fm-disabled-on-nvswitch,
-    driver-distro-unknown, driver-distro-branch, driver-distro-no-fm.
+    driver-distro-unknown, driver-distro-branch, driver-distro-no-fm, driver-distro-fm-unplanned.
 """
 
 from __future__ import annotations
@@ -432,6 +432,16 @@ def driver_source_distro(ctx: _Ctx) -> Iterator[Finding]:
             "driver.source nvidia-repo"
         )
         yield ctx.finding("driver-distro-no-fm", "blocker", message, (*archive.source, "FMUG"))
+    elif _fm_wanted(ctx):
+        # The fabric manager must be the driver's exact build from the same archive; NVIDIA's
+        # nvidia-fabricmanager on a distribution driver replaced libnvidia-compute with another
+        # build (CUDA error 803). provision plans it only from NVIDIA's repository so far.
+        message = (
+            f"this NVSwitch system needs the fabric manager, which provision installs only with NVIDIA's "
+            f"driver; {code}'s own nvidia-fabricmanager-{branch} is not planned yet, and NVIDIA's on a "
+            "distribution driver mixes two builds; use driver.source nvidia-repo"
+        )
+        yield ctx.finding("driver-distro-fm-unplanned", "blocker", message, (*archive.source, "FMUG", "FF"))
 
 
 # ---- Fabric manager (FF-03, FF-04) -----------------------------------------------------------------

@@ -219,4 +219,58 @@ def _fabric_state(ctx: Context, why: str) -> CheckResult:
     )
 
 
-CHECKS = (nvidia_smi, driver_consistency, driver_branch, driver_flavor, persistence, fabric_manager)
+def module_signer(ctx: Context) -> list[CheckResult]:
+    """Under Secure Boot the nvidia module must be signed by a key the firmware or shim trusts
+    (``modinfo -F signer nvidia``): the distribution's key for its signed precompiled modules (the
+    catalog's ``signed.signer``), any signer for a DKMS build (whose MOK enrollment the MOK state
+    shows). No row when Secure Boot is off or not readable: any module loads then (FF-11)."""
+    check_id, title = "module-signer", "nvidia module signed for Secure Boot"
+    hw = ctx.facts.hardware
+    sb = None if isinstance(hw, Unknown) or isinstance(hw.secure_boot, Unknown) else hw.secure_boot
+    if sb is None or not sb.enabled:
+        return []
+    signer = ctx.facts.module_signer
+    hint = (
+        f"Secure Boot loads only signed modules (FF-11, {ff_ref(11)}): install the distribution's signed "
+        "module package, or enroll the DKMS key (mokutil --import /var/lib/dkms/mok.pub) and reboot."
+    )
+    if isinstance(signer, Unknown):
+        return [unknown(check_id, title, signer, hint=hint)]
+    wanted = _distro_signer(ctx)
+    if wanted is not None:
+        ok = signer.signer == wanted
+        threshold = Threshold(
+            op="==", value=wanted, source="catalog repos.yaml distro_archives signed.signer"
+        )
+    else:
+        ok = bool(signer.signer)
+        threshold = Threshold(op="==", value="any signer (DKMS MOK)", source=f"FF-11 ({ff_ref(11)})")
+    return [
+        result(
+            check_id,
+            title,
+            "pass" if ok else "fail",
+            measured=Measured(value=signer.signer or "unsigned"),
+            threshold=threshold,
+            hint=hint,
+        )
+    ]
+
+
+def _distro_signer(ctx: Context) -> str | None:
+    """The signer of the distribution's signed modules when the spec takes the driver from it."""
+    if ctx.spec.driver.source != "distro":
+        return None
+    archive = ctx.catalog.distro_archives.get(ctx.spec.os.repo_code)
+    return archive.signed.signer if archive is not None and archive.signed is not None else None
+
+
+CHECKS = (
+    nvidia_smi,
+    driver_consistency,
+    driver_branch,
+    driver_flavor,
+    persistence,
+    fabric_manager,
+    module_signer,
+)

@@ -341,7 +341,8 @@ def test_repository_cuda_releases(cat: Catalog) -> None:
 def test_distro_archives(cat: Catalog) -> None:
     assert cat.distro_archives["debian12"].driver_branches == (535,)
     assert cat.distro_archives["debian13"].driver_branches == (550,)
-    assert "ubuntu2404" not in cat.distro_archives
+    assert cat.distro_archives["ubuntu2404"].driver_branches == (580,)
+    assert "ubuntu2204" not in cat.distro_archives
 
 
 @pytest.mark.parametrize(

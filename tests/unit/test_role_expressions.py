@@ -111,3 +111,49 @@ def test_an_empty_cache_refresh_error_gets_apt_gets_own_lines() -> None:
         "apt cannot resolve the transaction: Failed to update apt cache after 5 retries: E: "
     )
     assert "Could not connect to 127.0.0.2:8080" in message
+
+
+def _dkms_lines(stdout: str) -> Any:
+    tasks = yaml.safe_load(TASKS.read_text())
+    check = next(t for t in tasks if t.get("name", "").startswith("Check that DKMS installed the module"))
+    variables = {"nvidia_packages_dkms_status": {"stdout_lines": stdout.splitlines()}}
+    templar = Templar(loader=DataLoader(), variables=variables)
+    return templar.template(trust_as_template(check["vars"]["nvidia_packages_dkms_lines"]))
+
+
+def test_dkms_check_reads_nvidia_under_each_packaging_name_and_ignores_other_modules() -> None:
+    # Debian's module is nvidia-current (real: tests/fixtures/facts/dkms-status/debian-nvidia-current.txt)
+    debian = (
+        "nvidia-current/535.309.01, 6.1.0-57-amd64, x86_64: installed\n"
+        "zfs/2.2.2, 6.1.0-57-amd64, x86_64: added"
+    )
+    assert _dkms_lines(debian) == ["nvidia-current/535.309.01, 6.1.0-57-amd64, x86_64: installed"]
+    nvidia = (
+        "nvidia/580.95.05, 6.8.0-60-generic, x86_64: installed\n"
+        "nvidia-fs/2.20.5, 6.8.0-60-generic, x86_64: added"
+    )
+    assert _dkms_lines(nvidia) == ["nvidia/580.95.05, 6.8.0-60-generic, x86_64: installed"]
+    assert _dkms_lines("") == []
+
+
+def _conditions(node: Any) -> list[Any]:
+    """Every assert ``that`` item and ``when``/``failed_when``/``changed_when`` in a task tree."""
+    found: list[Any] = []
+    if isinstance(node, list):
+        for item in node:
+            found += _conditions(item)
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            if key in ("when", "failed_when", "changed_when", "that"):
+                found += value if isinstance(value, list) else [value]
+            found += _conditions(value)
+    return found
+
+
+def test_every_conditional_in_the_roles_is_a_string_or_a_bool() -> None:
+    # ansible-core 2.19 refuses any other ("Conditional expressions must be strings"), at run time only:
+    # an unquoted ": " in an assert item makes YAML read it as a mapping.
+    roles = TASKS.parents[2]
+    for path in sorted(roles.glob("*/tasks/*.yml")):
+        for condition in _conditions(yaml.safe_load(path.read_text())):
+            assert isinstance(condition, (str, bool)), (path, condition)

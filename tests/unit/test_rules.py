@@ -270,10 +270,16 @@ CASES: list[tuple[dict[str, Any], str, str, str]] = [
         "8 x h100-sxm is an NVSwitch system: fabric manager is required",
     ),
     (
-        {"driver__source": "distro"},
+        {"driver__source": "distro", "os__version": "22.04"},
         "driver-distro-unknown",
         "blocker",
-        "no NVIDIA driver packages in ubuntu2404's own archive",
+        "no NVIDIA driver packages in ubuntu2204's own archive",
+    ),
+    (
+        {"driver__source": "distro", "driver__branch": 570},
+        "driver-distro-branch",
+        "blocker",
+        "ubuntu2404's archive carries driver branch 580, not 570",
     ),
     (
         {"driver__source": "distro", "os__distro": "debian", "os__version": "12"},
@@ -295,6 +301,18 @@ CASES: list[tuple[dict[str, Any], str, str, str]] = [
         "driver-distro-no-fm",
         "blocker",
         "debian12's archive has no fabric manager",
+    ),
+    (
+        {
+            "driver__source": "distro",
+            "cuda": DROP,
+            "python": DROP,
+            "gpus__model": "h100-sxm",
+            "gpus__count": 8,
+        },
+        "driver-distro-fm-unplanned",
+        "blocker",
+        "nvidia-fabricmanager-580 is not planned yet",
     ),
 ]
 
@@ -388,8 +406,15 @@ def test_validate_and_plan_give_the_same_exact_driver_finding(cat: Catalog) -> N
     assert [f for f in planned if f.rule == rule] == [f for f in validated if f.rule == rule]
 
 
-def test_validate_refuses_driver_source_distro(cat: Catalog) -> None:
+def test_validate_accepts_driver_source_distro_for_a_branch_the_archive_carries(cat: Catalog) -> None:
     from provision.plan.validate import validate_spec
 
-    spec = make(os__distro="debian", os__version="12", driver__source="distro", driver__branch=535)
-    assert "driver-source-distro-unsupported" in [f.rule for f in validate_spec(spec, cat)]
+    spec = make(
+        os__distro="debian",
+        os__version="12",
+        driver__source="distro",
+        driver__branch=535,
+        cuda=DROP,
+        python=DROP,
+    )
+    assert [f.rule for f in validate_spec(spec, cat) if f.severity == "blocker"] == []

@@ -55,6 +55,12 @@ class NouveauState(Frozen):
         return name in self.module_blacklists
 
 
+class ModuleSigner(Frozen):
+    """Who signed the nvidia module the next boot loads (``modinfo -F signer nvidia``); empty: unsigned."""
+
+    signer: str
+
+
 class MokState(Frozen):
     """Whether DKMS's machine owner key is enrolled in shim (``mokutil --test-key``)."""
 
@@ -90,11 +96,26 @@ def parse_modinfo(output: str, rc: int) -> DriverVersion | Unknown:
     return Unknown(unknown=f"no nvidia module version in modinfo output: {first_line(output)}")
 
 
+def parse_signer(output: str, rc: int) -> ModuleSigner | Unknown:
+    """``modinfo -F signer nvidia`` -> the signer's name (``Canonical Ltd. Kernel Module Signing``),
+    or an empty signer when modinfo prints nothing (an unsigned module)."""
+    if (bad := failure("modinfo", output, rc)) is not None:
+        return bad
+    lines = [line.removeprefix("signer:").strip() for line in output.splitlines() if line.strip()]
+    return ModuleSigner(signer=lines[0] if lines else "")
+
+
 def parse_dkms(output: str, rc: int) -> DkmsStatus | Unknown:
-    """``nvidia/580.95.05, 6.8.0-60-generic, x86_64: installed`` (also the older ``nvidia, ver`` form)."""
+    """``nvidia/580.95.05, 6.8.0-60-generic, x86_64: installed`` (also the older ``nvidia, ver`` form).
+
+    The module is ``nvidia`` in NVIDIA's and Ubuntu's packages and ``nvidia-current`` (open:
+    ``nvidia-current-open``) in Debian's; other modules (``nvidia-fs``, anything else) are ignored.
+    """
     if (bad := failure("dkms", output, rc)) is not None:
         return bad
-    found = re.findall(r"^nvidia[/,]\s*([\w.]+),\s*([^,\s]+),\s*[^:]+:\s*(\w+)", output, re.M)
+    found = re.findall(
+        r"^nvidia(?:-current)?(?:-open)?[/,]\s*([\w.]+),\s*([^,\s]+),\s*[^:]+:\s*(\w+)", output, re.M
+    )
     return DkmsStatus(modules=tuple((v, k, s) for v, k, s in found))
 
 
@@ -157,11 +178,21 @@ class ModuleOnDiskFact(Fact[DriverVersion]):
     parse = staticmethod(parse_modinfo)
 
 
+class ModuleSignerFact(Fact[ModuleSigner]):
+    """The on-disk nvidia module's signer; under Secure Boot it must be a key the firmware or shim
+    trusts (a distribution's, or the enrolled DKMS MOK), else the module does not load (FF-11)."""
+
+    id = "module-signer"
+    argv = ("modinfo", "-F", "signer", "nvidia")
+    parse = staticmethod(parse_signer)
+
+
 class DkmsFact(Fact[DkmsStatus]):
-    """DKMS's nvidia module per kernel: ``dkms status nvidia``."""
+    """DKMS's nvidia module per kernel: ``dkms status`` (every module; the parser keeps NVIDIA's
+    kernel module under its names in NVIDIA's, Ubuntu's and Debian's packages)."""
 
     id = "dkms-status"
-    argv = ("dkms", "status", "nvidia")
+    argv = ("dkms", "status")
     timeout = 20.0
     parse = staticmethod(parse_dkms)
 
@@ -270,7 +301,7 @@ class FabricManagerVersionFact(Fact[str]):
     parse = staticmethod(parse_fm_version)
 
 
-FACTS = (LoadedDriverFact, ModuleOnDiskFact, DkmsFact, NouveauFact, MokFact, InitramfsFact)
+FACTS = (LoadedDriverFact, ModuleOnDiskFact, DkmsFact, NouveauFact, MokFact, InitramfsFact, ModuleSignerFact)
 
 
 FIELDS: dict[str, Derive] = {
@@ -280,5 +311,6 @@ FIELDS: dict[str, Derive] = {
     "nouveau": if_probed(NouveauFact),
     "mok": if_probed(MokFact),
     "initramfs": if_probed(InitramfsFact),
+    "module_signer": if_probed(ModuleSignerFact),
 }
 """Facts fields of this domain; None means "not probed" (the field keeps its default)."""

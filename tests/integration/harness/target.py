@@ -70,6 +70,31 @@ class Target:
         """
         return run(["chroot", self.root, *argv], check=check, env=CHROOT_ENV, input_text=input_text)
 
+    def use_debian_archive(
+        self, cache: Path, suite: str, components: str, mirror: str, security: str
+    ) -> None:
+        """Give the target Debian's own archive, as a Debian machine has it: a deb822 source for
+        ``suite``, ``suite-updates`` and ``suite-security`` with ``components`` (``main contrib
+        non-free non-free-firmware``), signed by the archive keyring debootstrap installed. The
+        target's ``/var/cache/apt/archives`` is bind-mounted from ``cache`` (kept between runs, so
+        each .deb is downloaded once; apt keeps what it downloads). Then ``apt-get update``.
+
+        Raises:
+            HarnessError: when the mount or ``apt-get update`` fails.
+        """
+        (cache / "partial").mkdir(parents=True, exist_ok=True)
+        archives = self.root / "var/cache/apt/archives"
+        run(["mount", "--bind", cache, archives])
+        self._mounts.append(archives)
+        keyring = "/usr/share/keyrings/debian-archive-keyring.gpg"
+        (self.root / "etc/apt/sources.list.d/debian.sources").write_text(
+            f"Types: deb\nURIs: {mirror}\nSuites: {suite} {suite}-updates\nComponents: {components}\n"
+            f"Signed-By: {keyring}\n\n"
+            f"Types: deb\nURIs: {security}\nSuites: {suite}-security\nComponents: {components}\n"
+            f"Signed-By: {keyring}\n"
+        )
+        self.run(["apt-get", "update", "-q", "--error-on=any"], check=True)
+
     def dpkg_status(self) -> dict[str, tuple[str, str]]:
         """Every package dpkg knows in the target: name -> (version, status), e.g.
         ``("580.95.05-1", "hold ok installed")``. Read with the host's dpkg-query on the
