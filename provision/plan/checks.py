@@ -79,10 +79,17 @@ def _gpus(spec: Spec, facts: Facts, catalog: Catalog) -> Iterator[Finding]:
         )
         return
     if len(facts.gpus) != spec.gpus.count:
+        # No step can add or remove a GPU: a plan that went on would call a machine that lost a GPU
+        # "matching the spec". Fewer GPUs than the spec is usually one off the bus (Xid 79) or not
+        # seated/powered; more is another machine than the spec describes.
         yield _f(
             "gpu-count-mismatch",
-            "warning",
-            f"the spec expects {spec.gpus.count} GPUs, nvidia-smi shows {len(facts.gpus)}",
+            "blocker",
+            f"the spec expects {spec.gpus.count} GPU(s), nvidia-smi shows {len(facts.gpus)}: "
+            "no step can change that; if a GPU is missing, look for Xid 79 ('fallen off the bus') "
+            "in the kernel log and check its seating, power and the BIOS; if the machine has "
+            f"{len(facts.gpus)} GPU(s), set gpus.count to {len(facts.gpus)}",
+            source="NVIDIA Xid Errors, Xid 79 (https://docs.nvidia.com/deploy/xid-errors/index.html)",
         )
     wanted = catalog.gpus.get(spec.gpus.model)
     for gpu in facts.gpus:

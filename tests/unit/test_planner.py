@@ -230,3 +230,23 @@ def test_missing_dev_package_at_the_right_version_is_install_not_downgrade() -> 
     nccl = step(make_plan(spec(), facts, CATALOG), Component.NCCL)
     assert nccl.action is Action.INSTALL
     assert nccl.packages == ("libnccl2=2.28.3-*+cuda13.0", "libnccl-dev=2.28.3-*+cuda13.0")
+
+
+@pytest.mark.parametrize(
+    ("spec_file", "raw", "wanted", "seen"),
+    [
+        ("h200x2-ubuntu2404.yaml", "h200-ubuntu2404-2026-12-01", 2, 1),
+        ("h200-ubuntu2404.yaml", "h200x2-ubuntu2404-2026-12-01", 1, 2),
+    ],
+)
+def test_gpu_count_other_than_the_spec_is_refused_not_called_a_match(
+    spec_file: str, raw: str, wanted: int, seen: int
+) -> None:
+    # Real captures of one and of two H200s: no step can add a GPU, so the plan must not say
+    # "the machine matches the spec" on a box that lost one (or is another machine).
+    facts = facts_from_raw(ROOT / "tests" / "fixtures" / "raw" / raw, venv="/opt/torch/.venv")
+    plan = make_plan(load_spec(ROOT / "specs" / spec_file), facts, CATALOG)
+    refusal = [f for f in plan.blockers if f.rule == "gpu-count-mismatch"]
+    assert len(refusal) == 1
+    assert f"expects {wanted} GPU(s), nvidia-smi shows {seen}" in refusal[0].message
+    assert f"set gpus.count to {seen}" in refusal[0].message
