@@ -98,6 +98,11 @@ FleetOpt = Annotated[
 ForksOpt = Annotated[
     int | None, typer.Option("--forks", min=1, help="Hosts Ansible works on at once (default 5).")
 ]
+DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Print the plan and change nothing.")]
+YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Apply without asking for confirmation.")]
+RunsDirOpt = Annotated[
+    Path | None, typer.Option("--runs-dir", help="Where run directories (logs, artifacts) go.")
+]
 
 
 def main() -> None:
@@ -346,18 +351,14 @@ def apply(
         ),
     ] = None,
     *,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and change nothing.")] = False,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Apply without asking for confirmation.")] = False,
+    dry_run: DryRunOpt = False,
+    yes: YesOpt = False,
     inventory: InvOpt = None,
     limit: LimitOpt = None,
     fleet: FleetOpt = None,
-    forks: Annotated[
-        int | None, typer.Option("--forks", min=1, help="Hosts Ansible works on at once (default 5).")
-    ] = None,
+    forks: ForksOpt = None,
     as_json: JsonOpt = False,
-    runs_dir: Annotated[
-        Path | None, typer.Option("--runs-dir", help="Where run directories (logs, artifacts) go.")
-    ] = None,
+    runs_dir: RunsDirOpt = None,
     replace_held: Annotated[
         bool,
         typer.Option(
@@ -520,9 +521,7 @@ def verify(
     inventory: InvOpt = None,
     limit: LimitOpt = None,
     fleet: FleetOpt = None,
-    forks: Annotated[
-        int | None, typer.Option("--forks", min=1, help="Hosts Ansible works on at once (default 5).")
-    ] = None,
+    forks: ForksOpt = None,
     prometheus: Annotated[
         Path | None,
         typer.Option(
@@ -641,17 +640,13 @@ def rollback(
             "--to", min=1, help="The lock number to return to (default: the one before the current)."
         ),
     ] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and change nothing.")] = False,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Apply without asking for confirmation.")] = False,
+    dry_run: DryRunOpt = False,
+    yes: YesOpt = False,
     inventory: InvOpt = None,
     limit: LimitOpt = None,
-    forks: Annotated[
-        int | None, typer.Option("--forks", min=1, help="Hosts Ansible works on at once (default 5).")
-    ] = None,
+    forks: ForksOpt = None,
     as_json: JsonOpt = False,
-    runs_dir: Annotated[
-        Path | None, typer.Option("--runs-dir", help="Where run directories (logs, artifacts) go.")
-    ] = None,
+    runs_dir: RunsDirOpt = None,
     replace_held: Annotated[
         bool,
         typer.Option("--replace-held", help="Consent to move a held driver, as for apply."),

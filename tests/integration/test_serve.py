@@ -17,22 +17,13 @@ from tests.integration.harness.services import NvidiaRepo, WheelIndex
 from tests.integration.harness.target import Target
 from tests.integration.harness.vllm_wheel import publish_pypi
 from tests.integration.helpers import provision, write_spec
+from tests.unit.factories import LLAMA_31_8B
 
 UNIT = "etc/systemd/system/provision-vllm.service"
 SERVE = {
     "model": "meta-llama/Llama-3.1-8B-Instruct",
     "vllm": "0.26.0",
-    # https://huggingface.co/meta-llama/Llama-3.1-8B-Instruct/blob/main/config.json
-    "architecture": {
-        "layers": 32,
-        "attention_heads": 32,
-        "kv_heads": 8,
-        "head_dim": 128,
-        "max_context": 131072,
-        "hidden_size": 4096,
-        "intermediate_size": 14336,
-        "vocab_size": 128256,
-    },
+    "architecture": LLAMA_31_8B,
     "weights": "awq-int4",
     "max_context": 8192,
     "sequences": 4,

@@ -59,9 +59,28 @@ def locked(s: Spec) -> AptLocks:
     )
 
 
+# Llama 3.1 8B's published figures:
+# https://huggingface.co/meta-llama/Llama-3.1-8B-Instruct/blob/main/config.json
+LLAMA_31_8B: dict[str, int] = {
+    "layers": 32,
+    "attention_heads": 32,
+    "kv_heads": 8,
+    "head_dim": 128,
+    "max_context": 131072,
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "vocab_size": 128256,
+}
+
+
 def spec(**changes: object) -> Spec:
-    base = load_spec(ROOT / "specs" / "dual-a100x.yaml")
-    data = base.model_dump(mode="json")
+    """The shipped dual-A100X spec with ``section__field=value`` changes."""
+    return spec_from(ROOT / "specs" / "dual-a100x.yaml", **changes)
+
+
+def spec_from(path: Path, **changes: object) -> Spec:
+    """The spec at ``path`` with ``section__field=value`` changes (unset fields stay unset)."""
+    data = load_spec(path).model_dump(mode="json", exclude_none=True)
     for dotted, value in changes.items():
         node = data
         *parents, leaf = dotted.split("__")

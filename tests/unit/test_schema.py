@@ -16,6 +16,7 @@ from provision.cli import cli
 from provision.spec.loader import load_spec
 from provision.spec.models import Spec
 from provision.spec.schema import SCHEMA_FILE, SCHEMA_ID, properties, spec_schema
+from tests.unit.factories import LLAMA_31_8B
 
 ROOT = Path(__file__).resolve().parents[2]
 SPECS = sorted((ROOT / "specs").rglob("*.yaml"))
@@ -48,16 +49,7 @@ def test_schema_has_id_gpu_enum_and_describes_every_property() -> None:
 SERVE_BASE = {
     "model": "meta-llama/Llama-3.1-8B-Instruct",
     "vllm": "0.26.0",
-    "architecture": {
-        "layers": 32,
-        "attention_heads": 32,
-        "kv_heads": 8,
-        "head_dim": 128,
-        "max_context": 131072,
-        "hidden_size": 4096,
-        "intermediate_size": 14336,
-        "vocab_size": 128256,
-    },
+    "architecture": LLAMA_31_8B,
 }
 
 

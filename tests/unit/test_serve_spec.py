@@ -29,7 +29,7 @@ from provision.serving.modelconfig import parse_config_json
 from provision.serving.unit import exec_start, systemd_quote, unit_text
 from provision.spec.loader import load_spec
 from provision.spec.models import Spec
-from tests.unit.factories import fresh_ubuntu
+from tests.unit.factories import fresh_ubuntu, spec_from
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVE_SPEC = ROOT / "specs" / "h200-serve-llama8b.yaml"
@@ -40,14 +40,7 @@ DATA = load_serving()
 
 def spec_with(**changes: Any) -> Spec:
     """The shipped serve spec with ``section__field=value`` changes."""
-    data = load_spec(SERVE_SPEC).model_dump(mode="json", exclude_none=True)
-    for dotted, value in changes.items():
-        node = data
-        *parents, leaf = dotted.split("__")
-        for part in parents:
-            node = node[part]
-        node[leaf] = value
-    return Spec.model_validate(data)
+    return spec_from(SERVE_SPEC, **changes)
 
 
 def rules(spec: Spec) -> dict[str, str]:
