@@ -458,7 +458,9 @@ def checklist(
             "give a SPEC, or an inventory (-i) or fleet file (--fleet) that maps hosts to specs"
         )
     loaded, _ = workflow.spec_from(spec)
-    gpu = load_catalog().gpus.get(loaded.gpus.model)
+    catalog = load_catalog()
+    _refuse_invalid_spec(loaded, catalog, spec)
+    gpu = catalog.gpus.get(loaded.gpus.model)
     by_host, origin = checklist_facts(facts, from_raw, host)
     documents = render_documents(
         loaded,
@@ -481,6 +483,19 @@ def checklist(
             out.print(Markdown(str(text)))
         else:  # piped Markdown stays Markdown, for a file or another renderer
             sys.stdout.write(str(text))
+
+
+def _refuse_invalid_spec(loaded: Any, catalog: Any, path: Path) -> None:
+    """One line for a spec `provision validate` refuses: its checklist would print wrong figures."""
+    from provision.plan.validate import validate_spec
+
+    blockers = [f for f in validate_spec(loaded, catalog) if f.severity == "blocker"]
+    if blockers:
+        first = blockers[0]
+        more = f" (and {len(blockers) - 1} more)" if len(blockers) > 1 else ""
+        raise ProvisionError(
+            f"{path}: refused [{first.rule}] {first.message}{more}; `provision validate {path}` lists them"
+        )
 
 
 def _fleet_checklist(

@@ -363,3 +363,16 @@ def test_cli_other_host_name_is_the_blank_checklist() -> None:
     )
     assert result.exit_code == 0, result.output
     assert "not-this-machine.example" in result.output and "On this host" not in result.output
+
+
+def test_cli_refuses_a_spec_validate_refuses_and_writes_nothing(tmp_path: Path) -> None:
+    # An unknown GPU id left the checklist's PSU and RAM items at "unknown in catalog" with exit 0.
+    text = Path(SPEC_FILE).read_text(encoding="utf-8")
+    bad = tmp_path / "bad.yaml"
+    assert "model: h200-sxm" in text
+    bad.write_text(text.replace("model: h200-sxm", "model: h300-sxm"), encoding="utf-8")
+    out = tmp_path / "checklist.md"
+    result = CliRunner().invoke(cli, ["checklist", str(bad), "-o", str(out)])
+    assert result.exit_code == 1, result.output
+    assert "refused [gpu-model-unknown]" in result.output and "h300-sxm" in result.output
+    assert not out.exists()
