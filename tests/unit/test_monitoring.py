@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from ruamel.yaml import YAML
 
 from provision.catalog.monitoring import load_monitoring
@@ -381,10 +382,14 @@ def test_textfile_names_carry_base_units_and_every_status() -> None:
         'provision_verify_measured_celsius{check="memory-temperature",host="gpu1",subject="gpu0"} 46.0'
         in text
     )
-    assert (
-        'provision_verify_measured_bytes_per_second{check="pcie-h2d",host="gpu1",subject="gpu0"} 2.05e+10'
-        in text
-    )
+    # Compared as a parsed sample: prometheus-client writes 2.05e+10 (0.26) or 20500000000.0 (0.20).
+    samples = {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+    labels = (("check", "pcie-h2d"), ("host", "gpu1"), ("subject", "gpu0"))
+    assert samples[("provision_verify_measured_bytes_per_second", labels)] == 20.5e9
     assert (
         'provision_verify_threshold_celsius{check="memory-temperature",host="gpu1",op="<=",subject="gpu0"} '
         "95.0" in text
