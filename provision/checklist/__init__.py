@@ -144,14 +144,19 @@ def render_documents(
 def write_documents(documents: dict[str | None, str | bytes], output: Path, fmt: Format) -> list[Path]:
     """Write one file, or with several hosts one ``<host>.<ext>`` per host into directory ``output``.
 
+    One document and an existing directory ``output``: ``<host>.<ext>`` there (``checklist.<ext>``
+    without a host).
+
     Returns:
         The paths written.
     """
-    if len(documents) == 1:
+    if len(documents) == 1 and not output.is_dir():
         targets = {output: next(iter(documents.values()))}
     else:
         output.mkdir(parents=True, exist_ok=True)
-        targets = {output / f"{name}.{EXTENSIONS[fmt]}": doc for name, doc in documents.items()}
+        targets = {
+            output / f"{name or 'checklist'}.{EXTENSIONS[fmt]}": doc for name, doc in documents.items()
+        }
     for path, doc in targets.items():
         write_output(path, doc)
     return list(targets)

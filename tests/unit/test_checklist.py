@@ -376,3 +376,9 @@ def test_cli_refuses_a_spec_validate_refuses_and_writes_nothing(tmp_path: Path) 
     assert result.exit_code == 1, result.output
     assert "refused [gpu-model-unknown]" in result.output and "h300-sxm" in result.output
     assert not out.exists()
+
+
+def test_cli_output_an_existing_directory_gets_a_file_inside(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["checklist", SPEC_FILE, "-f", "html", "-o", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "checklist.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
