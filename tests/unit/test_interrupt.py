@@ -52,6 +52,7 @@ def test_ctrl_c_cancels_the_run_and_leaves_no_process(tmp_path: Path) -> None:
         time.sleep(0.5)
         os.kill(os.getpid(), signal.SIGINT)
 
+    before = signal.getsignal(signal.SIGINT)
     threading.Thread(target=interrupt, daemon=True).start()
     began = time.monotonic()
     played = ansible.run_play(tmp_path / "run", "wait.yml", inventory, project_dir=project, on_event=on_event)
@@ -62,4 +63,4 @@ def test_ctrl_c_cancels_the_run_and_leaves_no_process(tmp_path: Path) -> None:
     }
     assert left == {}
     assert _alive_under("sleep\x0061.2345") == []  # the task's command, in ansible's worker session
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.getsignal(signal.SIGINT) is before  # the handler in place before the run is back

@@ -57,6 +57,9 @@ def _run(workdir: Path, **kwargs: Any) -> ansible_runner.Runner:
             envvars=runner_env(private, control),
             suppress_env_files=True,
             quiet=True,
+            # Without a callback ansible-runner installs its own SIGINT/SIGTERM handlers for good
+            # (utils.signal_handler), replacing the conftest's clean-up handler in this process.
+            cancel_callback=lambda: False,
             **kwargs,
         )
     finally:
