@@ -57,14 +57,24 @@ def record_locks(
             "lock": lock_document(plan, facts[host], catalog, str(run_dir)),
             **({"venv": held.venv} if held.venv else {}),
         }
-    results = run_lock_play(hosts.inventory, args, run_dir)
+    return _recorded(run_lock_play(hosts.inventory, args, run_dir), no_lock="the module returned no lock")
+
+
+def _recorded(played: Mapping[str, Any], no_lock: str | None) -> Recorded:
+    """Each host's lock number from the lock play's results, or its failure message.
+
+    A result that is neither a lock nor a message fails with ``no_lock``, or is left out when it is
+    None (verify: the host's lock was for another spec).
+    """
     numbers, failures = {}, {}
-    for host, result in results.items():
+    for host, result in played.items():
         lock = result.get("lock") if isinstance(result, dict) else None
         if isinstance(lock, dict) and isinstance(lock.get("number"), int):
             numbers[host] = lock["number"]
-        else:
-            failures[host] = result if isinstance(result, str) else "the module returned no lock"
+        elif isinstance(result, str):
+            failures[host] = result
+        elif no_lock is not None:
+            failures[host] = no_lock
     return Recorded(numbers, failures)
 
 
@@ -100,14 +110,7 @@ def record_verify(inventory: Path | None, results: Mapping[str, dict[str, Any]])
     args = {h: {"state": "verified", "verify": result} for h, result in results.items()}
     with tempfile.TemporaryDirectory(prefix="provision-lock-") as tmp:
         played = run_lock_play(inventory, args, Path(tmp))
-    numbers, failures = {}, {}
-    for host, result in played.items():
-        lock = result.get("lock") if isinstance(result, dict) else None
-        if isinstance(lock, dict) and isinstance(lock.get("number"), int):
-            numbers[host] = lock["number"]
-        elif isinstance(result, str):
-            failures[host] = result
-    return Recorded(numbers, failures)
+    return _recorded(played, no_lock=None)
 
 
 def show_verify_recorded(recorded: Recorded, console: Console) -> None:

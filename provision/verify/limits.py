@@ -16,7 +16,7 @@ from pydantic import Field, ValidationError, model_validator
 from provision.catalog.prebuilt import read_data
 from provision.errors import CatalogError
 from provision.models import Frozen
-from provision.spec.models import VerifySpec
+from provision.spec.models import ThresholdName, VerifySpec
 
 VERIFY_YAML = Path(__file__).parents[1] / "catalog" / "data" / "verify.yaml"
 
@@ -26,15 +26,8 @@ PCIE_GT_PER_LANE = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
 PCIE_ENCODING = {1: 8 / 10, 2: 8 / 10, 3: 128 / 130, 4: 128 / 130, 5: 128 / 130, 6: 242 / 256}
 """Payload fraction of the line code: 8b/10b (Gen1-2), 128b/130b (Gen3-5), 242B/256B FLITs (Gen6)."""
 
-ModelKey = Literal[
-    "min_h2d_gbps",
-    "min_d2h_gbps",
-    "min_bf16_tflops",
-    "min_p2p_gbps",
-    "min_allreduce_busbw_gbps",
-    "max_gpu_temp_c",
-    "max_memory_temp_c",
-]
+ModelKey = ThresholdName
+"""A per-GPU-model threshold: the same keys the spec's ``verify.sources`` may explain."""
 
 
 class Row(Frozen):
