@@ -25,6 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -354,3 +355,21 @@ def refuse_templates(value: Any, where: str = "plan") -> None:
     elif isinstance(value, (list, tuple)):
         for item in value:
             refuse_templates(item, where)
+
+
+def default_runs_dir() -> Path:
+    """``$PROVISION_RUNS_DIR``, else ``/var/log/provision/runs`` for root, else the XDG state dir."""
+    if env := os.environ.get("PROVISION_RUNS_DIR"):
+        return Path(env)
+    if os.geteuid() == 0:
+        return Path("/var/log/provision/runs")
+    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state) / "provision" / "runs"
+
+
+def new_run_dir(runs_dir: Path, label: str) -> Path:
+    """Create and return a fresh run directory named by UTC time and ``label``."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+    run_dir = runs_dir / f"{stamp}-{label}"
+    run_dir.mkdir(parents=True, exist_ok=False)
+    return run_dir

@@ -545,13 +545,17 @@ def verify(
             "e.g. /var/lib/prometheus/node-exporter/provision-verify.prom.",
         ),
     ] = None,
+    runs_dir: RunsDirOpt = None,
 ) -> None:
     """Prove the machine works: driver, GPUs, PCIe and kernels under load, libraries, P2P, NCCL, thermals.
 
     Exit 0 when no check failed (warnings and skips allowed), 1 otherwise. With an inventory (-i) or
     a fleet file, every host is verified against its spec (or SPEC for all) and a combined report
     follows: per-host tables, a summary, --json of all hosts, --junit with one testsuite per host.
+    A host that fails a check gets a support bundle (support-<host>.tar.gz, mode 0600, secrets
+    redacted) in a new run directory; its path is printed and in --json.
     """
+    from provision.ansible import default_runs_dir
     from provision.verify.command import emit, run_verify
 
     if prometheus is not None:
@@ -563,15 +567,19 @@ def verify(
             raise ProvisionError(
                 "--inputs replays one machine's saved inputs; it does not go with -i/--fleet"
             )
+        runs = runs_dir or default_runs_dir()
         raise typer.Exit(
-            _fleet_verify(spec, inventory, fleet, limit, forks, save_raw, as_json, junit, prometheus)
+            _fleet_verify(spec, inventory, fleet, limit, forks, save_raw, as_json, junit, prometheus, runs)
         )
     if spec is None:
         raise ProvisionError(
             "give a SPEC, or an inventory (-i) or fleet file (--fleet) that maps hosts to specs"
         )
-    report = run_verify(spec, inputs_file=inputs, save_raw=save_raw)
-    code = emit(report, out, as_json, junit)
+    verified = run_verify(
+        spec, inputs_file=inputs, save_raw=save_raw, runs_dir=runs_dir or default_runs_dir()
+    )
+    report = verified.report
+    code = emit(verified, out, as_json, junit)
     if prometheus is not None:
         from provision.verify.textfile import write_textfile
 
@@ -601,6 +609,7 @@ def _fleet_verify(
     as_json: bool,
     junit: Path | None,
     prometheus: Path | None = None,
+    runs_dir: Path | None = None,
 ) -> int:
     from provision.fleet import commands as fleet_commands
     from provision.fleet.orchestrate import fleet_hosts
@@ -608,7 +617,7 @@ def _fleet_verify(
     from provision.fleet.verify_report import emit_fleet
 
     hosts = fleet_commands.resolve(spec, inventory, fleet, limit, forks=forks)
-    verified = verify_fleet(hosts, forks, save_raw=save_raw)
+    verified = verify_fleet(hosts, forks, save_raw=save_raw, runs_dir=runs_dir)
     if prometheus is not None:
         from provision.verify.textfile import write_textfile
 

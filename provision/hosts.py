@@ -87,6 +87,23 @@ class Hosts:
     def names(self) -> list[str]:
         return list(self.specs)
 
+    def keeping_raw(self, directory: Path) -> Hosts:
+        """These hosts, detection also writing each host's raw probe outputs under ``directory``
+        (read them back with :meth:`raw_of`); a fleet planned from saved outputs writes nothing."""
+        if self.from_raw is not None:
+            return self
+        from provision.detect.runner import host_dir_name
+
+        local = self.inventory is None  # this machine's outputs go to save_raw itself
+        return replace(self, save_raw=directory / host_dir_name(LOCALHOST) if local else directory)
+
+    def raw_of(self, directory: Path, host: str) -> Path:
+        """Where ``host``'s raw probe outputs are after a detection by :meth:`keeping_raw` (``directory``)
+        or, planning offline, in ``from_raw``."""
+        from provision.detect.runner import host_dir_name
+
+        return (self.from_raw or directory) / host_dir_name(host)
+
     def by_venv(self, names: Iterable[str] | None = None) -> dict[str | None, list[str]]:
         """The hosts ``names`` (default: all) by the venv their specs name: one detection run per group."""
         groups: dict[str | None, list[str]] = {}

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from provision.apply import runner
 from provision.components.registry import COMPONENTS
@@ -37,11 +38,13 @@ class Applied:
         result: Ansible's outcome per host.
         again: The fresh plans of the pending hosts Ansible reached.
         outcomes: Every planned host's outcome, in inventory order.
+        bundles: The support bundle of each host that failed (:mod:`provision.support`).
     """
 
     result: runner.ApplyResult
     again: FleetPlan
     outcomes: list[HostOutcome]
+    bundles: dict[str, Path] = field(default_factory=dict)
 
 
 def reached(result: runner.ApplyResult) -> set[str]:

@@ -10,15 +10,15 @@ host keys checked, this interpreter's ansible-playbook).
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from provision import ansible
+from provision.ansible import default_runs_dir as default_runs_dir
 from provision.ansible import local_inventory as local_inventory
+from provision.ansible import new_run_dir as new_run_dir
 from provision.ansible import refuse_templates as _refuse_templates
 from provision.apply.keyring import fetch_verified_keyring, read_key_file, write_verified_keyring
 from provision.errors import ApplyError
@@ -61,24 +61,6 @@ class ApplyResult:
         return self.status == "successful" and all(
             not h.failed and not h.unreachable for h in self.hosts.values()
         )
-
-
-def default_runs_dir() -> Path:
-    """``$PROVISION_RUNS_DIR``, else ``/var/log/provision/runs`` for root, else the XDG state dir."""
-    if env := os.environ.get("PROVISION_RUNS_DIR"):
-        return Path(env)
-    if os.geteuid() == 0:
-        return Path("/var/log/provision/runs")
-    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(state) / "provision" / "runs"
-
-
-def new_run_dir(runs_dir: Path, label: str) -> Path:
-    """Create and return a fresh run directory named by UTC time and ``label``."""
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
-    run_dir = runs_dir / f"{stamp}-{label}"
-    run_dir.mkdir(parents=True, exist_ok=False)
-    return run_dir
 
 
 def run_playbook(

@@ -35,6 +35,7 @@ class JsonReport:
             "run_dir": None,
             "hosts": {},
             "plans": [],
+            "support_bundles": {},
         }
 
     def outcome(self, outcome: str, *, converged: bool) -> int:
@@ -69,6 +70,7 @@ class SingleView:
 
     def show_applied(self, planned: FleetPlan, applied: Applied) -> int:
         """Ansible's counts and failures per host, then what the fresh plans left undone."""
+        self.report.data["support_bundles"] = {h: str(p) for h, p in applied.bundles.items()}
         for ran in applied.result.hosts.values():
             self.console.print(
                 f"{ran.host}: ok={ran.ok} changed={ran.changed} failed={ran.failed} "

@@ -19,7 +19,8 @@ not converged, 130 interrupted by Ctrl-C (see README, "Exit codes").
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+import tempfile
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -27,11 +28,12 @@ from rich.console import Console
 
 from provision import app
 from provision.apply import runner
-from provision.apply.bundle import write_bundle
+from provision.apply.bundles import write_apply_bundles
 from provision.apply.outcome import Applied, outcome, reached, reboot_hosts
 from provision.apply.progress import Progress
 from provision.apply.views import JsonReport, SingleView, Stop
 from provision.components.driver import needs_consent
+from provision.detect.facts import Facts
 from provision.errors import ProvisionError
 from provision.hosts import FleetPlan, Hosts, HostSpec, one_spec, plan_facts, plan_hosts_with_facts
 from provision.lock.record import record_locks, show_recorded
@@ -99,9 +101,8 @@ def apply_planned(hosts: Hosts, planned: FleetPlan, options: ApplyOptions, view:
     check_consent(pending, options.replace_held)
     confirm(options.yes, view.console)
     result = run(hosts, pending, options, view)
-    # Re-plan even after a failure, so that what is left undone is said, not hidden.
-    again, after = plan_hosts_with_facts(hosts, [h for h in pending if h in reached(result)])
-    applied = Applied(result, again, [outcome(p, result, again) for p in planned.hosts.values()])
+    applied, after = after_run(hosts, planned, result)
+    again = applied.again
     code = view.show_applied(planned, applied)
     if result.interrupted:
         view.console.print(
@@ -112,13 +113,27 @@ def apply_planned(hosts: Hosts, planned: FleetPlan, options: ApplyOptions, view:
     else:  # after Ctrl-C no other play is started: no lock, no support bundle
         converged = [o.host for o in applied.outcomes if o.outcome == "converged"]
         show_recorded(record_locks(hosts, converged, again, after, result.run_dir), view.console)
-        if failed := [o.host for o in applied.outcomes if not o.ok and o.ansible is not None]:
-            inventory = hosts.inventory or result.run_dir / "inventory.ini"
-            bundle = write_bundle(result.run_dir, inventory, failed, after)
-            view.console.print(f"Support bundle (mode 0600, secrets redacted): {bundle}")
+        for host, bundle in applied.bundles.items():
+            view.console.print(f"Support bundle for {host} (mode 0600, secrets redacted): {bundle}")
     view.console.print(f"Run directory (logs, plans, Ansible artifacts): {result.run_dir}")
     view.reboot_notice(reboot_hosts(pending, result, again))
     return code
+
+
+def after_run(
+    hosts: Hosts, planned: FleetPlan, result: runner.ApplyResult
+) -> tuple[Applied, dict[str, Facts]]:
+    """Detect and plan again the hosts Ansible reached, even after a failure (so that what is left
+    undone is said, not hidden); each failed host gets its support bundle (not after Ctrl-C: no
+    other play starts then). Returns how the hosts ended and the facts of the fresh plans."""
+    with tempfile.TemporaryDirectory(prefix="provision-raw-") as kept:
+        raw = Path(kept)  # the fresh detection's raw outputs: a failed host's go into its bundle
+        names = [h for h in planned.pending if h in reached(result)]
+        again, after = plan_hosts_with_facts(hosts.keeping_raw(raw), names)
+        applied = Applied(result, again, [outcome(p, result, again) for p in planned.hosts.values()])
+        if not result.interrupted:
+            applied = replace(applied, bundles=write_apply_bundles(hosts, planned, applied, after, raw))
+    return applied, after
 
 
 def check_consent(pending: dict[str, Plan], replace_held: bool) -> None:
@@ -187,7 +202,8 @@ def apply_workflow(
     JSON document: ``{"outcome": "nothing-to-do" | "dry-run" | "refused" | "applied" | "failed"
     | "interrupted",
     "converged": bool, "run_dir": str | None, "hosts": {host: {ok, changed, failed, unreachable,
-    failures}}, "plans": [Plan, ...]}``.
+    failures}}, "plans": [Plan, ...], "support_bundles": {host: path}}`` (``support_bundles``: one
+    archive per host that failed, :mod:`provision.support`; empty when none did).
     """
     report = JsonReport(as_json)
     try:

@@ -9,6 +9,7 @@ The exit code is 0 only when every host ends unchanged or converged.
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -48,7 +49,8 @@ class FleetJsonReport:
 
     Shape: ``{"outcome": "nothing-to-do" | "dry-run" | "applied" | "failed", "run_dir": str |
     None, "plan": <plan --json of the fleet>, "hosts": {host: {"planned": state, "outcome": str,
-    "ok": bool, "ansible": {ok, changed, failed, unreachable, failures} | None}}}``.
+    "ok": bool, "ansible": {ok, changed, failed, unreachable, failures} | None, "support_bundle": str
+    | None}}}`` (``support_bundle``: the archive of a host that failed, :mod:`provision.support`).
     """
 
     def __init__(self) -> None:
@@ -64,13 +66,19 @@ class FleetJsonReport:
             "outcome": "applied" if ok else "failed",
             "run_dir": str(applied.result.run_dir),
             "plan": fleet_plan_json(planned),
-            "hosts": {o.host: _outcome_json(o) for o in applied.outcomes},
+            "hosts": {o.host: _outcome_json(o, applied.bundles.get(o.host)) for o in applied.outcomes},
         }
 
 
-def _outcome_json(o: HostOutcome) -> dict[str, Any]:
+def _outcome_json(o: HostOutcome, bundle: Path | None) -> dict[str, Any]:
     ansible = dataclasses.asdict(o.ansible) if o.ansible else None
-    return {"planned": o.before.value, "outcome": o.outcome, "ok": o.ok, "ansible": ansible}
+    return {
+        "planned": o.before.value,
+        "outcome": o.outcome,
+        "ok": o.ok,
+        "ansible": ansible,
+        "support_bundle": str(bundle) if bundle else None,
+    }
 
 
 class FleetView:

@@ -43,6 +43,7 @@ def verify_fleet(
     catalog: Catalog | None = None,
     limits: Limits | None = None,
     save_raw: Path | None = None,
+    runs_dir: Path | None = None,
 ) -> FleetVerify:
     """Gather every host's inputs in one play, then check each against its own spec.
 
@@ -52,5 +53,8 @@ def verify_fleet(
         catalog: The catalog (default: the shipped one).
         limits: Verify thresholds (default: the shipped ``verify.yaml``).
         save_raw: If given, each reachable host's inputs go to ``save_raw/<host>/inputs.json``.
+        runs_dir: Where the support bundles of hosts that fail a check go (None: none are written).
     """
-    return verify_hosts(fleet_hosts(fleet), forks, catalog=catalog, limits=limits, save_raw=save_raw)
+    return verify_hosts(
+        fleet_hosts(fleet), forks, catalog=catalog, limits=limits, save_raw=save_raw, runs_dir=runs_dir
+    )

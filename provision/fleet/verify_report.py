@@ -24,6 +24,12 @@ def render_fleet_verify(fleet: FleetVerify, console: Console) -> None:
             console.print(f"[bold]{escape(host.host)}[/]: [red]{escape(host.unreachable)}[/]", soft_wrap=True)
         render_table(host.report, console)
     console.print(summary_table(fleet))
+    for host in fleet.hosts.values():
+        if host.bundle:
+            console.print(
+                f"Support bundle for {escape(host.host)} (mode 0600, secrets redacted): {host.bundle}",
+                soft_wrap=True,
+            )
 
 
 def summary_table(fleet: FleetVerify) -> Table:
@@ -46,8 +52,8 @@ def fleet_verify_json(fleet: FleetVerify) -> dict[str, Any]:
     """All hosts as JSON data.
 
     Shape: ``{"summary": {"hosts": {host: counts}, "failed": [hosts]}, "hosts": {host: {"spec",
-    "unreachable", "counts", "failed", "report"}}}``; ``report`` is the single-host ``--json``
-    report document.
+    "unreachable", "counts", "failed", "report", "support_bundle"}}}``; ``report`` is the single-host
+    ``--json`` report document, ``support_bundle`` the archive of a host that failed a check (or null).
     """
     return {
         "summary": {
@@ -65,6 +71,7 @@ def _host_json(host: HostVerify) -> dict[str, Any]:
         "counts": host.report.counts(),
         "failed": host.failed,
         "report": host.report.model_dump(mode="json"),
+        "support_bundle": str(host.bundle) if host.bundle else None,
     }
 
 

@@ -13,8 +13,7 @@ from provision.files import read_json_text
 from provision.hosts import LOCALHOST, Hosts, HostSpec
 from provision.output import write_output
 from provision.spec.loader import load_spec
-from provision.verify.hosts import verify_hosts
-from provision.verify.models import Report
+from provision.verify.hosts import HostVerify, verify_hosts
 from provision.verify.render import junit_xml, render_table
 from provision.verify.runs import VerifyInputs
 
@@ -31,21 +30,37 @@ def read_inputs(path: Path) -> VerifyInputs:
         raise FactsError(f"{path}: not a verify inputs file ({str(exc).splitlines()[0]})") from None
 
 
-def run_verify(spec_path: Path, inputs_file: Path | None = None, save_raw: Path | None = None) -> Report:
-    """Verify this machine against the spec (or replay saved inputs): a fleet of one."""
+def run_verify(
+    spec_path: Path,
+    inputs_file: Path | None = None,
+    save_raw: Path | None = None,
+    runs_dir: Path | None = None,
+) -> HostVerify:
+    """Verify this machine against the spec (or replay saved inputs): a fleet of one.
+
+    ``runs_dir``: where a failed verify's support bundle goes (:func:`verify_hosts`); None: none.
+    """
     spec = load_spec(spec_path)
     one = Hosts(None, {LOCALHOST: HostSpec(spec, str(spec_path))})
     replay = {LOCALHOST: read_inputs(inputs_file)} if inputs_file is not None else None
-    return verify_hosts(one, save_raw=save_raw, gathered=replay).hosts[LOCALHOST].report
+    return verify_hosts(one, save_raw=save_raw, gathered=replay, runs_dir=runs_dir).hosts[LOCALHOST]
 
 
-def emit(report: Report, console: Console, as_json: bool, junit: Path | None) -> int:
-    """Print the table or JSON, write JUnit XML if asked; the exit code: 1 when a check failed."""
+def emit(verified: HostVerify, console: Console, as_json: bool, junit: Path | None) -> int:
+    """Print the table or JSON, write JUnit XML if asked; the exit code: 1 when a check failed.
+
+    The JSON document is the report with ``counts``, ``failed`` and ``support_bundle`` (the path
+    of the archive a failed verify wrote, else null); the text form prints that path last.
+    """
+    report = verified.report
+    bundle = str(verified.bundle) if verified.bundle else None
     if as_json:
-        doc = report.model_dump(mode="json") | {"counts": report.counts(), "failed": report.failed}
-        jsonout.emit(doc)
+        counts = {"counts": report.counts(), "failed": report.failed, "support_bundle": bundle}
+        jsonout.emit(report.model_dump(mode="json") | counts)
     else:
         render_table(report, console)
+        if bundle:
+            console.print(f"Support bundle (mode 0600, secrets redacted): {bundle}", soft_wrap=True)
     if junit is not None:
         write_output(junit, junit_xml(report))
     return 1 if report.failed else 0

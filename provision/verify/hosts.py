@@ -9,9 +9,10 @@ check failed with Ansible's reason, so it can never pass by having nothing measu
 
 from __future__ import annotations
 
+import tempfile
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from provision.detect.facts import Unknown
 from provision.hosts import NO_RESULT, Hosts, detect_by_venv
 from provision.spec.models import Spec
 from provision.verify.limits import Limits, shipped_limits
+from provision.verify.bundles import write_verify_bundles
 from provision.verify.models import CheckResult, Report
 from provision.verify.remote import REMOTE_ALLREDUCE, HostJob, verify_remote
 from provision.verify.runs import VerifyInputs
@@ -40,12 +42,14 @@ class HostVerify:
         spec_path: The spec the host was held to.
         report: Every check's result (all failed with the reason when unreachable).
         unreachable: ``host unreachable: ...`` or ``host failed at ...``; None when it was read.
+        bundle: The support bundle written because a check failed (:mod:`provision.support`).
     """
 
     host: str
     spec_path: Path
     report: Report
     unreachable: str | None = None
+    bundle: Path | None = None
 
     @property
     def failed(self) -> bool:
@@ -77,17 +81,20 @@ def job_for(spec: Spec) -> HostJob:
     )
 
 
-def gather(hosts: Hosts, forks: int | None = None) -> dict[str, VerifyInputs | str]:
+def gather(hosts: Hosts, forks: int | None = None, keep: Path | None = None) -> dict[str, VerifyInputs | str]:
     """What every host's checks read: collected here for this machine, through Ansible otherwise.
+
+    ``keep``: also keep each read host's raw probe outputs in ``keep/raw/<host>/`` and the play's
+    events in ``keep/ansible`` (for a support bundle); None keeps nothing.
 
     Raises:
         FactsError: ansible-playbook failed before any host reported.
     """
     if hosts.inventory is None:
-        facts = detect_by_venv(hosts)
+        facts = detect_by_venv(hosts.keeping_raw(keep / "raw") if keep is not None else hosts)
         return {h: collect(held.spec, facts[h]) for h, held in hosts.specs.items()}
     jobs = {h: job_for(held.spec) for h, held in hosts.specs.items()}
-    return dict(verify_remote(str(hosts.inventory), jobs, forks))
+    return dict(verify_remote(str(hosts.inventory), jobs, forks, keep))
 
 
 def verify_hosts(
@@ -98,6 +105,7 @@ def verify_hosts(
     limits: Limits | None = None,
     save_raw: Path | None = None,
     gathered: Gathered | None = None,
+    runs_dir: Path | None = None,
 ) -> FleetVerify:
     """Gather every host's inputs (unless ``gathered`` replays them), then check each against its spec.
 
@@ -109,15 +117,26 @@ def verify_hosts(
         save_raw: If given, each read host's inputs go to ``save_raw/inputs.json`` for this
             machine, ``save_raw/<host>/inputs.json`` for inventory hosts.
         gathered: Saved inputs to check instead of reading the hosts.
+        runs_dir: Where a support bundle goes when a host that was read fails a check: one
+            ``support-<host>.tar.gz`` each in a new ``<UTC time>-verify`` run directory there
+            (:mod:`provision.verify.bundles`); None writes none. A replay never writes one.
     """
     started, t0 = datetime.now(UTC), time.monotonic()
-    got = gathered if gathered is not None else gather(hosts, forks)
     cat, lim = catalog or load_catalog(), limits or shipped_limits()
-    if save_raw is not None:
-        _save_all(hosts, got, save_raw)
-    verified = {h: _check(h, hosts, got.get(h, NO_RESULT), cat, lim) for h in hosts.specs}
-    seconds = time.monotonic() - t0
-    return FleetVerify({h: _stamped(v, started, seconds) for h, v in verified.items()})
+    with tempfile.TemporaryDirectory(prefix="provision-verify-") as tmp:
+        keep = Path(tmp) if runs_dir is not None and gathered is None else None
+        got = gathered if gathered is not None else gather(hosts, forks, keep)
+        if save_raw is not None:
+            _save_all(hosts, got, save_raw)
+        verified = {h: _check(h, hosts, got.get(h, NO_RESULT), cat, lim) for h in hosts.specs}
+        seconds = time.monotonic() - t0
+        stamped = {h: _stamped(v, started, seconds) for h, v in verified.items()}
+        if keep is not None and runs_dir is not None:
+            read = {h: i for h, i in got.items() if isinstance(i, VerifyInputs)}
+            reports = {h: v.report for h, v in stamped.items()}
+            bundles = write_verify_bundles(hosts, reports, read, cat, keep, runs_dir)
+            stamped = {h: replace(v, bundle=bundles.get(h)) for h, v in stamped.items()}
+    return FleetVerify(stamped)
 
 
 def _check(host: str, hosts: Hosts, got: VerifyInputs | str, catalog: Catalog, limits: Limits) -> HostVerify:
@@ -130,7 +149,7 @@ def _check(host: str, hosts: Hosts, got: VerifyInputs | str, catalog: Catalog, l
 
 def _stamped(verified: HostVerify, started: datetime, seconds: float) -> HostVerify:
     report = verified.report.model_copy(update={"started_at": started, "seconds": seconds})
-    return HostVerify(verified.host, verified.spec_path, report, verified.unreachable)
+    return replace(verified, report=report)
 
 
 def _save_all(hosts: Hosts, got: Gathered, save_raw: Path) -> None:

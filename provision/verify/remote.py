@@ -25,13 +25,14 @@ from provision import ansible
 from provision.detect.domains.driver import FabricManagerVersionFact
 from provision.detect.fact import Probe
 from provision.detect.facts import Facts, Unknown
-from provision.detect.raw import ProbeOutput
+from provision.detect.raw import ProbeOutput, write_raw
 from provision.detect.registry import all_probes
 from provision.detect.runner import (
     COLLECTOR_TASK,
     collector_results,
     collector_source,
     facts_from_outputs,
+    host_dir_name,
     outputs_from_json,
     probes_json,
 )
@@ -87,7 +88,7 @@ class GpuOutcome:
 
 
 def verify_remote(
-    inventory: str, jobs: Mapping[str, HostJob], forks: int | None = None
+    inventory: str, jobs: Mapping[str, HostJob], forks: int | None = None, keep: Path | None = None
 ) -> dict[str, VerifyInputs | str]:
     """Verify inputs of every host in ``jobs``, gathered in one ansible-runner run.
 
@@ -95,6 +96,9 @@ def verify_remote(
         inventory: The inventory file (or INI text) the hosts come from.
         jobs: Inventory hostname -> what to run there; the play is limited to these hosts.
         forks: Hosts Ansible works on at once; None keeps Ansible's default (5).
+        keep: Keep the run for a support bundle: ansible-runner's directory (its events) in
+            ``keep/ansible``, each read host's raw probe outputs in ``keep/raw/<host>/``; None
+            keeps nothing.
 
     Returns:
         Per host its :class:`VerifyInputs`, or the reason nothing could be read
@@ -104,27 +108,38 @@ def verify_remote(
         FactsError: ansible-playbook failed before any host reported.
     """
     started = datetime.now(UTC)
-    with tempfile.TemporaryDirectory(prefix="provision-verify-") as tmp:
-        played = _run_play(Path(tmp), inventory, jobs, forks)
+    if keep is not None:
+        played = _run_play(keep / "ansible", inventory, jobs, forks)
+    else:
+        with tempfile.TemporaryDirectory(prefix="provision-verify-") as tmp:
+            played = _run_play(Path(tmp), inventory, jobs, forks)
     collected = collector_results(played.events)
     if not collected and played.rc != 0:
         raise FactsError(
             f"ansible-playbook failed (rc {played.rc}) before any host reported: {played.stdout_tail}"
         )
     gpu = gpu_outcomes(played.events)
+    raw = keep / "raw" if keep is not None else None
     return {
-        host: _host_inputs(host, result, gpu.get(host), jobs[host], started)
+        host: _host_inputs(host, result, gpu.get(host), jobs[host], started, raw)
         for host, result in collected.items()
         if host in jobs
     }
 
 
 def _host_inputs(
-    host: str, result: str | dict[str, Any], gpu: GpuOutcome | None, job: HostJob, started: datetime
+    host: str,
+    result: str | dict[str, Any],
+    gpu: GpuOutcome | None,
+    job: HostJob,
+    started: datetime,
+    raw: Path | None,
 ) -> VerifyInputs | str:
     if isinstance(result, str):
         return result
     outputs = outputs_from_json(result)
+    if raw is not None:
+        write_raw(raw / host_dir_name(host), outputs)
     return inputs_from(host, outputs, gpu, job, started)
 
 

@@ -191,13 +191,17 @@ def test_apply_fleet_applied(inventory: Path, detected: Any, mocker: MockerFixtu
         hosts={"a": runner.HostResult("a", ok=3, failed=1, failures=("Install: E: broken",))},
     )
     mocker.patch.object(runner, "run_playbook", return_value=ran)
-    mocker.patch("provision.apply.workflow.write_bundle", return_value=tmp_path / "run" / "bundle.tar.gz")
+    mocker.patch(
+        "provision.apply.bundles.write_bundles", return_value={"a": tmp_path / "run" / "support-a.tar.gz"}
+    )
     result = invoke("apply", "-i", str(inventory), "--yes", "--json", "--runs-dir", str(tmp_path))
     assert result.exit_code == 1, result.output
     doc = document(result)  # the support bundle's line went to stderr: still one document
     assert doc["outcome"] == "failed" and doc["run_dir"] == str(tmp_path / "run")
     assert doc["hosts"]["a"]["outcome"] == "failed: Install: E: broken"
     assert doc["hosts"]["a"]["ansible"]["failed"] == 1 and doc["hosts"]["b"]["planned"] == "unreachable"
+    assert doc["hosts"]["a"]["support_bundle"] == str(tmp_path / "run" / "support-a.tar.gz")
+    assert doc["hosts"]["b"]["support_bundle"] is None
 
 
 def test_apply_fleet_error_is_a_document(inventory: Path, detected: Any) -> None:
@@ -210,6 +214,24 @@ def test_verify_replayed_inputs() -> None:
     assert result.exit_code == 0, result.output
     doc = document(result)
     assert doc["counts"] == {"pass": 28, "warn": 0, "fail": 0, "skip": 10}
+
+
+def test_a_failed_verify_names_its_support_bundle_in_the_one_document(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    from provision import ansible
+    from provision.verify.command import read_inputs
+
+    h200x2 = str(ROOT / "specs" / "h200x2-ubuntu2404.yaml")  # two GPUs; the saved H200 run saw one
+    mocker.patch("provision.verify.hosts.gather", return_value={"localhost": read_inputs(Path(INPUTS))})
+    support = mocker.patch.object(ansible, "run_play", return_value=ansible.PlayResult("successful", 0, ()))
+    mocker.patch("provision.lock.record.record_verify", return_value=mocker.Mock(numbers={}, failures={}))
+    result = invoke("verify", h200x2, "--json", "--runs-dir", str(tmp_path))
+    assert result.exit_code == 1, result.output
+    doc = document(result)
+    bundle = Path(doc["support_bundle"])
+    assert doc["failed"] is True and bundle.is_file() and bundle.parent.parent == tmp_path
+    assert bundle.name == "support-localhost.tar.gz" and support.call_args.args[1] == "support.yml"
 
 
 def test_verify_error_is_a_document(tmp_path: Path) -> None:

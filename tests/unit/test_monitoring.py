@@ -429,7 +429,7 @@ def test_promtool_accepts_the_textfile_of_the_real_h200_run(tmp_path: Path) -> N
     report = run_verify(
         ROOT / "specs" / "h200-ubuntu2404.yaml",
         inputs_file=ROOT / "tests" / "fixtures" / "verify" / "h200-ubuntu2404" / "inputs.json",
-    )
+    ).report
     target = tmp_path / "provision-verify.prom"
     write_textfile(target, {report.host: report})
     done = subprocess.run(

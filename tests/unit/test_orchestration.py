@@ -94,8 +94,12 @@ def replan(mocker: MockerFixture, tmp_path: Path) -> Any:
 
 @pytest.fixture(autouse=True)
 def bundle(mocker: MockerFixture, tmp_path: Path) -> Any:
-    """The support bundle after a failed run (its content: tests/unit/test_bundle.py)."""
-    return mocker.patch.object(apply_workflow, "write_bundle", return_value=tmp_path / "run" / "b.tar.gz")
+    """The support bundles after a failed run (their content: tests/unit/test_support.py)."""
+
+    def write(directory: Path, inventory: Path, evidence: Any, runner_dir: Path | None) -> dict[str, Path]:
+        return {h: directory / f"support-{h}.tar.gz" for h in evidence}
+
+    return mocker.patch("provision.apply.bundles.write_bundles", side_effect=write)
 
 
 @pytest.fixture(autouse=True)
@@ -176,10 +180,13 @@ def test_a_failed_host_gets_a_support_bundle_and_its_path_is_printed(
 ) -> None:
     hosts, planned = two_hosts(tmp_path)
     apply_planned(hosts, planned, options(tmp_path), FleetView(console))
-    run_dir, inventory, failed, facts = bundle.call_args.args
-    assert (run_dir, inventory, failed) == (tmp_path / "run", hosts.inventory, ["b"])
-    assert set(facts) == {"a"}  # b was not reached: no fresh facts for it
-    assert f"Support bundle (mode 0600, secrets redacted): {tmp_path / 'run' / 'b.tar.gz'}" in (
+    run_dir, inventory, evidence, events = bundle.call_args.args
+    assert (run_dir, inventory, list(evidence), events) == (tmp_path / "run", hosts.inventory, ["b"], run_dir)
+    # b was not reached: its plan, but no fresh facts, plan or raw outputs of it
+    assert set(evidence["b"].documents) == {"plan.json"}
+    assert json.loads(evidence["b"].documents["plan.json"])["host"] == "b"
+    assert evidence["b"].raw is not None and not evidence["b"].raw.exists()
+    assert f"Support bundle for b (mode 0600, secrets redacted): {tmp_path / 'run' / 'support-b.tar.gz'}" in (
         console.export_text().replace("\n", "")
     )
 
