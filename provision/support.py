@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from provision import ansible
-from provision.detect.raw import read_raw, format_raw
+from provision.detect.raw import format_raw, read_raw
 from provision.detect.runner import host_dir_name
 from provision.errors import FactsError
 from provision.resources import data_dir

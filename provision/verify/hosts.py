@@ -20,8 +20,8 @@ from provision.catalog import Catalog, load_catalog
 from provision.detect.facts import Unknown
 from provision.hosts import NO_RESULT, Hosts, detect_by_venv
 from provision.spec.models import Spec
-from provision.verify.limits import Limits, shipped_limits
 from provision.verify.bundles import write_verify_bundles
+from provision.verify.limits import Limits, shipped_limits
 from provision.verify.models import CheckResult, Report
 from provision.verify.remote import REMOTE_ALLREDUCE, HostJob, verify_remote
 from provision.verify.runs import VerifyInputs
