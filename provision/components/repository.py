@@ -112,9 +112,18 @@ def _key_drift(ctx: PlanContext) -> tuple[str, str, str] | None:
 
 
 def _pins_drift(ctx: PlanContext) -> str | None:
-    """Why the pins must be rewritten (held stack only), or None."""
+    """Why the pins must be rewritten (held stack only) or moved out of a legacy file, or None."""
     locks = ctx.pm.lock_state(ctx.facts)
-    if not ctx.spec.driver.hold or isinstance(locks, Unknown):
+    if isinstance(locks, Unknown):
+        return None
+    if locks.legacy_pins:
+        return (
+            f"apt pins in {', '.join(locks.legacy_pins)}, which apt reads after NVIDIA's "
+            "nvidia-driver-pinning-<branch> file; the first pin matching a version sets its priority "
+            "(apt_preferences(5)), so that file's 1000 hides provision's 1001 and apt refuses a downgrade "
+            f"within the branch: move them to {ctx.pm.files.pins}"
+        )
+    if not ctx.spec.driver.hold:
         return None
     if locks.pins == ctx.pins_text():
         return None
@@ -138,6 +147,7 @@ def repo_vars(ctx: PlanContext) -> dict[str, Any]:
             "sources_file": files.sources,
             "preferences_file": files.pins,
             "preferences": ctx.pins_text(),
+            "legacy_preferences_files": list(files.legacy_pins),
         }
     return {
         "url": str(override.url) if override else (repo.url if repo else ""),
@@ -147,6 +157,7 @@ def repo_vars(ctx: PlanContext) -> dict[str, Any]:
         "sources_file": files.sources,
         "preferences_file": files.pins,
         "preferences": ctx.pins_text(),
+        "legacy_preferences_files": list(files.legacy_pins),
     }
 
 

@@ -1,7 +1,9 @@
 """apt and dpkg: Debian and Ubuntu (the one :class:`~provision.pkg.base.PackageManager` today).
 
 Sources: dpkg version ordering and syntax, delegated to python-debian; apt_preferences(5) for
-the pins (priority 1001 lets apt downgrade to the pinned version); deb822 sources with
+the pins (priority 1001 lets apt downgrade to the pinned version; preferences.d is read in
+alphanumeric order and "the first specific-form record matching an available package version
+determines the priority", hence the file name that sorts first); deb822 sources with
 ``Signed-By`` (sources.list(5)); unattended-upgrades' ``Package-Blacklist`` entries are regular
 expression prefixes (pando85/homelab PR #4110, field failure FF-01).
 """
@@ -13,6 +15,7 @@ from collections.abc import Sequence
 
 from debian.debian_support import Version as DebVersion
 
+from provision.detect.domains.packages import LEGACY_PREFERENCES_FILE
 from provision.detect.facts import Facts, Package, Unknown
 from provision.pkg.base import LockState, ManagedFiles, Pin, installed
 from provision.versions import DottedVersion
@@ -20,8 +23,11 @@ from provision.versions import DottedVersion
 FILES = ManagedFiles(
     keyring="/usr/share/keyrings/provision-nvidia-cuda.gpg",
     sources="/etc/apt/sources.list.d/provision-nvidia-cuda.sources",
-    pins="/etc/apt/preferences.d/provision-nvidia",
+    # "00-" sorts before NVIDIA's nvidia-driver-pinning-<branch>: apt reads preferences.d in
+    # alphanumeric order and the first record matching a version sets its priority (apt_preferences(5)).
+    pins="/etc/apt/preferences.d/00-provision-nvidia",
     upgrade_guard="/etc/apt/apt.conf.d/51provision-nvidia-unattended",
+    legacy_pins=("/etc/apt/preferences.d/provision-nvidia",),
 )
 _IMAGE = re.compile(r"^linux-image-(\d\S*)$")
 _HEADER_METAS = {
@@ -104,7 +110,8 @@ class Apt:
         locks = facts.apt_locks
         if isinstance(locks, Unknown):
             return locks
-        return LockState(pins=locks.preferences, upgrade_guard=locks.unattended_guard)
+        legacy = (LEGACY_PREFERENCES_FILE,) if locks.legacy_preferences is not None else ()
+        return LockState(pins=locks.preferences, upgrade_guard=locks.unattended_guard, legacy_pins=legacy)
 
     def packaged_kernels(self, facts: Facts) -> tuple[str, ...]:
         if isinstance(facts.packages, Unknown):

@@ -28,20 +28,26 @@ class Pin:
 
 @dataclass(frozen=True)
 class ManagedFiles:
-    """Files provision owns on the target for the NVIDIA repository and the locks."""
+    """Files provision owns on the target for the NVIDIA repository and the locks.
+
+    ``legacy_pins``: where earlier releases of provision wrote the pins; apply removes them.
+    """
 
     keyring: str
     sources: str
     pins: str
     upgrade_guard: str
+    legacy_pins: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class LockState:
-    """provision's lock files as found on the machine (None: absent)."""
+    """provision's lock files as found on the machine (None: absent), and the legacy pin files
+    (:attr:`ManagedFiles.legacy_pins`) still present."""
 
     pins: str | None
     upgrade_guard: str | None
+    legacy_pins: tuple[str, ...] = ()
 
 
 class PackageManager(Protocol):

@@ -71,7 +71,7 @@ def test_debian_driver_from_non_free_is_built_by_dkms_pinned_held_and_converges(
     assert [p.split("=")[0] for p in steps["driver"]["packages"]] == list(DRIVER)
     assert "DKMS builds the module" in steps["driver"]["reason"]
     assert f"linux-headers-{kernel}" in steps["dkms"]["packages"]
-    assert steps["repository"]["target"] == "/etc/apt/preferences.d/provision-nvidia"
+    assert steps["repository"]["target"] == "/etc/apt/preferences.d/00-provision-nvidia"
     assert "secure_boot" not in steps
 
     started = time.monotonic()
@@ -100,7 +100,7 @@ def test_debian_driver_from_non_free_is_built_by_dkms_pinned_held_and_converges(
     vermagic = target.run(["modinfo", "-F", "vermagic", module], check=True).stdout
     assert vermagic.startswith(f"{kernel} "), vermagic
 
-    pins = (target.root / "etc/apt/preferences.d/provision-nvidia").read_text()
+    pins = (target.root / "etc/apt/preferences.d/00-provision-nvidia").read_text()
     assert "Package: nvidia-* libnvidia-* libcuda1 firmware-nvidia-gsp*\nPin: version 535.*\n" in pins
     assert not (target.root / "etc/apt/sources.list.d/provision-nvidia-cuda.sources").exists()
     policy = target.run(["apt-cache", "policy", "nvidia-kernel-dkms"], check=True).stdout

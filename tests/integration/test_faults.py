@@ -36,7 +36,7 @@ from tests.integration.helpers import provision, write_spec
 pytestmark = pytest.mark.faults
 
 FILES = (
-    "etc/apt/preferences.d/provision-nvidia",
+    "etc/apt/preferences.d/00-provision-nvidia",
     "etc/apt/sources.list.d/provision-nvidia-cuda.sources",
     "usr/share/keyrings/provision-nvidia-cuda.gpg",
     "etc/apt/apt.conf.d/51provision-nvidia-unattended",

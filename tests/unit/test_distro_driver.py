@@ -136,7 +136,7 @@ def test_fabric_manager_with_a_distribution_driver_is_refused_with_the_reason() 
 def test_distribution_driver_without_cuda_writes_only_the_pins() -> None:
     plan = make_plan(_ubuntu(cuda=None, python=None), _box("6.8.0-151-generic"), CATALOG)
     repo = step(plan, Component.REPOSITORY)
-    assert repo.target == "/etc/apt/preferences.d/provision-nvidia"
+    assert repo.target == "/etc/apt/preferences.d/00-provision-nvidia"
     assert plan.extravars["provision_repository"]["url"] == ""
     assert (
         "Package: nvidia-* libnvidia-* libcuda1 firmware-nvidia-gsp*\nPin: version 580.*\n"

@@ -6,7 +6,7 @@ import fnmatch
 
 import pytest
 
-from provision.detect.facts import LoadedDriver, OsRelease, Torch, Venv
+from provision.detect.facts import LoadedDriver, OsRelease, Package, Torch, Venv
 from provision.detect.runner import facts_from_raw
 from provision.plan.models import Action, Component, Plan
 from provision.plan.planner import make_plan
@@ -99,6 +99,34 @@ def test_installed_and_held_stack_is_noop_with_reasons() -> None:
         "no package to install from NVIDIA's repository; apt pins in place"
     )
     assert step(plan, Component.HOLDS).action is Action.NOOP
+
+
+def _held_stack() -> tuple[Package, ...]:
+    return (
+        pkg("nvidia-open", "580.95.05-1", "hold ok installed"),
+        pkg("libnvidia-compute", "580.95.05-1", "hold ok installed"),
+        pkg("cuda-toolkit-13-0", "13.0.2-1", "hold ok installed"),
+        pkg("libcudnn9-cuda-13", "9.14.0.64-1", "hold ok installed"),
+        pkg("libcudnn9-headers-cuda-13", "9.14.0.64-1", "hold ok installed"),
+        pkg("libcudnn9-dev-cuda-13", "9.14.0.64-1", "hold ok installed"),
+        pkg("libnccl2", "2.28.3-1+cuda13.0", "hold ok installed"),
+        pkg("libnccl-dev", "2.28.3-1+cuda13.0", "hold ok installed"),
+    )
+
+
+@pytest.mark.parametrize("hold", [True, False])
+def test_pins_an_older_release_wrote_where_nvidias_pinning_file_hides_them_are_moved(hold: bool) -> None:
+    s = spec(driver={"branch": 580, "flavor": "open", "version": "580.95.05", "hold": hold})
+    legacy = locked(s).model_copy(update={"legacy_preferences": locked(s).preferences})
+    venv = Venv(path="/opt/provision/venv", python="3.12.3", distributions={"torch": "2.11.0+cu130"})
+    plan = make_plan(s, fresh_ubuntu(packages=_held_stack(), venv=venv, apt_locks=legacy), CATALOG)
+    repo = step(plan, Component.REPOSITORY)
+    assert repo.action is Action.CONFIGURE and repo.target == "/etc/apt/preferences.d/00-provision-nvidia"
+    assert "/etc/apt/preferences.d/provision-nvidia, which apt reads after NVIDIA's" in repo.reason
+    assert "apt_preferences(5)" in repo.reason
+    written = plan.extravars["provision_repository"]
+    assert written["preferences_file"] == "/etc/apt/preferences.d/00-provision-nvidia"
+    assert written["legacy_preferences_files"] == ["/etc/apt/preferences.d/provision-nvidia"]
 
 
 @pytest.mark.parametrize(

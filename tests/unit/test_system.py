@@ -93,7 +93,7 @@ def test_nouveau_loaded_and_blacklisted() -> None:
 
 def test_apt_locks_sections() -> None:
     out = (
-        "=== /etc/apt/preferences.d/provision-nvidia\nPackage: libnccl*\nPin: version 2.28.3-*\n"
+        "=== /etc/apt/preferences.d/00-provision-nvidia\nPackage: libnccl*\nPin: version 2.28.3-*\n"
         "=== /etc/apt/apt.conf.d/51provision-nvidia-unattended\nUnattended-Upgrade::Package-Blacklist {\n};\n"
         "=== unattended-upgrades ii \n"
     )

@@ -20,7 +20,10 @@ from provision.models import Frozen
 from provision.openpgp import KeyringError, keyring_fingerprints
 
 UNATTENDED_FILE = "/etc/apt/apt.conf.d/51provision-nvidia-unattended"
-PREFERENCES_FILE = "/etc/apt/preferences.d/provision-nvidia"
+PREFERENCES_FILE = "/etc/apt/preferences.d/00-provision-nvidia"
+LEGACY_PREFERENCES_FILE = "/etc/apt/preferences.d/provision-nvidia"
+"""Where provision wrote its pins before they moved ahead of NVIDIA's nvidia-driver-pinning-<branch>
+file (apt_preferences(5): preferences.d is read in alphanumeric order, the first matching pin wins)."""
 KEYRING_FILE = "/usr/share/keyrings/provision-nvidia-cuda.gpg"
 MAX_KEYRING_BYTES = 65536
 """Most of the keyring read (NVIDIA's key is under 2 KiB); a longer file is read cut, its tail unparsed."""
@@ -59,6 +62,9 @@ class AptLocks(Frozen):
     """provision's apt preferences and unattended-upgrades guard as found on the machine."""
 
     preferences: str | None = Field(None, description=f"Content of {PREFERENCES_FILE}, None when absent.")
+    legacy_preferences: str | None = Field(
+        None, description=f"Content of {LEGACY_PREFERENCES_FILE} (older provision's pins), None when absent."
+    )
     unattended_guard: str | None = Field(None, description=f"Content of {UNATTENDED_FILE}, None when absent.")
     unattended_upgrades_installed: bool = False
     keyring_fingerprints: tuple[str, ...] | None = Field(
@@ -139,6 +145,7 @@ def parse_apt_locks(output: str, rc: int) -> AptLocks | Unknown:
     status = re.search(r"^=== unattended-upgrades (\S*)", output, re.M)
     return AptLocks(
         preferences=sections.get(PREFERENCES_FILE),
+        legacy_preferences=sections.get(LEGACY_PREFERENCES_FILE),
         unattended_guard=sections.get(UNATTENDED_FILE),
         unattended_upgrades_installed=bool(status and status[1].endswith("i")),
         keyring_fingerprints=_fingerprints(sections.get(KEYRING_FILE)),
@@ -198,7 +205,7 @@ class DpkgPackagesFact(Fact[tuple[Package, ...]]):
 
 
 _APT_LOCKS_SCRIPT = (
-    f"for f in {PREFERENCES_FILE} {UNATTENDED_FILE}; do "
+    f"for f in {PREFERENCES_FILE} {LEGACY_PREFERENCES_FILE} {UNATTENDED_FILE}; do "
     'if [ -f "$f" ]; then echo "=== $f"; cat "$f"; fi; done; '
     # dpkg names its journal entries by number (0000, 0001, ...); tmp.i is its scratch file.
     "echo \"=== dpkg-journal $(ls -A /var/lib/dpkg/updates 2>/dev/null | grep -c '^[0-9]*$')\"; "
