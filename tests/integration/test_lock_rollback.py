@@ -13,6 +13,7 @@ import stat
 import tarfile
 from pathlib import Path
 
+from provision.plan.models import Plan
 from tests.integration.harness.services import NvidiaRepo, WheelIndex
 from tests.integration.harness.target import Target
 from tests.integration.helpers import provision, write_spec
@@ -126,7 +127,9 @@ def _check_verify_bundle(bundle: str, runs: Path) -> None:
     assert "nvidia-open\t580.82.07-1\thold ok installed" in members["raw/dpkg-nvidia.txt"]
     assert members["host/dkms-status.txt"].startswith("$ dkms status (rc ")
     assert json.loads(members["host/lock.json"])["number"] == 1
-    assert json.loads(members["plan.json"])["changes"] == []  # A is applied: only the checks failed
+    assert (
+        Plan.model_validate_json(members["plan.json"]).changes == ()
+    )  # A is applied: only the checks failed
     assert json.loads(members["verify.json"])["results"]
 
 
