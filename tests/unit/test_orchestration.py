@@ -204,6 +204,7 @@ def test_single_form_shows_counts_and_what_did_not_converge(
     assert "Converged" not in text
     assert report.data["outcome"] == "failed" and report.data["hosts"]["a"]["changed"] == 9
     assert [p["host"] for p in report.data["plans"]] == ["a", "b"]
+    assert report.data["support_bundles"] == {"b": str(tmp_path / "run" / "support-b.tar.gz")}
 
 
 def test_this_machine_is_applied_through_a_local_inventory(
