@@ -15,7 +15,7 @@ from pytest_mock import MockerFixture
 from provision import ansible
 from provision import support as bundle
 from provision.catalog import load_catalog
-from provision.hosts import Hosts, HostSpec
+from provision.hosts import LOCALHOST, Hosts, HostSpec
 from provision.spec.loader import load_spec
 from provision.verify.bundles import write_verify_bundles
 from provision.verify.command import read_inputs
@@ -192,3 +192,17 @@ def test_a_failed_verify_bundles_the_report_facts_plan_raw_probes_and_the_play(
         write_verify_bundles(hosts, passing, {"gpu01": inputs}, load_catalog(), kept, tmp_path / "more") == {}
     )
     assert not (tmp_path / "more").exists()  # no failure, no run directory
+
+
+def test_the_detection_before_a_bundle_keeps_each_hosts_raw_outputs_under_its_name(tmp_path: Path) -> None:
+    held = HostSpec(load_spec(ROOT / "specs" / "h200-ubuntu2404.yaml"), None)
+    local = Hosts(None, {LOCALHOST: held}).keeping_raw(tmp_path)
+    assert (
+        local.save_raw == local.raw_of(tmp_path, LOCALHOST) == tmp_path / "localhost"
+    )  # detect_local's own dir
+    fleet = Hosts(tmp_path / "hosts.ini", {"gpu/01": held}).keeping_raw(tmp_path)
+    assert fleet.save_raw == tmp_path and fleet.raw_of(tmp_path, "gpu/01") == tmp_path / "gpu_01"
+    offline = Hosts(tmp_path / "hosts.ini", {"a": held}, from_raw=tmp_path / "saved")
+    assert (
+        offline.keeping_raw(tmp_path) is offline and offline.raw_of(tmp_path, "a") == tmp_path / "saved" / "a"
+    )
