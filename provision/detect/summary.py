@@ -85,7 +85,13 @@ def _rows(facts: Facts) -> list[tuple[str, str]]:
             _or_unknown(
                 facts.apt_locks,
                 lambda a: (
-                    f"pins {'present' if a.preferences else 'absent'}, "
+                    f"pins {'present' if a.preferences else 'absent'}"
+                    + (
+                        " (and in the old file apt reads too late)"
+                        if a.legacy_preferences is not None
+                        else ""
+                    )
+                    + ", "
                     f"unattended-upgrades guard {'present' if a.unattended_guard else 'absent'}"
                 ),
             ),
