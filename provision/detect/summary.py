@@ -87,7 +87,7 @@ def _rows(facts: Facts) -> list[tuple[str, str]]:
                 lambda a: (
                     f"pins {'present' if a.preferences else 'absent'}"
                     + (
-                        " (and in the old file apt reads too late)"
+                        "; old pins file present (apt reads it after NVIDIA's; apply moves it)"
                         if a.legacy_preferences is not None
                         else ""
                     )
