@@ -1,7 +1,7 @@
 """Ask the services of the host it runs on: ``systemctl is-active`` and bounded HTTP requests.
 
 Self-contained, standard library only: remote verify copies this file to each host and runs it
-there with the host's own ``python3`` (``python3 hostprobe.py JOB.json``), because the exporters
+there with the host's own ``python3`` (``python3 -I hostprobe.py JOB.json``), because the exporters
 and vLLM's server often listen on the host's loopback only; a local verify calls :func:`run` in
 process. Either way the controller parses the raw answers with the same functions
 (:func:`provision.verify.monitoring_probe.monitoring_from`,
@@ -39,6 +39,8 @@ from typing import Any
 
 SYSTEMCTL_TIMEOUT_S = 5.0
 """Seconds ``systemctl is-active`` has to answer."""
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+"""Never through a proxy from ``http_proxy``: the services asked are the host's own."""
 
 
 def is_active(units: list[str]) -> dict[str, Any]:
@@ -66,7 +68,7 @@ def fetch(url: str, timeout: float, max_bytes: int, body: Any = None) -> dict[st
     t0 = time.monotonic()
     try:
         try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:
+            with _OPENER.open(request, timeout=timeout) as response:
                 status, raw = int(response.status), response.read(max_bytes + 1)
         except urllib.error.HTTPError as exc:
             status, raw = int(exc.code), exc.read(max_bytes + 1)

@@ -14,7 +14,9 @@ exposition format is parsed by ``prometheus_client.parser``.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 from provision.catalog.monitoring import MonitoringCatalog, load_monitoring
 from provision.components.monitoring_files import local_target
@@ -62,7 +64,8 @@ class MonitoringRun(Frozen):
         targets: Prometheus's active targets, its error, or None when the spec has no Prometheus.
     """
 
-    services: dict[str, str] | Unknown
+    # Unknown first: its JSON ({"unknown": why}) is also a dict of strings (a saved file replays it).
+    services: Annotated[Unknown | dict[str, str], Field(union_mode="left_to_right")]
     exporter: Scrape
     node_exporter: Scrape
     targets: tuple[Target, ...] | Unknown | None = None

@@ -7,7 +7,7 @@ runs the collector, then runs ``<venv>/bin/python -I gpuload.py gpus ...`` as an
 the program's process group when it passes), when the host's ``nvidia-smi`` answered and the
 venv's interpreter exists. Where the host's spec has a ``serve:`` or ``monitoring:`` section, the
 play also copies :mod:`provision.verify.hostprobe` and its job (a JSON file written here,
-:func:`provision.verify.services.services_job`) and runs ``python3 hostprobe.py JOB.json`` on the
+:func:`provision.verify.services.services_job`) and runs ``python3 -I hostprobe.py JOB.json`` on the
 host, before the GPU program: vLLM's server and the exporters are asked from the host's own view
 (they often listen on its loopback only), never scraped from the controller. The controller parses
 everything with the same parsers as a local run; a probe that did not run or gave no answer fails
@@ -413,7 +413,7 @@ def _host_probe(job: str, workdir: str) -> list[dict[str, Any]]:
         {
             "name": HOST_PROBE_TASK,
             "ansible.builtin.command": {
-                "argv": [_HOST_PYTHON, f"{workdir}/hostprobe.py", f"{workdir}/hostprobe.json"]
+                "argv": [_HOST_PYTHON, "-I", f"{workdir}/hostprobe.py", f"{workdir}/hostprobe.json"]
             },
             "timeout": f"{{{{ {job}.services_timeout }}}}",
             "changed_when": False,

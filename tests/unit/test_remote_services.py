@@ -129,6 +129,7 @@ def serving_and_monitored(port: dict[str, int]) -> Spec:
     )
 
 
+REASON = Unknown(unknown="host probe: skipped")
 HELD = serving_and_monitored({"exporter": 9400, "node": 9100, "prometheus": 9090, "vllm": 8000})
 
 
@@ -168,6 +169,25 @@ def test_the_program_alone_answers_as_the_local_path_and_every_check_passes(
     assert units and all(found.pop(name) for name in units)
     assert {status for status, _ in found.values()} == {"pass"}, found
     assert {name.split("[")[0] for name in found} == set(SERVICE_CHECKS) - {"monitoring-services"}
+
+
+def test_saved_inputs_replay_the_runs_and_the_reasons(host: dict[str, Any]) -> None:
+    held: Spec = host["spec"]
+    serve, monitoring = services.collect(held.serve, held.monitoring)
+    for inputs in (
+        VerifyInputs(facts=fresh_ubuntu(), gpu_run=Unknown(unknown="x"), serve=serve, monitoring=monitoring),
+        VerifyInputs(facts=fresh_ubuntu(), gpu_run=Unknown(unknown="x"), serve=REASON, monitoring=REASON),
+    ):
+        assert VerifyInputs.model_validate_json(inputs.model_dump_json()) == inputs
+
+
+def test_a_proxy_in_the_environment_is_not_used(
+    host: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("http_proxy", "http://127.0.0.1:9")  # nothing listens on the discard port
+    monkeypatch.setenv("no_proxy", "")
+    url = f"http://127.0.0.1:{host['servers']['exporter'].server_address[1]}/metrics"
+    assert hostprobe.fetch(url, 5, 1 << 20)["status"] == 200
 
 
 def test_the_program_caps_bodies_and_says_why_nothing_came(host: dict[str, Any]) -> None:
@@ -258,6 +278,7 @@ def test_the_play_runs_the_probe_as_an_argv_with_a_deadline_only_where_asked() -
     )  # before the GPU program, whose deadline may end the host's block
     argv = probe["ansible.builtin.command"]["argv"]
     assert argv[1:] == [
+        "-I",
         "{{ provision_verify_dir.path }}/hostprobe.py",
         "{{ provision_verify_dir.path }}/hostprobe.json",
     ]
