@@ -27,12 +27,16 @@ from tests.integration.helpers import provision, write_spec
 def test_apply_reboots_the_target_then_resume_finishes_what_is_left(
     target: Target, nvidia_repo: NvidiaRepo, wheel_index: WheelIndex, tmp_path: Path, runs: Path
 ) -> None:
-    spec = write_spec(tmp_path / "spec.yaml", nvidia_repo.url, nvidia_repo, wheel_index, python=None, cuda=None)
+    spec = write_spec(
+        tmp_path / "spec.yaml", nvidia_repo.url, nvidia_repo, wheel_index, python=None, cuda=None
+    )
     first_boot = reboot.install(target)
     inv = str(target.inventory)
 
     with reboot.performing_reboots(target) as reboots:
-        applied = provision("apply", str(spec), "-i", inv, "--yes", "--reboot", "--reboot-timeout", "120", "--json")
+        applied = provision(
+            "apply", str(spec), "-i", inv, "--yes", "--reboot", "--reboot-timeout", "120", "--json"
+        )
     assert applied.exit_code == 0, applied.output
     doc = json.loads(applied.stdout)
     assert doc["outcome"] == "applied" and doc["converged"] is True
@@ -48,7 +52,9 @@ def test_apply_reboots_the_target_then_resume_finishes_what_is_left(
     # The resume: a record for the target (as apply writes one for a host waiting on its console),
     # then a change within the confirmed plan's components (a hold released), applied by resume.
     first_plan = json.loads(next(Path(doc["run_dir"]).glob("plan-target.json")).read_text())
-    consented = [s["component"] for s in first_plan["steps"] if s["action"] not in ("noop", "manual", "reboot")]
+    consented = [
+        s["component"] for s in first_plan["steps"] if s["action"] not in ("noop", "manual", "reboot")
+    ]
     assert "holds" in consented
     hosts = Hosts(target.inventory, {"target": HostSpec(load_spec(spec), str(spec))})
     resume_dir = runs / "resume-test"

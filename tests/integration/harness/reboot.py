@@ -30,15 +30,16 @@ class Reboots:
 def install(target: Target) -> str:
     """Give ``target`` its reboot command and boot id and name both in its inventory; returns the boot id."""
     script = target.root / SCRIPT
-    script.write_text(f"#!/bin/sh\n# Asks the test harness to reboot this chroot.\ntouch /run/{REBOOT_REQUEST}\n")
+    script.write_text(
+        f"#!/bin/sh\n# Asks the test harness to reboot this chroot.\ntouch /run/{REBOOT_REQUEST}\n"
+    )
     script.chmod(0o755)
     boot_id = target.root / BOOT_ID
     boot_id.parent.mkdir(parents=True, exist_ok=True)
     boot_id.write_text("first-boot\n")
     with target.inventory.open("a") as inventory:
-        inventory.write(
-            f"\n[all:vars]\nprovision_reboot_command=/{SCRIPT}\nprovision_boot_time_command='cat /{BOOT_ID}'\n"
-        )
+        inventory.write(f"\n[all:vars]\nprovision_reboot_command=/{SCRIPT}\n")
+        inventory.write(f"provision_boot_time_command='cat /{BOOT_ID}'\n")
     return "first-boot"
 
 
