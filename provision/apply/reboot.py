@@ -193,7 +193,7 @@ def reboot_phase(
             f"Rebooting {escape(', '.join(reboot))} (each has {options.timeout_s} s to come back)"
         )
         back = remote.reboot_hosts(
-            hosts.inventory, reboot, run_dir / "reboot", options.timeout_s, hosts.forks
+            hosts.inventory, reboot, run_dir / "reboot", options.timeout_s, hosts.forks, _said(view.console)
         )
         outcomes += [
             RebootOutcome(h, "not-back", f"did not come back: {why}") for h, why in back.items() if why
@@ -205,6 +205,16 @@ def reboot_phase(
     if outcomes:
         view.reboot_report(outcomes, nested)
     return phase_code(outcomes)
+
+
+def _said(console: Console) -> Callable[[str, str | None], None]:
+    """A progress line as each host's reboot ends."""
+
+    def said(host: str, why: str | None) -> None:
+        line = "back up" if why is None else f"[red]not back:[/] {escape(why)}"
+        console.print(f"  {escape(host)}: {line}", soft_wrap=True)
+
+    return said
 
 
 def phase_code(outcomes: list[RebootOutcome]) -> int:

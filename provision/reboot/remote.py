@@ -7,7 +7,7 @@ that fails or does not come back within the timeout is that host's failure, the 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from provision import ansible
@@ -20,13 +20,19 @@ server's firmware POST with several GPUs and a DKMS-built module can take minute
 
 
 def reboot_hosts(
-    inventory: Path, hosts: list[str], private_data_dir: Path, timeout_s: int, forks: int | None = None
+    inventory: Path,
+    hosts: list[str],
+    private_data_dir: Path,
+    timeout_s: int,
+    forks: int | None = None,
+    on_back: Callable[[str, str | None], None] | None = None,
 ) -> dict[str, str | None]:
     """Reboot ``hosts`` of ``inventory`` and wait for each; host -> None when it came back, else why not.
 
     Args:
         private_data_dir: ansible-runner's directory for this run (inside the apply's run directory).
         timeout_s: Seconds each host has to come back (the module's ``reboot_timeout``).
+        on_back: Called as each host's reboot ends: the host, and None or why it failed (progress).
     """
     private_data_dir.mkdir(parents=True, exist_ok=True)
     played = ansible.run_play(
@@ -37,8 +43,25 @@ def reboot_hosts(
         extravars={"provision_reboot_timeout": int(timeout_s)},
         limit=",".join(hosts),
         forks=forks,
+        on_event=_progress(on_back) if on_back is not None else None,
     )
     return outcomes(played, hosts)
+
+
+def _progress(on_back: Callable[[str, str | None], None]) -> ansible.EventHandler:
+    """An event handler calling ``on_back`` when a host's reboot task ends."""
+
+    def handle(event: ansible.Event) -> None:
+        data = event.get("event_data", {})
+        host = data.get("host")
+        if host is None or data.get("task") != REBOOT_TASK:
+            return
+        if event.get("event") == "runner_on_ok":
+            on_back(host, None)
+        elif event.get("event") in ("runner_on_failed", "runner_on_unreachable"):
+            on_back(host, ansible.failure_message(data.get("res") or {}))
+
+    return handle
 
 
 def outcomes(played: ansible.PlayResult, hosts: Iterable[str]) -> dict[str, str | None]:

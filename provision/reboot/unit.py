@@ -57,6 +57,9 @@ def unit_text(argv: tuple[str, ...], record: Path = RESUME_FILE) -> str:
         f"ConditionPathExists={_plain_path(record)}\n"
         "\n[Service]\n"
         "Type=oneshot\n"
+        # A system service gets no HOME (systemd.exec(5), "Environment Variables in Spawned
+        # Processes": set for User= only); Ansible's local connection expands ~ for its temp dir.
+        "Environment=HOME=/root LANG=C.UTF-8\n"
         f"ExecStart={exec_start(argv)}\n"
         "RemainAfterExit=no\n"
         # apt, a DKMS build and pip may take a while; the default start timeout (90 s) would kill them.

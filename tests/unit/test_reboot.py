@@ -228,11 +228,26 @@ def test_the_reboot_play_gets_the_timeout_as_data_and_only_the_hosts_to_reboot(
     tmp_path: Path, mocker: MockerFixture
 ) -> None:
     run = mocker.patch("provision.ansible.run_play", return_value=ansible.PlayResult("successful", 0))
-    remote.reboot_hosts(tmp_path / "hosts.ini", ["a", "b"], tmp_path / "reboot", 90, forks=3)
+    said: list[tuple[str, str | None]] = []
+    remote.reboot_hosts(
+        tmp_path / "hosts.ini",
+        ["a", "b"],
+        tmp_path / "reboot",
+        90,
+        forks=3,
+        on_back=lambda h, w: said.append((h, w)),
+    )
     kwargs = run.call_args.kwargs
     assert run.call_args.args[1] == "reboot.yml"
     assert kwargs["extravars"] == {"provision_reboot_timeout": 90}
     assert kwargs["limit"] == "a,b" and kwargs["forks"] == 3
+    # Progress: one line per host as its reboot task ends, nothing for other tasks.
+    kwargs["on_event"](_event("runner_on_ok", "a"))
+    kwargs["on_event"](_event("runner_on_ok", "b", task="Gathering Facts"))
+    kwargs["on_event"](
+        _event("runner_on_failed", "b", msg="Timed out waiting for last boot time check (timeout=90)")
+    )
+    assert said == [("a", None), ("b", "Timed out waiting for last boot time check (timeout=90)")]
 
 
 # --- the remote reboot flow --------------------------------------------------------------------
