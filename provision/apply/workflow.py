@@ -114,7 +114,8 @@ def apply_planned(hosts: Hosts, planned: FleetPlan, options: ApplyOptions, view:
         view.console.print("Nothing to do: Ansible was not started.")
         code = view.stopped(planned, "nothing-to-do")
         if options.reboot.enabled and not options.dry_run:
-            return code or pending_reboots(hosts, planned, options, view)
+            phase = pending_reboots(hosts, planned, options, view)  # also when another host failed
+            return code or phase
         return code
     if options.dry_run:
         view.console.print("Dry run: nothing was changed.")
@@ -144,9 +145,8 @@ def apply_planned(hosts: Hosts, planned: FleetPlan, options: ApplyOptions, view:
     if not options.reboot.enabled or result.interrupted:
         view.reboot_notice(reboot_hosts(pending, result, again))
         return code
-    return code or after_apply(
-        hosts, pending, applied, options.reboot, options.runs_dir, view, _reapply(options)
-    )
+    phase = after_apply(hosts, pending, applied, options.reboot, options.runs_dir, view, _reapply(options))
+    return code or phase  # a failure elsewhere stays the exit code; the hosts that converged still reboot
 
 
 def _reapply(options: ApplyOptions) -> Callable[[Hosts, FleetPlan, RebootView], int]:

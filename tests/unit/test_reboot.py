@@ -500,3 +500,27 @@ def test_the_single_view_reports_reboots_in_its_json() -> None:
     mok_view = SingleView(Console(record=True), JsonReport(True), "x")
     mok_view.reboot_report([phase.RebootOutcome("localhost", "mok-pending", "MOK enrollment pending")], None)
     assert mok_view.report.data["outcome"] == "resume-pending"
+
+
+def test_reboot_with_nothing_to_change_reboots_the_hosts_a_reboot_is_pending_on(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    from provision.apply.workflow import ApplyOptions, apply_planned
+    from provision.fleet.apply import FleetView
+
+    step = Step(component=Component.REBOOT, action=Action.REBOOT, reason="reboot pending (module 570 loaded)")
+    pending_reboot = DONE.model_copy(update={"steps": (step,), "reboot_required": True})
+    planned = FleetPlan({"a": HostPlan("a", None, pending_reboot), "b": HostPlan("b", None, DONE)})
+    reboots = mocker.patch("provision.reboot.remote.reboot_hosts", return_value={"a": None})
+    mocker.patch(
+        "provision.apply.reboot.plan_hosts_with_facts",
+        return_value=(FleetPlan({"a": HostPlan("a", None, DONE)}), {}),
+    )
+    run = mocker.patch("provision.apply.workflow.run")
+    view = FleetView(Console(record=True, width=200))
+    options = ApplyOptions(False, True, tmp_path, reboot=phase.RebootOptions(True, 120))
+    assert apply_planned(_hosts(["a", "b"]), planned, options, view) == 0
+    run.assert_not_called()  # Ansible's apply never started: nothing to change
+    assert reboots.call_args.args[1] == ["a"] and reboots.call_args.args[3] == 120
+    assert view.report.data["reboot"]["a"]["state"] == "rebooted"
+    assert len(list(tmp_path.iterdir())) == 1  # the reboot's own run directory
