@@ -446,7 +446,9 @@ def resume(
 
     if unit and record is not None:
         raise ProvisionError("--unit runs this machine's record; give no RECORD with it")
-    raise typer.Exit(resume_workflow(record, as_json=as_json, console=err if as_json else out))
+    raise typer.Exit(
+        resume_workflow(record, as_json=as_json, console=err if as_json else out, unit_mode=unit)
+    )
 
 
 @cli.command()

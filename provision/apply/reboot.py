@@ -41,6 +41,7 @@ from provision.errors import ProvisionError
 from provision.hosts import FleetPlan, Hosts, HostState, plan_hosts_with_facts
 from provision.plan.models import Plan
 from provision.reboot import mok, record, remote, unit
+from provision.trust import untrusted_reason
 
 RESUME_PENDING = 3
 """Exit code when a host waits for a step at its console (MOK enrollment) and no host failed."""
@@ -119,12 +120,14 @@ Reapply = Callable[[Hosts, FleetPlan, RebootView], int]
 """The apply sequence (:func:`provision.apply.workflow.apply_planned` with ``--yes``, no reboot)."""
 
 
-def preflight(hosts: Hosts, options: RebootOptions) -> None:
+def preflight(hosts: Hosts, options: RebootOptions, runs_dir: Path) -> None:
     """Refuse ``--reboot`` before anything changes when this machine's resume could not run safely.
 
     Raises:
-        ProvisionError: This machine is not run by root, has no systemd, or the resume unit would
-            run as root something a user other than root could have written (nothing was changed).
+        ProvisionError: This machine is not run by root, has no systemd, the resume unit would
+            run as root something a user other than root could have written, or another provision
+            than this one, or the runs directory (where the resume logs) is not root's alone
+            (nothing was changed).
     """
     if not options.enabled or hosts.inventory is not None:
         return
@@ -137,7 +140,7 @@ def preflight(hosts: Hosts, options: RebootOptions) -> None:
             "--reboot on this machine needs systemd as init (no /run/systemd/system); reboot by hand and "
             "run the same apply again; nothing was changed"
         )
-    if (why := unit.run_as_root_problem()) is not None:
+    if (why := unit.run_as_root_problem() or unit.other_package_problem()) is not None:
         raise ProvisionError(
             f"--reboot: the resume unit would run as root what another user could change ({why}); install "
             "provision root-owned (e.g. a venv under /opt made by root) or reboot by hand and apply again; "
@@ -146,6 +149,8 @@ def preflight(hosts: Hosts, options: RebootOptions) -> None:
     for held in hosts.specs.values():
         if held.path and (why := unit.tree_problem(Path(held.path))) is not None:
             raise ProvisionError(f"--reboot: the spec is not root's alone ({why}); nothing was changed")
+    if runs_dir.exists() and (why := untrusted_reason(runs_dir)) is not None:
+        raise ProvisionError(f"--reboot: the runs directory is not root's alone ({why}); nothing was changed")
 
 
 def after_apply(

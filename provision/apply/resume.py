@@ -37,14 +37,18 @@ from provision.apply.reboot import NO_REBOOT, RESUME_PENDING, RebootOptions, out
 from provision.apply.reboot import RebootOutcome as Outcome
 from provision.apply.views import JsonReport, SingleView, reboot_json, show_reboots
 from provision.apply.workflow import ApplyOptions, apply_planned
-from provision.errors import ProvisionError
 from provision.hosts import FleetPlan, Hosts, HostSpec, HostState, plan_hosts
 from provision.reboot import mok, record, unit
 from provision.trust import untrusted_reason
 
 
 def resume_workflow(
-    path: Path | None, *, as_json: bool, console: Console, options: RebootOptions = NO_REBOOT
+    path: Path | None,
+    *,
+    as_json: bool,
+    console: Console,
+    options: RebootOptions = NO_REBOOT,
+    unit_mode: bool = False,
 ) -> int:
     """Run the resume record at ``path`` (default: this machine's); returns the exit code.
 
@@ -52,30 +56,35 @@ def resume_workflow(
     "mok-pending" | "refused" | "failed", "record": str, "hosts": {host: {state, outcome, ok}},
     "apply": <apply --json document of the apply run> | null}``.
 
+    ``unit_mode``: run by ``provision-resume.service``; a record it cannot trust removes the
+    unit (it must not run at every boot) and is left for root to look at.
+
     Raises:
         ResumeError: No record, or one that is not trusted or was edited; its spec changed.
+        ProvisionError: Detection failed before any host was planned (the record is removed).
     """
     where = path or options.record_path
-    found = record.read_record(where)
+    try:
+        found = record.read_record(where)
+    except record.ResumeError:
+        if unit_mode:
+            unit.remove_unit(options.root)
+        raise
     doc: dict[str, Any] = {"outcome": None, "record": str(where), "hosts": {}, "apply": None}
     try:
         with _logged(found, console) as logged:
-            code = _resume(found, where, logged, options, doc)
+            code = _resume(found, where, logged, doc)
     finally:
+        if doc["outcome"] != "mok-pending":
+            _done(found, where, options)  # it ran, whatever the outcome: the unit runs once
         if as_json and doc["outcome"] is not None:
             jsonout.emit(doc)
     return code
 
 
-def _resume(
-    found: record.ResumeRecord, where: Path, console: Console, options: RebootOptions, doc: dict[str, Any]
-) -> int:
-    try:
-        spec_path = record.check_spec(found)
-        spec, _ = app.spec_from(spec_path)
-    except ProvisionError:
-        _done(found, where, options)  # a changed spec will not change back: nothing to wait for
-        raise
+def _resume(found: record.ResumeRecord, where: Path, console: Console, doc: dict[str, Any]) -> int:
+    spec_path = record.check_spec(found)
+    spec, _ = app.spec_from(spec_path)
     inventory = Path(found.inventory) if found.inventory else None
     hosts = Hosts(inventory, {h: HostSpec(spec, str(spec_path)) for h in found.hosts})
     console.print(f"Resuming the apply of {spec_path} on {', '.join(found.hosts)} (record {where})")
@@ -104,7 +113,6 @@ def _resume(
         doc["apply"] = report.data
         word = "applied the rest; converged" if code == 0 else "the rest did not converge (see above)"
         outcomes += [Outcome(h, "rebooted" if code == 0 else "failed", word) for h in go]
-    _done(found, where, options)
     failed = any(not o.ok for o in outcomes)
     ending = "failed" if failed else "resumed" if go else "nothing-to-do"
     if failed and all(o.state == "refused" for o in outcomes if not o.ok):

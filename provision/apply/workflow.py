@@ -121,7 +121,7 @@ def apply_planned(hosts: Hosts, planned: FleetPlan, options: ApplyOptions, view:
         view.console.print("Dry run: nothing was changed.")
         return view.stopped(planned, "dry-run")
     check_consent(pending, options.replace_held)
-    preflight(hosts, options.reboot)
+    preflight(hosts, options.reboot, options.runs_dir)
     confirm(options.yes, view.console)
     result = run(hosts, pending, options, view)
     # Re-plan even after a failure, so that what is left undone is said, not hidden.
@@ -167,7 +167,7 @@ def pending_reboots(hosts: Hosts, planned: FleetPlan, options: ApplyOptions, vie
     waiting = [h for h, p in plans.items() if not p.refused and mok_pending(p)]
     if not need and not waiting:
         return 0
-    preflight(hosts, options.reboot)
+    preflight(hosts, options.reboot, options.runs_dir)
     confirm(options.yes, view.console)
     run_dir = runner.new_run_dir(options.runs_dir, view.label)
     return reboot_phase(

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
 import sys
 from pathlib import Path
 
@@ -122,6 +123,30 @@ def run_as_root_problem(python: str | None = None) -> str | None:
             return f"{name}: {why}"
     if (why := tree_problem(data_dir("playbooks"))) is not None:
         return f"provision's playbooks: {why}"
+    return None
+
+
+def other_package_problem(python: str | None = None) -> str | None:
+    """Why ``<python> -I -m provision`` would not import this very provision package; or None.
+
+    ``-I`` leaves out the working directory and ``PYTHONPATH``, so a provision run from a source
+    tree that is not installed into the interpreter would be another (or none) at boot.
+    """
+    exe = python or sys.executable
+    done = subprocess.run(
+        [exe, "-I", "-c", "import provision, sys; sys.stdout.write(provision.__file__)"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+        env={"PATH": os.defpath, "LANG": "C.UTF-8"},
+    )
+    here = str(Path(__file__).resolve().parents[1] / "__init__.py")
+    found = done.stdout.strip()
+    if done.returncode != 0 or not found:
+        return f"`{exe} -I -m provision` finds no provision package (install provision into that interpreter)"
+    if str(Path(found).resolve()) != here:
+        return f"`{exe} -I -m provision` would run {found}, not this provision ({here})"
     return None
 
 

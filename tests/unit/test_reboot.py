@@ -484,11 +484,11 @@ def test_reboot_on_this_machine_is_refused_before_anything_changes_without_syste
     hosts = Hosts(None, {"localhost": HostSpec(spec(), None)})
     if os.geteuid() != 0:
         with pytest.raises(ProvisionError, match="needs root"):
-            phase.preflight(hosts, phase.RebootOptions(True))
+            phase.preflight(hosts, phase.RebootOptions(True), tmp_path)
     elif not Path("/run/systemd/system").is_dir():
         with pytest.raises(ProvisionError, match="needs systemd as init"):
-            phase.preflight(hosts, phase.RebootOptions(True))
-    phase.preflight(hosts, phase.RebootOptions(False))  # without --reboot nothing is checked
+            phase.preflight(hosts, phase.RebootOptions(True), tmp_path)
+    phase.preflight(hosts, phase.RebootOptions(False), tmp_path)  # without --reboot nothing is checked
 
 
 def test_the_single_view_reports_reboots_in_its_json() -> None:
@@ -524,3 +524,42 @@ def test_reboot_with_nothing_to_change_reboots_the_hosts_a_reboot_is_pending_on(
     assert reboots.call_args.args[1] == ["a"] and reboots.call_args.args[3] == 120
     assert view.report.data["reboot"]["a"]["state"] == "rebooted"
     assert len(list(tmp_path.iterdir())) == 1  # the reboot's own run directory
+
+
+def _fake_python(tmp_path: Path, body: str) -> str:
+    exe = tmp_path / "python"
+    exe.write_text(f"#!/bin/sh\n{body}\n")
+    exe.chmod(0o755)
+    return str(exe)
+
+
+def test_the_unit_must_import_this_very_provision(tmp_path: Path) -> None:
+    """``-I`` drops the working directory: a provision run from an uninstalled tree is not what boots."""
+    elsewhere = _fake_python(tmp_path, "printf /elsewhere/provision/__init__.py")
+    assert unit.other_package_problem(elsewhere) == (
+        f"`{elsewhere} -I -m provision` would run /elsewhere/provision/__init__.py, not this provision "
+        f"({Path(unit.__file__).resolve().parents[1] / '__init__.py'})"
+    )
+    missing = _fake_python(tmp_path, "echo 'ModuleNotFoundError: provision' >&2; exit 1")
+    assert "finds no provision package" in (unit.other_package_problem(missing) or "")
+
+
+def test_the_unit_removes_itself_when_its_record_is_not_trusted(tmp_path: Path) -> None:
+    options = _local_record(tmp_path)
+    options.record_path.chmod(0o666)
+    with pytest.raises(record.ResumeError, match="not trusted"):
+        resume_workflow(None, as_json=False, console=Console(), options=options, unit_mode=True)
+    assert not unit.installed(tmp_path) and options.record_path.exists()  # left for root to look at
+
+
+def test_a_resume_whose_spec_changed_runs_nothing_and_removes_its_record(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    options = _local_record(tmp_path)
+    found = record.read_record(options.record_path)
+    Path(found.spec_path).write_text(Path(found.spec_path).read_text() + "# edited after apply\n")
+    detect = mocker.patch("provision.apply.resume.plan_hosts")
+    with pytest.raises(record.ResumeError, match="changed since apply"):
+        resume_workflow(None, as_json=False, console=Console(), options=options, unit_mode=True)
+    detect.assert_not_called()
+    assert not options.record_path.exists() and not unit.installed(tmp_path)
