@@ -38,8 +38,8 @@ from rich.markup import escape
 
 from provision.apply.outcome import Applied, reboot_hosts
 from provision.errors import ProvisionError
-from provision.hosts import FleetPlan, Hosts, HostState, plan_hosts_with_facts
-from provision.plan.models import Plan
+from provision.hosts import FleetPlan, HostPlan, Hosts, HostState, plan_hosts_with_facts
+from provision.plan.models import Action, Plan
 from provision.reboot import mok, record, remote, unit
 from provision.trust import untrusted_reason
 
@@ -234,19 +234,7 @@ def finish(
 ) -> list[RebootOutcome]:
     """Detect and plan ``names`` again after their boot and apply what is left within the consent."""
     again, _ = plan_hosts_with_facts(hosts, names)
-    outcomes, go = [], {}
-    for host in names:
-        hp = again.hosts[host]
-        if hp.state is HostState.UNCHANGED:
-            outcomes.append(RebootOutcome(host, "rebooted", "rebooted; a fresh plan shows no changes"))
-        elif hp.state is not HostState.CHANGE or hp.plan is None:
-            outcomes.append(
-                RebootOutcome(host, "failed", f"rebooted, then {hp.state.value}: {hp.unreachable or ''}")
-            )
-        elif extra := outside_consent(hp.plan, consented.get(host, [])):
-            outcomes.append(RebootOutcome(host, "refused", f"rebooted; not applied: {extra} {_UNCONFIRMED}"))
-        else:
-            go[host] = hp
+    outcomes, go = after_boot(again, consented, "rebooted")
     if go:
         sub = dataclasses.replace(hosts, specs={h: hosts.specs[h] for h in go})
         code = reapply(sub, FleetPlan(go), view)
@@ -257,6 +245,38 @@ def finish(
 
 
 _UNCONFIRMED = "(not in the plan confirmed before the reboot: run `provision apply` to review and confirm it)"
+
+
+def after_boot(
+    again: FleetPlan, consented: dict[str, list[str]], lead: str
+) -> tuple[list[RebootOutcome], dict[str, HostPlan]]:
+    """Sort the hosts' fresh plans after their boot (pure): done, failed, refused, or left to apply.
+
+    A host whose fresh plan still asks for a reboot failed: the boot did not bring the new kernel
+    side up (a module that did not load, a kernel without it); ``lead`` starts each outcome line.
+    """
+    outcomes, go = [], {}
+    for host, hp in again.hosts.items():
+        plan = hp.plan
+        if hp.unreachable is not None or plan is None:
+            outcomes.append(RebootOutcome(host, "failed", f"{lead}, then {hp.state.value}: {hp.unreachable}"))
+        elif plan.refused:
+            first = plan.blockers[0]
+            outcomes.append(
+                RebootOutcome(host, "refused", f"{lead}; plan refused: [{first.rule}] {first.message}")
+            )
+        elif extra := outside_consent(plan, consented.get(host, [])):
+            outcomes.append(RebootOutcome(host, "refused", f"{lead}; not applied: {extra} {_UNCONFIRMED}"))
+        elif hp.state is HostState.CHANGE:
+            go[host] = hp
+        elif reboot := next((s for s in plan.steps if s.action is Action.REBOOT), None):
+            outcomes.append(RebootOutcome(host, "failed", f"{lead}, but still {reboot.reason}: {_NOT_UP}"))
+        else:
+            outcomes.append(RebootOutcome(host, "rebooted", f"{lead}; a fresh plan shows no changes"))
+    return outcomes, go
+
+
+_NOT_UP = "the boot did not bring the new kernel side up (see the kernel's log, `dmesg`, and `dkms status`)"
 
 
 def outside_consent(plan: Plan, consented: list[str]) -> str:

@@ -33,11 +33,11 @@ from typing import IO, Any, cast
 from rich.console import Console
 
 from provision import app, jsonout
-from provision.apply.reboot import NO_REBOOT, RESUME_PENDING, RebootOptions, outside_consent
+from provision.apply.reboot import NO_REBOOT, RESUME_PENDING, RebootOptions, after_boot
 from provision.apply.reboot import RebootOutcome as Outcome
 from provision.apply.views import JsonReport, SingleView, reboot_json, show_reboots
 from provision.apply.workflow import ApplyOptions, apply_planned
-from provision.hosts import FleetPlan, Hosts, HostSpec, HostState, plan_hosts
+from provision.hosts import FleetPlan, Hosts, HostSpec, plan_hosts
 from provision.reboot import mok, record, unit
 from provision.trust import untrusted_reason
 
@@ -102,7 +102,7 @@ def _resume(found: record.ResumeRecord, where: Path, console: Console, doc: dict
         return _end(
             doc, "mok-pending", [Outcome(h, "mok-pending", "MOK still not enrolled") for h in still], console
         )
-    outcomes, go = _sort(planned, list(found.consented))
+    outcomes, go = after_boot(planned, {h: list(found.consented) for h in found.hosts}, "resumed")
     report = JsonReport(False)
     if go:
         sub = dataclasses.replace(hosts, specs={h: hosts.specs[h] for h in go})
@@ -118,30 +118,6 @@ def _resume(found: record.ResumeRecord, where: Path, console: Console, doc: dict
     if failed and all(o.state == "refused" for o in outcomes if not o.ok):
         ending = "refused"
     return _end(doc, ending, outcomes, console)
-
-
-def _sort(planned: FleetPlan, consented: list[str]) -> tuple[list[Outcome], dict[str, Any]]:
-    """Each host: done already, refused (with why), or to apply (its HostPlan)."""
-    outcomes, go = [], {}
-    for host, hp in planned.hosts.items():
-        if hp.state is HostState.UNCHANGED:
-            outcomes.append(
-                Outcome(host, "rebooted", "nothing was left to do: a fresh plan shows no changes")
-            )
-        elif hp.state is not HostState.CHANGE or hp.plan is None:
-            outcomes.append(Outcome(host, "failed", f"{hp.state.value}: {hp.unreachable or ''}".rstrip(": ")))
-        elif extra := outside_consent(hp.plan, consented):
-            outcomes.append(
-                Outcome(
-                    host,
-                    "refused",
-                    f"not applied: {extra} (not in the plan confirmed before the "
-                    "reboot: run `provision apply` to review and confirm it)",
-                )
-            )
-        else:
-            go[host] = hp
-    return outcomes, go
 
 
 def _end(doc: dict[str, Any], ending: str, outcomes: list[Outcome], console: Console) -> int:

@@ -563,3 +563,33 @@ def test_a_resume_whose_spec_changed_runs_nothing_and_removes_its_record(
         resume_workflow(None, as_json=False, console=Console(), options=options, unit_mode=True)
     detect.assert_not_called()
     assert not options.record_path.exists() and not unit.installed(tmp_path)
+
+
+def test_a_host_whose_plan_still_asks_for_a_reboot_after_the_boot_failed() -> None:
+    """The module did not load (Secure Boot rejected it, a kernel without it): the boot did not take."""
+    step = Step(
+        component=Component.REBOOT, action=Action.REBOOT, reason="reboot pending: GPUs not bound to nvidia"
+    )
+    blocked = DONE.model_copy(
+        update={"blockers": (FRESH.warnings[0].model_copy(update={"severity": "blocker"}),)}
+    )
+    again = FleetPlan(
+        {
+            "a": HostPlan("a", None, DONE.model_copy(update={"steps": (step,), "reboot_required": True})),
+            "b": HostPlan("b", None, DONE),
+            "c": HostPlan("c", None, FRESH, unreachable="host unreachable: ssh: connect refused"),
+            "d": HostPlan("d", None, blocked),
+        }
+    )
+    outcomes, go = phase.after_boot(again, {}, "rebooted")
+    said = {o.host: o for o in outcomes}
+    assert said["a"].state == "failed"
+    assert said["a"].outcome.startswith(
+        "rebooted, but still reboot pending: GPUs not bound to nvidia: the boot did not bring the new kernel"
+    )
+    assert (
+        said["b"].ok
+        and said["c"].outcome == "rebooted, then unreachable: host unreachable: ssh: connect refused"
+    )
+    assert said["d"].state == "refused" and f"plan refused: [{FRESH.warnings[0].rule}]" in said["d"].outcome
+    assert go == {}
