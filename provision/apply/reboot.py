@@ -280,11 +280,8 @@ _NOT_UP = "the boot did not bring the new kernel side up (see the kernel's log, 
 
 
 def outside_consent(plan: Plan, consented: list[str]) -> str:
-    """The changes of ``plan`` whose component the confirmed plan did not change, as ``component action; ...``
-    (empty when every change was consented to), or the first blocker of a refused plan."""
-    if plan.refused:
-        first = plan.blockers[0]
-        return f"refused [{first.rule}] {first.message}"
+    """The changes of ``plan`` whose component the confirmed plan did not change, as ``component action;
+    ...`` (empty when every change was consented to)."""
     extra = [s for s in plan.changes if s.component.value not in consented]
     return "; ".join(f"{s.component.value} {s.action.value}" for s in extra)
 
