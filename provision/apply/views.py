@@ -106,7 +106,10 @@ class SingleView:
         ``resume-pending`` when one waits for its console."""
         show_reboots(outcomes, self.console)
         self.report.data["reboot"] = reboot_json(outcomes)
-        self.report.data["after_reboot"] = after.report.data if isinstance(after, SingleView) else None
+        ran = isinstance(after, SingleView) and after.report.data["outcome"] is not None
+        self.report.data["after_reboot"] = (
+            after.report.data if ran and isinstance(after, SingleView) else None
+        )
         code = phase_code(outcomes)
         if code:
             self.report.outcome("failed" if code == 1 else "resume-pending", converged=False)

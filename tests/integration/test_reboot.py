@@ -43,6 +43,7 @@ def test_apply_reboots_the_target_then_resume_finishes_what_is_left(
     assert doc["reboot"] == {
         "target": {"state": "rebooted", "outcome": "rebooted; a fresh plan shows no changes", "ok": True}
     }
+    assert doc["after_reboot"] is None  # nothing was left to apply after the boot
     assert len(reboots.boot_ids) == 1 and reboots.boot_ids[0] != first_boot
     assert (target.root / BOOT_ID).read_text().strip() == reboots.boot_ids[0]
     assert target.dpkg_status()["nvidia-open"] == ("580.95.05-1", "hold ok installed")

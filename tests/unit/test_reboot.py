@@ -593,3 +593,38 @@ def test_a_host_whose_plan_still_asks_for_a_reboot_after_the_boot_failed() -> No
     )
     assert said["d"].state == "refused" and f"plan refused: [{FRESH.warnings[0].rule}]" in said["d"].outcome
     assert go == {}
+
+
+def test_the_single_view_keeps_the_apply_after_the_boot_in_its_json(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    mocker.patch("provision.reboot.remote.reboot_hosts", return_value={"a": None})
+    left = FRESH.model_copy(update={"steps": tuple(s for s in FRESH.steps if s.component is Component.HOLDS)})
+    mocker.patch(
+        "provision.apply.reboot.plan_hosts_with_facts",
+        return_value=(FleetPlan({"a": HostPlan("a", None, left)}), {}),
+    )
+
+    def reapply(hosts: Hosts, planned: FleetPlan, view: SingleView) -> int:
+        return view.report.outcome("applied", converged=True)  # what the nested apply's view records
+
+    report = JsonReport(True)
+    report.outcome("applied", converged=True)
+    view = SingleView(Console(record=True), report, "x")
+    code = phase.reboot_phase(
+        _hosts(["a"]),
+        ["a"],
+        [],
+        {"a": CONSENTED},
+        tmp_path,
+        tmp_path,
+        phase.RebootOptions(True),
+        view,
+        reapply,  # type: ignore[arg-type]
+    )
+    assert code == 0 and report.data["outcome"] == "applied"
+    assert (
+        report.data["after_reboot"]["outcome"] == "applied"
+        and report.data["after_reboot"]["converged"] is True
+    )
+    assert report.data["reboot"]["a"]["outcome"] == "rebooted; applied the rest; converged"
