@@ -20,7 +20,8 @@ host is not rebooted. Then, per kind of host:
 
 Exit codes: 0 when every host ended converged (or its reboot is scheduled with the resume in
 place), 1 when a host failed, did not come back or was refused after the reboot, 3
-(:data:`RESUME_PENDING`) when a host waits for a console step and none failed.
+(:data:`RESUME_PENDING`) when a host waits for a console step and none failed, 130 when Ctrl-C
+stopped the reboot play.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ from provision.plan.models import Action, Plan
 from provision.reboot import mok, record, remote, unit
 from provision.trust import untrusted_reason
 
+INTERRUPTED = 130
+"""Exit code when Ctrl-C stopped the reboot play (as apply's: 128 + SIGINT)."""
 RESUME_PENDING = 3
 """Exit code when a host waits for a step at its console (MOK enrollment) and no host failed."""
 
@@ -209,6 +212,8 @@ def reboot_phase(
             outcomes += finish(hosts, returned, consented, nested, reapply)
     if outcomes:
         view.reboot_report(outcomes, nested)
+    if any(o.outcome.endswith(remote.INTERRUPTED) for o in outcomes):
+        return INTERRUPTED
     return phase_code(outcomes)
 
 

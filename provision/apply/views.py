@@ -96,7 +96,10 @@ class SingleView:
 
     def reboot_notice(self, pending: dict[str, Plan]) -> None:
         if pending:
-            self.console.print("[bold magenta]Reboot required[/] to load the new kernel modules.")
+            self.console.print(
+                "[bold magenta]Reboot required[/] to load the new kernel modules "
+                "(`apply --reboot` reboots and finishes after the boot)."
+            )
 
     def after_reboot(self) -> SingleView:
         return SingleView(self.console, JsonReport(False), self.label)

@@ -116,7 +116,8 @@ class FleetView:
         hosts = list(pending)
         if hosts:
             self.console.print(
-                f"[bold magenta]Reboot required[/] on {escape(', '.join(hosts))} to load the new modules."
+                f"[bold magenta]Reboot required[/] on {escape(', '.join(hosts))} to load the new modules "
+                "(`apply --reboot` reboots them and finishes after the boot)."
             )
 
 

@@ -14,6 +14,8 @@ from provision import ansible
 from provision.resources import data_dir
 
 REBOOT_TASK = "Reboot the host and wait until it is back"
+INTERRUPTED = "interrupted (Ctrl-C) before it was back"
+"""A host's outcome when Ctrl-C stopped the reboot play before its reboot task ended."""
 DEFAULT_TIMEOUT_S = 600
 """Seconds a host has to come back (ansible.builtin.reboot's own default, ``reboot_timeout``): a
 server's firmware POST with several GPUs and a DKMS-built module can take minutes."""
@@ -78,5 +80,5 @@ def outcomes(played: ansible.PlayResult, hosts: Iterable[str]) -> dict[str, str 
             word = "unreachable" if kind == "runner_on_unreachable" else "reboot failed"
             found[host] = f"{word}: {ansible.failure_message(data.get('res') or {})}"
     if played.interrupted:
-        return {h: found.get(h, "interrupted (Ctrl-C) during the reboot") for h in hosts}
+        return {h: found.get(h, INTERRUPTED) for h in hosts}
     return {h: found.get(h, f"no result from Ansible ({played.stdout_tail})") for h in hosts}

@@ -628,3 +628,27 @@ def test_the_single_view_keeps_the_apply_after_the_boot_in_its_json(
         and report.data["after_reboot"]["converged"] is True
     )
     assert report.data["reboot"]["a"]["outcome"] == "rebooted; applied the rest; converged"
+
+
+def test_ctrl_c_during_the_reboot_play_is_exit_130(tmp_path: Path, mocker: MockerFixture) -> None:
+    played = ansible.PlayResult("canceled", -1, events=(_event("runner_on_ok", "a"),))
+    mocker.patch("provision.ansible.run_play", return_value=played)
+    mocker.patch(
+        "provision.apply.reboot.plan_hosts_with_facts",
+        return_value=(FleetPlan({"a": HostPlan("a", None, DONE)}), {}),
+    )
+    view = Recorder()
+    code = phase.reboot_phase(
+        _hosts(["a", "b"]),
+        ["a", "b"],
+        [],
+        {},
+        tmp_path,
+        tmp_path,
+        phase.RebootOptions(True),
+        view,
+        mocker.Mock(),
+    )
+    assert code == 130
+    said = {o.host: o for o in view.reports[0][0]}
+    assert said["a"].ok and said["b"].outcome == f"did not come back: {remote.INTERRUPTED}"
