@@ -8,4 +8,4 @@ from pydantic import BaseModel, ConfigDict
 class Frozen(BaseModel):
     """Immutable, strict model: unknown keys are errors, instances are hashable values."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)

@@ -12,18 +12,21 @@ DCGM versions paired), PROM-PORTS, NODE-TEXTFILE.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from provision.catalog import Catalog
 from provision.catalog.monitoring import MonitoringCatalog, load_monitoring
 from provision.components.base import Action, Built, Component, InstallableComponent, PlanContext, Step
 from provision.components.monitoring_files import ManagedFile, managed_files
 from provision.components.steps import noop
-from provision.detect.facts import Facts, Unknown
+from provision.detect.unknown import Unknown
 from provision.findings import Finding
-from provision.pkg import PackageManager, Pin
+from provision.pkg.base import PackageManager, Pin
 from provision.spec.models import MonitoringSpec, Spec
 from provision.versions import DottedVersion
+
+if TYPE_CHECKING:
+    from provision.detect.facts import Facts
 
 DCGM_SOURCE = (
     "NVIDIA/DCGM (https://github.com/NVIDIA/DCGM); NVIDIA/DCGM#255 "

@@ -11,7 +11,7 @@ with what would fit.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from packaging.version import InvalidVersion, Version
 
@@ -19,12 +19,15 @@ from provision.catalog import Catalog
 from provision.catalog.serving import ServingData, VllmRelease, load_serving
 from provision.components.base import Action, Built, Component, InstallableComponent, PlanContext, Step
 from provision.components.steps import noop
-from provision.detect.domains.service import UnitFile
-from provision.detect.facts import Unknown, Venv
+from provision.detect.unknown import Unknown
 from provision.findings import Finding
-from provision.serving.fit import FitRequest, alternatives, compute_fit, tp_problem, valid_tp_sizes
+from provision.serving.fit import alternatives, compute_fit, tp_problem, valid_tp_sizes
 from provision.serving.unit import UNIT_PATH, ServerConfig, server_argv, unit_text
 from provision.spec.models import ServeSpec, Spec
+
+if TYPE_CHECKING:
+    from provision.detect.domains.service import UnitFile
+    from provision.serving.fit import FitRequest
 
 _TAGS = ("serve",)
 
@@ -99,6 +102,8 @@ def server_config(spec: Spec, serve: ServeSpec) -> ServerConfig:
 
 def fit_request(spec: Spec, serve: ServeSpec, catalog: Catalog) -> FitRequest | None:
     """The memory-fit question of the spec, None when the GPU model or the architecture is unknown."""
+    from provision.serving.fit import FitRequest
+
     gpu = catalog.gpu(spec.gpus.model)
     if gpu is None or serve.architecture is None:
         return None
@@ -275,6 +280,8 @@ def constraints(torch: Version | None, variant: str | None) -> tuple[str, ...]:
 
 def wheel_step(ctx: PlanContext, serve: ServeSpec, data: ServingData) -> Step:
     """Install ``vllm==<serve.vllm>`` into the venv unless it is there at that version."""
+    from provision.detect.facts import Venv
+
     venv = ctx.facts.venv
     have = venv.distributions.get("vllm") if isinstance(venv, Venv) else None
     if have is not None and _same(have, serve.vllm):
@@ -315,6 +322,8 @@ def _same(have: str, want: Version) -> bool:
 
 def unit_step(ctx: PlanContext, serve: ServeSpec, data: ServingData) -> Step:
     """Write the server's systemd unit (and restart the service) unless the unit on disk is the same."""
+    from provision.detect.domains.service import UnitFile
+
     cfg = server_config(ctx.spec, serve)
     text, argv = unit_text(cfg, data), server_argv(cfg, data)
     current = ctx.facts.vllm_unit

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from debian.debian_support import Version as DebVersion
 
-from provision.detect.facts import Facts, Package, Unknown
+from provision.detect.unknown import Unknown
 from provision.pkg.base import LockState, ManagedFiles, Pin, installed
 from provision.versions import DottedVersion
+
+if TYPE_CHECKING:
+    from provision.detect.facts import Facts, Package
 
 FILES = ManagedFiles(
     keyring="/usr/share/keyrings/provision-nvidia-cuda.gpg",
