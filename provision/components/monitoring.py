@@ -63,17 +63,23 @@ class Dcgm(InstallableComponent):
         return (dcgm_step(ctx, wanted),)
 
     def spec_rules(self, spec: Spec, catalog: Catalog) -> Iterable[Finding]:
+        if spec.monitoring is None:  # its catalog file is read only for a spec that monitors
+            return ()
         return spec_findings(spec, catalog, load_monitoring())
 
     def findings(self, ctx: PlanContext) -> Iterable[Finding]:
+        if ctx.spec.monitoring is None:
+            return
         yield from spec_findings(ctx.spec, ctx.catalog, load_monitoring())
         yield from legacy_dcgm(ctx.spec, ctx.facts, load_monitoring())
 
     def pins(self, spec: Spec, pm: PackageManager) -> tuple[Pin, ...]:
         mon = spec.monitoring
+        if mon is None:
+            return ()
         cat = load_monitoring()
-        exporter = cat.exporter_for(mon.dcgm) if mon else None
-        if mon is None or exporter is None:
+        exporter = cat.exporter_for(mon.dcgm)
+        if exporter is None:
             return ()
         return (
             Pin(
