@@ -261,7 +261,15 @@ def _build(files: _Files, directory: Path) -> Catalog:
     )
 
 
-_FILES = ("sources.yaml", "cuda.yaml", "torch.yaml", "gpus.yaml", "drivers.yaml", "repos.yaml", "packages.yaml")
+_FILES = (
+    "sources.yaml",
+    "cuda.yaml",
+    "torch.yaml",
+    "gpus.yaml",
+    "drivers.yaml",
+    "repos.yaml",
+    "packages.yaml",
+)
 
 
 def catalog_files(directory: Path) -> list[Path]:

@@ -110,7 +110,8 @@ def files_digest(directory: Path, paths: Iterable[Path]) -> str:
 
 
 def catalog_data(digest: str) -> Any:
-    """The assembled catalog's JSON data when ``prebuilt.json`` holds it for files of ``digest``, else None."""
+    """The assembled catalog's JSON data when ``prebuilt.json`` holds it for files of ``digest``,
+    else None."""
     entry = _document().get("catalog")
     if isinstance(entry, dict) and entry.get("sha256") == digest:
         return entry.get("data")

@@ -65,8 +65,9 @@ def test_an_edited_copy_is_read_file_by_file(tmp_path: Path) -> None:
     shutil.copytree(prebuilt.DATA_DIR, copy)
     gpus = copy / "gpus.yaml"
     text = gpus.read_text(encoding="utf-8")
-    assert text.count('smi_names: ["NVIDIA H200"]') == 1
-    gpus.write_text(text.replace('smi_names: ["NVIDIA H200"]', 'smi_names: ["NVIDIA H200 edited"]'), encoding="utf-8")
+    shipped, edited_line = 'smi_names: ["NVIDIA H200"]', 'smi_names: ["NVIDIA H200 edited"]'
+    assert text.count(shipped) == 1
+    gpus.write_text(text.replace(shipped, edited_line), encoding="utf-8")
     edited = load_catalog_from(copy)
     assert any("NVIDIA H200 edited" in g.smi_names for g in edited.gpus.values())
     assert edited != load_catalog_from(prebuilt.DATA_DIR)
