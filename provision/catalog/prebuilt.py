@@ -119,14 +119,12 @@ def catalog_data(digest: str) -> Any:
 
 
 def build(directory: Path = DATA_DIR) -> dict[str, Any]:
-    """The prebuilt document for every ``*.yaml`` under ``directory``: ``{format, files: {relative
-    path: {sha256, data}}, catalog: {sha256, data}}`` (``catalog``: the catalog the loader builds
-    from the YAML files, keyed by :func:`files_digest` over them).
+    """The ``files`` part of the prebuilt document for every ``*.yaml`` under ``directory``:
+    ``{relative path: {sha256, data}}`` (:mod:`provision.catalog.regenerate` adds the catalog).
 
     Raises:
         ValueError: A file's content does not survive a JSON round trip unchanged (a YAML date or a
             non-string key): quote it in the YAML.
-        CatalogError: The files do not make a valid catalog.
     """
     files: dict[str, Any] = {}
     for path in sorted(directory.rglob("*.yaml")):
@@ -140,14 +138,4 @@ def build(directory: Path = DATA_DIR) -> dict[str, Any]:
             raise ValueError(f"{path}: content changes in JSON (a date or a non-string key?); quote it")
         digest = hashlib.sha256(raw).hexdigest()
         files[path.relative_to(directory).as_posix()] = {"sha256": digest, "data": data}
-    from provision.catalog.loader import catalog_files, load_catalog_from  # the loader imports this module
-
-    catalog = load_catalog_from(directory, prebuilt=False)
-    data = catalog.model_dump(mode="json", by_alias=True)
-    digest = files_digest(directory, catalog_files(directory))
-    return {"format": FORMAT, "files": files, "catalog": {"sha256": digest, "data": data}}
-
-
-def render(directory: Path = DATA_DIR) -> str:
-    """``prebuilt.json``'s text for ``directory`` (stable: sorted files, one-space indent)."""
-    return json.dumps(build(directory), indent=1, ensure_ascii=False) + "\n"
+    return files

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 from packaging.version import InvalidVersion, Version
 
 from provision.catalog import Catalog
-from provision.catalog.serving import ServingData, VllmRelease, load_serving
 from provision.components.base import Action, Built, Component, InstallableComponent, PlanContext, Step
 from provision.components.steps import noop
 from provision.detect.unknown import Unknown
@@ -26,6 +25,7 @@ from provision.serving.unit import UNIT_PATH, ServerConfig, server_argv, unit_te
 from provision.spec.models import ServeSpec, Spec
 
 if TYPE_CHECKING:
+    from provision.catalog.serving import ServingData, VllmRelease
     from provision.detect.domains.service import UnitFile
     from provision.serving.fit import FitRequest
 
@@ -43,6 +43,8 @@ class Serve(InstallableComponent):
     verify_checks = ("serve-health", "serve-models", "serve-completion", "serve-tokens-per-second")
 
     def spec_rules(self, spec: Spec, catalog: Catalog) -> Iterable[Finding]:
+        from provision.catalog.serving import load_serving
+
         if spec.serve is None:
             return ()
         return tuple(serve_findings(spec, spec.serve, catalog, load_serving()))
@@ -52,6 +54,8 @@ class Serve(InstallableComponent):
         return self.spec_rules(ctx.spec, ctx.catalog)
 
     def plan(self, ctx: PlanContext) -> Iterable[Built]:
+        from provision.catalog.serving import load_serving
+
         serve = ctx.spec.serve
         if serve is None:
             return ()
@@ -60,6 +64,8 @@ class Serve(InstallableComponent):
         return (*((fit,) if fit else ()), wheel_step(ctx, serve, data), unit_step(ctx, serve, data))
 
     def extravars(self, ctx: PlanContext) -> dict[str, Any]:
+        from provision.catalog.serving import load_serving
+
         serve, py = ctx.spec.serve, ctx.spec.python
         if serve is None or py is None:
             return {"provision_serve": None}
@@ -157,6 +163,8 @@ def _version_findings(spec: Spec, serve: ServeSpec, catalog: Catalog, data: Serv
 
 
 def _pin_findings(spec: Spec, release: VllmRelease, catalog: Catalog) -> Iterator[Finding]:
+    from provision.catalog.serving import load_serving
+
     py = spec.python
     assert py is not None and py.torch is not None
     if py.torch != release.torch:

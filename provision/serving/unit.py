@@ -15,9 +15,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from provision.catalog.serving import ServingData
 from provision.detect.domains.service import VLLM_UNIT_PATH
+
+if TYPE_CHECKING:
+    from provision.catalog.serving import ServingData
 
 UNIT_PATH = VLLM_UNIT_PATH
 STATE_DIR = "/var/lib/provision-vllm"
