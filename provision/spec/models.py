@@ -26,7 +26,24 @@ from provision.models import Frozen
 from provision.serving.arch import ModelArchitecture
 from provision.versions import Dotted, Driver, Pep440
 
-Identifier = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,62}$")]
+_IDENTIFIER = r"[a-z0-9][a-z0-9._-]{0,62}"
+
+
+def _identifier(value: str) -> str:
+    # A pattern error ("String should match pattern '^[a-z0-9]...'") tells a user nothing; say the rule
+    # in words, and the fix when only the case is wrong (a GPU model written as on the box: "A100X").
+    if re.fullmatch(_IDENTIFIER, value):
+        return value
+    hint = f"; did you mean {value.lower()!r}?" if re.fullmatch(_IDENTIFIER, value.lower()) else ""
+    raise ValueError(
+        f"{value!r} is not a valid name: lower-case letters, digits, '.', '_' and '-', at most 63 "
+        f"characters, starting with a letter or a digit{hint}"
+    )
+
+
+Identifier = Annotated[
+    str, AfterValidator(_identifier), Field(json_schema_extra={"pattern": f"^{_IDENTIFIER}$"})
+]
 """Lower-case name safe for file names and Ansible variables."""
 
 

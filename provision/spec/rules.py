@@ -12,11 +12,13 @@ Rule ids:
     python-version-range, flavor-open-required, flavor-proprietary-required,
     driver-branch-too-new-for-arch, driver-branch-unknown, arch-min-cuda, arch-min-branch,
     os-repo-unserved, os-repo-cuda-unconfirmed, fm-without-nvswitch, fm-disabled-on-nvswitch,
-    driver-distro-unknown, driver-distro-branch, driver-distro-no-fm, driver-distro-fm-unplanned.
+    driver-distro-unknown, driver-distro-branch, driver-distro-no-fm, driver-distro-fm-unplanned,
+    cudnn-major-unpackaged.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
@@ -477,6 +479,27 @@ def fabric_manager(ctx: _Ctx) -> Iterator[Finding]:
         )
 
 
+def cudnn_major_packaged(ctx: _Ctx) -> Iterator[Finding]:
+    """``cuda.cudnn`` must be of the cuDNN major the repository packages for this CUDA major: the
+    package names carry it (``libcudnn9-cuda-13``), so "8.9" could only fail inside apt, after the
+    repository was written, with "no package matching"."""
+    cuda = ctx.spec.cuda
+    if cuda is None or cuda.cudnn is None:
+        return
+    runtime = ctx.cat.packages.cudnn(cuda.toolkit.major)[0]
+    packaged = re.match(r"libcudnn(\d+)-", runtime)
+    if packaged is None or int(packaged.group(1)) == cuda.cudnn.major:
+        return
+    yield ctx.finding(
+        "cudnn-major-unpackaged",
+        "blocker",
+        f"cuda.cudnn {cuda.cudnn} is cuDNN {cuda.cudnn.major}, but NVIDIA's repository packages cuDNN "
+        f"{packaged.group(1)} for CUDA {cuda.toolkit.major} ({runtime}); choose a cuDNN "
+        f"{packaged.group(1)}.x version",
+        ("DIG", "CUDNN-SM"),
+    )
+
+
 RULES: tuple[Rule, ...] = (
     gpu_model_known,
     cuda_release_known,
@@ -494,5 +517,6 @@ RULES: tuple[Rule, ...] = (
     os_repo,
     driver_source_distro,
     fabric_manager,
+    cudnn_major_packaged,
 )
 """Every rule, in the order findings are reported."""

@@ -279,3 +279,18 @@ def _state(proc: Path) -> str:
         return (proc / "stat").read_text().rpartition(")")[2].split()[0]
     except OSError:
         return "Z"
+
+
+def test_repository_written_but_never_indexed_is_refreshed(
+    target: Target, spec_for: Callable[..., Path], clean: dict[str, Any], runs: Path
+) -> None:
+    """The deterministic form of an apply stopped between writing the source and ``apt-get update``
+    finishing (Ctrl-C, a dropped ssh, a full disk): provision's files are exactly what the role writes,
+    so none of them changes on the next run, but apt holds no index of the repository."""
+    for name in FILES[:3]:  # pins, source, keyring: as the clean apply wrote them
+        path = target.root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(clean["files"][name])
+    indexed = target.run(["apt-get", "indextargets", "--format", "$(URI)"], check=True).stdout
+    assert "/repos/debian12/" not in indexed  # the fault really is in place: no index of the repository
+    converges(spec_for(), target, clean)

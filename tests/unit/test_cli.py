@@ -42,6 +42,16 @@ def test_validate_reports_file_line_column_and_exits_2(tmp_path: Path) -> None:
     assert "Traceback" not in result.output
 
 
+def test_a_name_in_the_wrong_case_gets_the_rule_in_words_and_the_fix(tmp_path: Path) -> None:
+    spec = tmp_path / "upper.yaml"
+    spec.write_text(Path(A100X_SPEC).read_text().replace("model: a100x", "model: A100X"))
+    result = run("validate", str(spec))
+    assert result.exit_code == 2
+    line = next(x for x in result.output.splitlines() if "gpus.model" in x)
+    assert line.startswith(f"error: {spec}:") and "did you mean 'a100x'?" in line
+    assert "pattern" not in result.output
+
+
 def test_validate_refusal_names_rule_and_source_and_exits_1() -> None:
     result = run("validate", str(ROOT / "specs" / "examples" / "impossible-a100x.yaml"))
     assert result.exit_code == 1

@@ -314,6 +314,12 @@ CASES: list[tuple[dict[str, Any], str, str, str]] = [
         "blocker",
         "nvidia-fabricmanager-580 is not planned yet",
     ),
+    (
+        {"cuda__cudnn": "8.9"},
+        "cudnn-major-unpackaged",
+        "blocker",
+        "cuda.cudnn 8.9 is cuDNN 8, but NVIDIA's repository packages cuDNN 9 for CUDA 13 (libcudnn9-cuda-13)",
+    ),
 ]
 
 
