@@ -43,10 +43,10 @@ class Serve(InstallableComponent):
     verify_checks = ("serve-health", "serve-models", "serve-completion", "serve-tokens-per-second")
 
     def spec_rules(self, spec: Spec, catalog: Catalog) -> Iterable[Finding]:
-        from provision.catalog.serving import load_serving
-
         if spec.serve is None:
             return ()
+        from provision.catalog.serving import load_serving  # only a spec that serves reads it
+
         return tuple(serve_findings(spec, spec.serve, catalog, load_serving()))
 
     def findings(self, ctx: PlanContext) -> Iterable[Finding]:
@@ -54,21 +54,21 @@ class Serve(InstallableComponent):
         return self.spec_rules(ctx.spec, ctx.catalog)
 
     def plan(self, ctx: PlanContext) -> Iterable[Built]:
-        from provision.catalog.serving import load_serving
-
         serve = ctx.spec.serve
         if serve is None:
             return ()
+        from provision.catalog.serving import load_serving
+
         data = load_serving()
         fit = fit_step(ctx.spec, serve, ctx.catalog, data)
         return (*((fit,) if fit else ()), wheel_step(ctx, serve, data), unit_step(ctx, serve, data))
 
     def extravars(self, ctx: PlanContext) -> dict[str, Any]:
-        from provision.catalog.serving import load_serving
-
         serve, py = ctx.spec.serve, ctx.spec.python
         if serve is None or py is None:
             return {"provision_serve": None}
+        from provision.catalog.serving import load_serving
+
         data = load_serving()
         return {
             "provision_serve": {
