@@ -67,6 +67,7 @@ def test_validate_loads_no_detector_planner_or_ansible() -> None:
     modules = loaded("validate", SPEC)
     assert {"provision.spec.models", "provision.components.registry"} <= modules  # it did validate
     unwanted = {"provision.detect.facts", "provision.detect.registry", "provision.plan.planner"}
+    unwanted |= {"provision.catalog.serving", "provision.catalog.monitoring"}  # no serve:, no monitoring:
     assert not (unwanted | NEVER) & modules
     assert "packaging.requirements" not in modules  # the spec lists no python.packages
 
