@@ -9,12 +9,18 @@ at exit.
 
 from __future__ import annotations
 
+import importlib
 import json
+import pkgutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
+
+import provision
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = "specs/h200-ubuntu2404.yaml"
@@ -77,3 +83,21 @@ def test_offline_plan_loads_no_ansible_and_no_http_client(as_json: bool) -> None
     modules = loaded("plan", SPEC, "--from-raw", RAW, *(["--json"] if as_json else []))
     assert {"provision.plan.planner", "provision.detect.facts"} <= modules
     assert not NEVER & modules
+
+
+def _subclasses(cls: type[BaseModel]) -> Iterator[type[BaseModel]]:
+    for sub in cls.__subclasses__():
+        yield sub
+        yield from _subclasses(sub)
+
+
+def test_every_model_builds_its_validator() -> None:
+    """``defer_build`` (provision.models.Frozen) moves a model's schema errors from import to its
+    first use; this builds every model of every module, so the suite still finds them all."""
+    for info in pkgutil.walk_packages(provision.__path__, "provision."):
+        if not info.name.endswith("__main__"):  # that one runs the CLI
+            importlib.import_module(info.name)
+    models = [c for c in _subclasses(BaseModel) if c.__module__.startswith("provision.")]
+    assert len(models) > 100
+    for model in models:
+        assert model.model_rebuild(force=True), model
