@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from debian.debian_support import Version as DebVersion
-
-from provision.detect.facts import Facts, Package, Unknown
+from provision.detect.unknown import Unknown
 from provision.pkg.base import LockState, ManagedFiles, Pin, installed
 from provision.versions import DottedVersion
+
+if TYPE_CHECKING:
+    from provision.detect.facts import Facts, Package
 
 FILES = ManagedFiles(
     keyring="/usr/share/keyrings/provision-nvidia-cuda.gpg",
@@ -40,9 +42,13 @@ class Apt:
     repair_command = "apt-get --fix-broken install"
 
     def upstream(self, version: str) -> str:
+        from debian.debian_support import Version as DebVersion  # ~6 ms: only when planning
+
         return DebVersion(version).upstream_version or version
 
     def compare(self, a: str, b: str) -> int:
+        from debian.debian_support import Version as DebVersion  # ~6 ms: only when planning
+
         va, vb = DebVersion(a), DebVersion(b)
         return (va > vb) - (va < vb)
 
