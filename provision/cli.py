@@ -367,20 +367,38 @@ def apply(
             "as a removal or a hold release); the spec's driver.replace_held does the same.",
         ),
     ] = False,
+    reboot: Annotated[
+        bool,
+        typer.Option(
+            "--reboot",
+            help="Reboot the hosts whose new kernel side needs it and finish the apply after the boot "
+            "(remote hosts: Ansible's reboot module; this machine: a one-shot provision-resume.service, "
+            "reboot in one minute). A pending MOK enrollment stops with the console steps instead.",
+        ),
+    ] = False,
+    reboot_timeout: Annotated[
+        int,
+        typer.Option(
+            "--reboot-timeout", min=30, max=7200, help="Seconds a remote host has to come back (default 600)."
+        ),
+    ] = 600,
 ) -> None:
     """Install and pin the stack as planned, through Ansible; a second apply changes nothing.
 
     With an inventory (-i) and no SPEC, or a fleet file, hosts run in parallel, each with its own
-    spec; a failed or unreachable host is reported and the others finish (exit 1).
+    spec; a failed or unreachable host is reported and the others finish (exit 1). With --reboot,
+    exit 3 means a host waits for a step at its console (MOK enrollment).
     """
     from provision import app as workflow
     from provision.apply import runner
+    from provision.apply.reboot import RebootOptions
     from provision.apply.workflow import apply_workflow
     from provision.fleet import commands as fleet_commands
 
+    reboots = RebootOptions(reboot, reboot_timeout)
     if fleet_commands.fleet_mode(spec, inventory, fleet):
         options = fleet_commands.FleetOptions(
-            dry_run, yes, runs_dir or runner.default_runs_dir(), forks, replace_held
+            dry_run, yes, runs_dir or runner.default_runs_dir(), forks, replace_held, reboots
         )
         hosts = fleet_commands.resolve(spec, inventory, fleet, limit, forks=forks)
         raise typer.Exit(fleet_commands.apply_command(hosts, options, err if as_json else out, as_json))
@@ -395,7 +413,41 @@ def apply(
             runs_dir=runs_dir or runner.default_runs_dir(),
             console=err if as_json else out,  # with --json, stdout carries only the JSON report
             replace_held=replace_held,
+            reboot=reboots,
         )
+    )
+
+
+@cli.command()
+@user_errors()
+def resume(
+    record: Annotated[
+        Path | None,
+        typer.Argument(
+            help="A resume record (default: this machine's, /var/lib/provision/resume.json; a remote "
+            "host's waiting on its console is in the apply's run directory)."
+        ),
+    ] = None,
+    *,
+    as_json: JsonOpt = False,
+    unit: Annotated[
+        bool,
+        typer.Option("--unit", help="Run as provision-resume.service does: this machine's record only."),
+    ] = False,
+) -> None:
+    """Finish, after the reboot, an apply run with --reboot: detect again, apply what is left.
+
+    Applies only changes of the components the confirmed plan changed (anything else is refused, to be
+    reviewed with apply); stops again while a MOK enrollment is pending (exit 3). The record (and
+    this machine's unit) is removed when it has run. Its log: resume.log in the apply's run directory.
+    """
+    from provision.apply.resume import resume_workflow
+    from provision.errors import ProvisionError
+
+    if unit and record is not None:
+        raise ProvisionError("--unit runs this machine's record; give no RECORD with it")
+    raise typer.Exit(
+        resume_workflow(record, as_json=as_json, console=err if as_json else out, unit_mode=unit)
     )
 
 

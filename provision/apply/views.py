@@ -16,6 +16,7 @@ from rich.markup import escape
 
 from provision import jsonout
 from provision.apply.outcome import Applied, steps
+from provision.apply.reboot import RESUME_PENDING, RebootOutcome, RebootView, phase_code
 from provision.hosts import FleetPlan
 from provision.plan.models import Plan
 from provision.plan.render import render_plan
@@ -41,6 +42,8 @@ class JsonReport:
     def outcome(self, outcome: str, *, converged: bool) -> int:
         """Record the outcome; returns its exit code (0 for nothing-to-do, dry-run, applied)."""
         self.data.update(outcome=outcome, converged=converged)
+        if outcome == "resume-pending":
+            return RESUME_PENDING
         return 0 if outcome in ("nothing-to-do", "dry-run", "applied") else 1
 
     def emit(self) -> None:
@@ -95,7 +98,38 @@ class SingleView:
 
     def reboot_notice(self, pending: dict[str, Plan]) -> None:
         if pending:
-            self.console.print("[bold magenta]Reboot required[/] to load the new kernel modules.")
+            self.console.print(
+                "[bold magenta]Reboot required[/] to load the new kernel modules "
+                "(`apply --reboot` reboots and finishes after the boot)."
+            )
+
+    def after_reboot(self) -> SingleView:
+        return SingleView(self.console, JsonReport(False), self.label)
+
+    def reboot_report(self, outcomes: list[RebootOutcome], after: RebootView | None) -> None:
+        """One line per host; the JSON's ``outcome`` becomes ``failed`` when a host failed there, or
+        ``resume-pending`` when one waits for its console."""
+        show_reboots(outcomes, self.console)
+        self.report.data["reboot"] = reboot_json(outcomes)
+        ran = isinstance(after, SingleView) and after.report.data["outcome"] is not None
+        self.report.data["after_reboot"] = (
+            after.report.data if ran and isinstance(after, SingleView) else None
+        )
+        code = phase_code(outcomes)
+        if code:
+            self.report.outcome("failed" if code == 1 else "resume-pending", converged=False)
+
+
+def show_reboots(outcomes: list[RebootOutcome], console: Console) -> None:
+    """``host: outcome`` per host, red when it failed."""
+    for o in outcomes:
+        style = "green" if o.ok else "magenta" if o.state == "mok-pending" else "red"
+        console.print(f"{escape(o.host)}: [{style}]{escape(o.outcome)}[/]", soft_wrap=True)
+
+
+def reboot_json(outcomes: list[RebootOutcome]) -> dict[str, dict[str, Any]]:
+    """``{host: {state, outcome, ok}}``."""
+    return {o.host: {"state": o.state, "outcome": o.outcome, "ok": o.ok} for o in outcomes}
 
 
 def not_converged(planned: FleetPlan, applied: Applied) -> dict[str, str]:

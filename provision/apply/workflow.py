@@ -18,11 +18,13 @@ not converged, 130 interrupted by Ctrl-C (see README, "Exit codes").
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, cast
 
 from rich.console import Console
 
@@ -31,6 +33,15 @@ from provision.apply import runner
 from provision.apply.bundles import write_apply_bundles
 from provision.apply.outcome import Applied, outcome, reached, reboot_hosts
 from provision.apply.progress import Progress
+from provision.apply.reboot import (
+    NO_REBOOT,
+    RebootOptions,
+    RebootOutcome,
+    RebootView,
+    after_apply,
+    preflight,
+    reboot_phase,
+)
 from provision.apply.views import JsonReport, SingleView, Stop
 from provision.components.driver import needs_consent
 from provision.detect.facts import Facts
@@ -38,6 +49,7 @@ from provision.errors import ProvisionError
 from provision.hosts import FleetPlan, Hosts, HostSpec, one_spec, plan_facts, plan_hosts_with_facts
 from provision.lock.record import record_locks, show_recorded
 from provision.plan.models import Plan
+from provision.reboot.mok import mok_pending
 
 INTERRUPTED = 130
 """Exit code after Ctrl-C stopped the Ansible run (128 + SIGINT, the shell's convention)."""
@@ -53,6 +65,7 @@ class ApplyOptions:
         runs_dir: Where the run directory goes.
         forks: Hosts Ansible works on at once (None: Ansible's default, 5).
         replace_held: Consent to replace an installed, held driver (``--replace-held``).
+        reboot: ``--reboot`` and its timeout (:mod:`provision.apply.reboot`).
     """
 
     dry_run: bool
@@ -60,6 +73,7 @@ class ApplyOptions:
     runs_dir: Path
     forks: int | None = None
     replace_held: bool = False
+    reboot: RebootOptions = NO_REBOOT
 
 
 class ApplyView(Protocol):
@@ -81,6 +95,12 @@ class ApplyView(Protocol):
     def reboot_notice(self, pending: dict[str, Plan]) -> None:
         """Say that the hosts of ``pending`` need a reboot (those whose run changed the kernel side)."""
 
+    def after_reboot(self) -> RebootView:
+        """A view of the same form for the apply after the reboot (its report kept, not printed)."""
+
+    def reboot_report(self, outcomes: list[RebootOutcome], after: RebootView | None) -> None:
+        """Show each host's reboot outcome and keep it (and ``after``'s report) in the JSON document."""
+
 
 def apply_planned(hosts: Hosts, planned: FleetPlan, options: ApplyOptions, view: ApplyView) -> int:
     """Apply ``planned`` to ``hosts``: the one apply sequence; returns the exit code.
@@ -94,11 +114,16 @@ def apply_planned(hosts: Hosts, planned: FleetPlan, options: ApplyOptions, view:
     pending = planned.pending
     if not pending:
         view.console.print("Nothing to do: Ansible was not started.")
-        return view.stopped(planned, "nothing-to-do")
+        code = view.stopped(planned, "nothing-to-do")
+        if options.reboot.enabled and not options.dry_run:
+            phase = pending_reboots(hosts, planned, options, view)  # also when another host failed
+            return code or phase
+        return code
     if options.dry_run:
         view.console.print("Dry run: nothing was changed.")
         return view.stopped(planned, "dry-run")
     check_consent(pending, options.replace_held)
+    preflight(hosts, options.reboot, options.runs_dir)
     confirm(options.yes, view.console)
     result = run(hosts, pending, options, view)
     applied, after = after_run(hosts, planned, result)
@@ -116,8 +141,37 @@ def apply_planned(hosts: Hosts, planned: FleetPlan, options: ApplyOptions, view:
         for host, bundle in applied.bundles.items():
             view.console.print(f"Support bundle for {host} (mode 0600, secrets redacted): {bundle}")
     view.console.print(f"Run directory (logs, plans, Ansible artifacts): {result.run_dir}")
-    view.reboot_notice(reboot_hosts(pending, result, again))
-    return code
+    if not options.reboot.enabled or result.interrupted:
+        view.reboot_notice(reboot_hosts(pending, result, again))
+        return code
+    phase = after_apply(hosts, pending, applied, options.reboot, options.runs_dir, view, _reapply(options))
+    return code or phase  # a failure elsewhere stays the exit code; the hosts that converged still reboot
+
+
+def _reapply(options: ApplyOptions) -> Callable[[Hosts, FleetPlan, RebootView], int]:
+    """The apply sequence for what is left after a reboot: confirmed already, no second reboot."""
+    after = dataclasses.replace(options, yes=True, dry_run=False, reboot=NO_REBOOT)
+
+    def reapply(hosts: Hosts, planned: FleetPlan, view: RebootView) -> int:
+        return apply_planned(hosts, planned, after, cast(ApplyView, view))
+
+    return reapply
+
+
+def pending_reboots(hosts: Hosts, planned: FleetPlan, options: ApplyOptions, view: ApplyView) -> int:
+    """``--reboot`` when nothing is left to change but a reboot (or a console step) is still pending:
+    an earlier apply without ``--reboot``, or one interrupted before its reboot."""
+    plans = {h: hp.plan for h, hp in planned.hosts.items() if hp.plan is not None and hp.unreachable is None}
+    need = [h for h, p in plans.items() if not p.refused and p.reboot_required]
+    waiting = [h for h, p in plans.items() if not p.refused and mok_pending(p)]
+    if not need and not waiting:
+        return 0
+    preflight(hosts, options.reboot, options.runs_dir)
+    confirm(options.yes, view.console)
+    run_dir = runner.new_run_dir(options.runs_dir, view.label)
+    return reboot_phase(
+        hosts, need, waiting, {}, run_dir, options.runs_dir, options.reboot, view, _reapply(options)
+    )
 
 
 def after_run(
@@ -194,6 +248,7 @@ def apply_workflow(
     runs_dir: Path,
     console: Console,
     replace_held: bool = False,
+    reboot: RebootOptions = NO_REBOOT,
 ) -> int:
     """Run ``provision apply`` for a spec or saved plan at ``path``; returns the exit code.
 
@@ -203,7 +258,9 @@ def apply_workflow(
     | "interrupted",
     "converged": bool, "run_dir": str | None, "hosts": {host: {ok, changed, failed, unreachable,
     failures}}, "plans": [Plan, ...], "support_bundles": {host: path}}`` (``support_bundles``: one
-    archive per host that failed, :mod:`provision.support`; empty when none did).
+    archive per host that failed, :mod:`provision.support`; empty when none did); with ``--reboot``
+    also ``"reboot": {host: {state, outcome, ok}}`` and ``"after_reboot"``: the same document for the
+    apply after the reboot, or None.
     """
     report = JsonReport(as_json)
     try:
@@ -215,7 +272,7 @@ def apply_workflow(
             # The saved plan is applied only when planning now gives exactly it (host included).
             plans = planned.plans
             app.check_drift(saved, plans[saved.host] if saved.host in plans else next(iter(plans.values())))
-        options = ApplyOptions(dry_run, yes, runs_dir, target.forks, replace_held)
+        options = ApplyOptions(dry_run, yes, runs_dir, target.forks, replace_held, reboot)
         return apply_planned(hosts, planned, options, SingleView(console, report, spec.name))
     finally:
         report.emit()

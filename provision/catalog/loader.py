@@ -35,12 +35,12 @@ from provision.catalog.models import (
     TorchRelease,
 )
 from provision.catalog.packages import PackageNaming
-from provision.catalog.prebuilt import DATA_DIR, read_data
+from provision.catalog.prebuilt import DATA_DIR, catalog_data, files_digest, read_data
 from provision.errors import CatalogError
 from provision.models import Frozen
 from provision.versions import DottedVersion
 
-__all__ = ["DATA_DIR", "load_catalog", "load_catalog_from"]
+__all__ = ["DATA_DIR", "catalog_files", "load_catalog", "load_catalog_from"]
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -261,13 +261,40 @@ def _build(files: _Files, directory: Path) -> Catalog:
     )
 
 
-def load_catalog_from(directory: Path) -> Catalog:
+_FILES = (
+    "sources.yaml",
+    "cuda.yaml",
+    "torch.yaml",
+    "gpus.yaml",
+    "drivers.yaml",
+    "repos.yaml",
+    "packages.yaml",
+)
+
+
+def catalog_files(directory: Path) -> list[Path]:
+    """The files a catalog is built from: the tables, then ``components/*.yaml`` sorted."""
+    return [directory / name for name in _FILES] + sorted((directory / "components").glob("*.yaml"))
+
+
+def load_catalog_from(directory: Path, *, prebuilt: bool = True) -> Catalog:
     """Load and validate the catalog files in ``directory`` (uncached; tests use it on edited copies).
+
+    With ``prebuilt`` (the default), files identical to the shipped ones are served from the
+    catalog assembled in ``prebuilt.json`` (:mod:`provision.catalog.prebuilt`), validated by the
+    one :class:`Catalog` model; anything else is read file by file.
 
     Raises:
         CatalogError: Naming the file and the problem, for unreadable YAML, a row failing its model,
             an undefined source key, a duplicate id or a torch variant without an arch list.
     """
+    if prebuilt:
+        data = catalog_data(files_digest(directory, catalog_files(directory)))
+        if data is not None:
+            try:
+                return Catalog.model_validate(data)
+            except ValidationError:  # models changed since prebuilt.json was written: read the files
+                pass
     files = _read_all(directory)
     _check(files)
     return _build(files, directory)

@@ -13,16 +13,19 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from provision.catalog import Catalog, Flavor
-from provision.detect.facts import Facts, Package
 from provision.findings import Finding
-from provision.invariants.base import Verdict
 from provision.models import Frozen
-from provision.pkg import PackageManager, Pin, numeric_upstream
+from provision.pkg.base import numeric_upstream
 from provision.spec.models import Spec
 from provision.versions import DottedVersion
+
+if TYPE_CHECKING:
+    from provision.detect.facts import Facts, Package
+    from provision.invariants.base import Verdict
+    from provision.pkg.base import PackageManager, Pin
 
 
 class Action(StrEnum):

@@ -4,11 +4,15 @@ driver: FF-08; catalog ``packages.yaml``)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from provision.components.base import Action, Built, Component, InstallableComponent, PlanContext, Step
 from provision.components.steps import noop
-from provision.detect.facts import CudaToolkits, Unknown
+from provision.detect.unknown import Unknown
 from provision.versions import DottedVersion
+
+if TYPE_CHECKING:
+    from provision.detect.facts import CudaToolkits
 
 TAGS = ("repository", "packages")
 

@@ -17,11 +17,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from provision.catalog import Catalog
 from provision.catalog.models import DistroArchive
-from provision.detect.facts import Facts, Unknown
+from provision.detect.unknown import Unknown
 from provision.spec.models import Spec
+
+if TYPE_CHECKING:
+    from provision.detect.facts import Facts
 
 _ABI_FLAVOUR = re.compile(r"^\d+\.\d+\.\d+-\d+-(?P<flavour>[a-z][a-z0-9-]*)$")
 """Ubuntu's ``uname -r``: ``6.8.0-151-generic`` -> base flavour ``generic``."""

@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from provision.components.base import Action, Built, Component, InstallableComponent, PlanContext, Step
 from provision.components.driver import uses_dkms
 from provision.components.steps import noop
-from provision.detect.facts import Kernel, Unknown
+from provision.detect.unknown import Unknown
 from provision.fieldfailures import ff_ref
 from provision.findings import Finding
+
+if TYPE_CHECKING:
+    from provision.detect.facts import Kernel
 
 
 class Dkms(InstallableComponent):

@@ -16,10 +16,10 @@ from provision.catalog import Catalog
 from provision.components.base import Action, Built, Component, InstallableComponent, PlanContext, Step
 from provision.components.distro import DistroDriver, archive_for, distro_driver
 from provision.components.steps import change_action, noop
-from provision.detect.facts import LoadedDriver, Unknown
+from provision.detect.unknown import Unknown
 from provision.fieldfailures import ff_ref
 from provision.findings import Finding
-from provision.pkg import PackageManager, Pin, name_regex
+from provision.pkg.base import PackageManager, Pin, name_regex
 from provision.spec.models import Spec
 
 TAGS = ("repository", "packages")
@@ -359,6 +359,8 @@ def needs_consent(step: Step) -> bool:
 
 def _other(ctx: PlanContext) -> str:
     """Describe what is there when the wanted meta-package is not: another flavour or nothing."""
+    from provision.detect.facts import LoadedDriver
+
     driver = ctx.facts.driver
     if isinstance(driver, LoadedDriver):
         return f"{driver.version} ({driver.flavor}, loaded)"

@@ -10,15 +10,19 @@ field failures FF-02 to FF-05 (docs/field-failures.md).
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
 
 from provision.catalog import Catalog
 from provision.components.base import Action, Built, Component, InstallableComponent, PlanContext, Step
 from provision.components.steps import change_action, noop
-from provision.detect.facts import Facts, Unknown
+from provision.detect.unknown import Unknown
 from provision.fieldfailures import ff_ref
 from provision.findings import Finding
 from provision.spec.models import Spec
 from provision.versions import DriverVersion
+
+if TYPE_CHECKING:
+    from provision.detect.facts import Facts
 
 SOURCE = (
     "NVIDIA Fabric Manager User Guide (https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/); "

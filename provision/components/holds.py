@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from provision.components.base import Action, Built, Component, InstallableComponent, PlanContext, Step
 from provision.components.distro import hold_patterns
 from provision.components.steps import noop
-from provision.detect.facts import Facts, Unknown
-from provision.pkg import name_regex
+from provision.detect.unknown import Unknown
+from provision.pkg.base import name_regex
+
+if TYPE_CHECKING:
+    from provision.detect.facts import Facts
 
 
 class Holds(InstallableComponent):

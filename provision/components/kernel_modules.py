@@ -12,14 +12,16 @@ Sources: NVIDIA Driver Installation Guide, "Disabling Nouveau"; modprobe.d(5); u
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from provision.components.base import Action, Built, Component, InstallableComponent, PlanContext, Step
 from provision.components.steps import noop
-from provision.detect.facts import Facts, NouveauState, Unknown
-from provision.invariants.base import Verdict
-from provision.invariants.binding import PASSTHROUGH_DRIVERS, BootEffect, GpuBound, blacklist_modules, holders
+from provision.detect.unknown import Unknown
 from provision.spec.models import Spec
+
+if TYPE_CHECKING:
+    from provision.detect.facts import Facts, NouveauState
+    from provision.invariants.base import Verdict
 
 NOUVEAU_PATH = "/etc/modprobe.d/provision-blacklist-nouveau.conf"
 _HEADER = "# Managed by provision: in-kernel drivers that claim NVIDIA GPUs before nvidia.ko.\n"
@@ -57,11 +59,15 @@ class KernelModules(InstallableComponent):
 
 def wanted_blacklist(spec: Spec, facts: Facts) -> tuple[str, ...]:
     """The modules provision's blacklist file names: those from the facts, else nouveau."""
+    from provision.invariants.binding import blacklist_modules
+
     return blacklist_modules(facts, spec.gpus.binding) or ("nouveau",)
 
 
 def kernel_modules_step(ctx: PlanContext) -> Step:
     """The step for the binding and boot-time invariants; nouveau's state when binding is unread."""
+    from provision.invariants.binding import BootEffect, GpuBound
+
     spec, facts = ctx.spec, ctx.facts
     bound, boot = ctx.verdicts[GpuBound.id], ctx.verdicts[BootEffect.id]
     if bound.status == "unknown":
@@ -81,6 +87,8 @@ def kernel_modules_step(ctx: PlanContext) -> Step:
 
 def _unblacklisted(spec: Spec, facts: Facts) -> list[str]:
     """The drivers holding a GPU now that no modprobe.d file blacklists yet."""
+    from provision.invariants.binding import PASSTHROUGH_DRIVERS, holders
+
     state = facts.nouveau
     held = {d.replace("-", "_") for d in holders(facts, spec.gpus.binding).values()} - PASSTHROUGH_DRIVERS
     wanted = [m for m in wanted_blacklist(spec, facts) if m in held or _loaded_nouveau(state, m)]
@@ -139,6 +147,8 @@ def binding_reboot(ctx: PlanContext) -> Step | None:
     """A reboot step when nothing is left to change but the GPUs are not yet bound as they will be
     after a boot: the holding driver is blacklisted in the initramfs, or nvidia.ko is installed and
     not loaded (the verdict says a reboot binds them)."""
+    from provision.invariants.binding import BootEffect, GpuBound
+
     spec, bound = ctx.spec, ctx.verdicts[GpuBound.id]
     if not bound.reboots or _unblacklisted(spec, ctx.facts) or ctx.verdicts[BootEffect.id].violated:
         return None

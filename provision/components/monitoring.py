@@ -12,18 +12,21 @@ DCGM versions paired), PROM-PORTS, NODE-TEXTFILE.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from provision.catalog import Catalog
-from provision.catalog.monitoring import MonitoringCatalog, load_monitoring
 from provision.components.base import Action, Built, Component, InstallableComponent, PlanContext, Step
 from provision.components.monitoring_files import ManagedFile, managed_files
 from provision.components.steps import noop
-from provision.detect.facts import Facts, Unknown
+from provision.detect.unknown import Unknown
 from provision.findings import Finding
-from provision.pkg import PackageManager, Pin
+from provision.pkg.base import PackageManager, Pin
 from provision.spec.models import MonitoringSpec, Spec
 from provision.versions import DottedVersion
+
+if TYPE_CHECKING:
+    from provision.catalog.monitoring import MonitoringCatalog
+    from provision.detect.facts import Facts
 
 DCGM_SOURCE = (
     "NVIDIA/DCGM (https://github.com/NVIDIA/DCGM); NVIDIA/DCGM#255 "
@@ -37,6 +40,13 @@ PORTS_SOURCE = (
 )
 _PKG_TAGS = ("repository", "packages")
 _ROLE_TAGS = ("monitoring",)
+
+
+def _monitoring_catalog() -> MonitoringCatalog:
+    """``data/monitoring.yaml``, loaded on first use: only a spec that monitors reads it."""
+    from provision.catalog.monitoring import load_monitoring
+
+    return load_monitoring()
 
 
 class Dcgm(InstallableComponent):
@@ -54,23 +64,29 @@ class Dcgm(InstallableComponent):
         mon = ctx.spec.monitoring
         if mon is None:
             return ()
-        wanted = dcgm_wanted(ctx.spec, ctx.catalog, load_monitoring())
+        wanted = dcgm_wanted(ctx.spec, ctx.catalog, _monitoring_catalog())
         if wanted is None:
             return ()  # refused by spec_findings, which findings() reports
         return (dcgm_step(ctx, wanted),)
 
     def spec_rules(self, spec: Spec, catalog: Catalog) -> Iterable[Finding]:
-        return spec_findings(spec, catalog, load_monitoring())
+        if spec.monitoring is None:  # its catalog file is read only for a spec that monitors
+            return ()
+        return spec_findings(spec, catalog, _monitoring_catalog())
 
     def findings(self, ctx: PlanContext) -> Iterable[Finding]:
-        yield from spec_findings(ctx.spec, ctx.catalog, load_monitoring())
-        yield from legacy_dcgm(ctx.spec, ctx.facts, load_monitoring())
+        if ctx.spec.monitoring is None:
+            return
+        yield from spec_findings(ctx.spec, ctx.catalog, _monitoring_catalog())
+        yield from legacy_dcgm(ctx.spec, ctx.facts, _monitoring_catalog())
 
     def pins(self, spec: Spec, pm: PackageManager) -> tuple[Pin, ...]:
         mon = spec.monitoring
-        cat = load_monitoring()
-        exporter = cat.exporter_for(mon.dcgm) if mon else None
-        if mon is None or exporter is None:
+        if mon is None:
+            return ()
+        cat = _monitoring_catalog()
+        exporter = cat.exporter_for(mon.dcgm)
+        if exporter is None:
             return ()
         return (
             Pin(
@@ -229,13 +245,13 @@ class Monitoring(InstallableComponent):
         if mon is None:
             return
         yield from no_nvidia_gpus(ctx.facts)
-        yield from ports_taken(mon, ctx.facts, load_monitoring())
+        yield from ports_taken(mon, ctx.facts, _monitoring_catalog())
 
     def extravars(self, ctx: PlanContext) -> dict[str, Any]:
         mon = ctx.spec.monitoring
         if mon is None or Component.MONITORING not in ctx.changing():
             return {"provision_monitoring": None}
-        cat = load_monitoring()
+        cat = _monitoring_catalog()
         services = [cat.dcgm.service, cat.exporter.service, cat.node_exporter.service]
         return {
             "provision_monitoring": {
@@ -255,7 +271,7 @@ def distro_packages(mon: MonitoringSpec, cat: MonitoringCatalog) -> tuple[str, .
 def distro_packages_step(ctx: PlanContext, mon: MonitoringSpec) -> Step:
     """Install the distribution's node exporter (and Prometheus) when absent; any version the
     distribution ships (they are not part of the held NVIDIA stack, so security updates reach them)."""
-    wanted = distro_packages(mon, load_monitoring())
+    wanted = distro_packages(mon, _monitoring_catalog())
     missing = tuple(p for p in wanted if ctx.installed(p) is None)
     if not missing:
         versions = ", ".join(f"{p} {pkg.version}" for p in wanted if (pkg := ctx.installed(p)))
@@ -276,7 +292,7 @@ def _fleet_hosts(ctx: PlanContext) -> tuple[str, ...]:
 
 
 def _files(ctx: PlanContext, mon: MonitoringSpec) -> tuple[ManagedFile, ...]:
-    return managed_files(mon, load_monitoring(), _fleet_hosts(ctx))
+    return managed_files(mon, _monitoring_catalog(), _fleet_hosts(ctx))
 
 
 def files_step(ctx: PlanContext, mon: MonitoringSpec) -> Step:

@@ -19,10 +19,13 @@ import hashlib
 import io
 from dataclasses import dataclass
 from ipaddress import ip_address
+from typing import TYPE_CHECKING
 
-from provision.catalog.monitoring import MonitoringCatalog
 from provision.resources import data_dir
 from provision.spec.models import MonitoringSpec
+
+if TYPE_CHECKING:
+    from provision.catalog.monitoring import MonitoringCatalog
 
 HEADER = (
     "# Managed by provision (spec section monitoring:); changes here are overwritten by provision apply.\n"

@@ -8,20 +8,19 @@ is never taken by accident (FF-09; PyTorch wheel index ``https://download.pytorc
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
-
-from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
+from typing import TYPE_CHECKING, Any
 
 from provision.catalog import Catalog
 from provision.components.base import Action, Built, Component, InstallableComponent, PlanContext, Step
 from provision.components.steps import noop
-from provision.detect.facts import Facts, Torch, Venv
 from provision.findings import Finding
-from provision.invariants.cuda_world import foreign_wheels, torch_cuda
 from provision.spec.models import PythonSpec
 from provision.versions import DottedVersion
+
+if TYPE_CHECKING:
+    from packaging.requirements import Requirement
+
+    from provision.detect.facts import Facts
 
 _TAGS = ("python",)
 
@@ -60,6 +59,8 @@ class PythonEnv(InstallableComponent):
 def venv_step(py: PythonSpec, facts: Facts) -> Step | Finding:
     """Create the venv unless one with the spec's interpreter exists (never deletes one); repair one
     whose interpreter or pip is missing (an interrupted creation) by running ``venv`` over it again."""
+    from provision.detect.facts import Venv
+
     found = _venv_python(py, facts)
     missing = facts.venv.missing_parts() if isinstance(facts.venv, Venv) else ()
     if found is not None and missing:
@@ -98,6 +99,8 @@ def venv_step(py: PythonSpec, facts: Facts) -> Step | Finding:
 
 
 def _venv_python(py: PythonSpec, facts: Facts) -> DottedVersion | None:
+    from provision.detect.facts import Torch, Venv
+
     if isinstance(facts.venv, Venv) and facts.venv.python is not None:
         return facts.venv.python
     if isinstance(facts.torch, Torch) and facts.torch.venv == py.venv and facts.torch.python:
@@ -108,6 +111,9 @@ def _venv_python(py: PythonSpec, facts: Facts) -> DottedVersion | None:
 def foreign_wheels_step(py: PythonSpec, facts: Facts) -> Step | None:
     """Remove the venv's CUDA wheels built for another CUDA major than torch (one CUDA world per
     venv: the ``one-cuda-world`` invariant); None when there are none or torch is unread."""
+    from provision.detect.facts import Torch, Venv
+    from provision.invariants.cuda_world import foreign_wheels, torch_cuda
+
     torch, venv = facts.torch, facts.venv
     built = torch_cuda(torch) if isinstance(torch, Torch) and torch.venv == py.venv else None
     if built is None or not isinstance(venv, Venv):
@@ -135,6 +141,8 @@ def requirements(py: PythonSpec) -> tuple[str, ...]:
 
 def wheels_step(py: PythonSpec, facts: Facts) -> Step:
     """Install the requirements that the venv does not satisfy yet."""
+    from packaging.requirements import Requirement
+
     have = _distributions(py, facts)
     missing = tuple(r for r in requirements(py) if not _satisfied(Requirement(r), have))
     if not missing:
@@ -164,6 +172,8 @@ def _distributions(py: PythonSpec, facts: Facts) -> dict[str, str]:
     torch's files count only with a complete ``torch`` dist-info beside them when the venv probe
     read the dist-infos (files without metadata are an interrupted install, not an installed torch).
     """
+    from provision.detect.facts import Torch, Venv
+
     venv = facts.venv if isinstance(facts.venv, Venv) else None
     have = dict(venv.distributions) if venv else {}
     metadata_agrees = venv is None or venv.interpreter is None or "torch" in venv.distributions
@@ -174,11 +184,19 @@ def _distributions(py: PythonSpec, facts: Facts) -> dict[str, str]:
 
 def _half_installed(py: PythonSpec, facts: Facts) -> tuple[str, ...]:
     """Requirements whose distribution is half-installed in the venv (pip must reinstall over it)."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    from provision.detect.facts import Venv
+
     broken = facts.venv.incomplete if isinstance(facts.venv, Venv) else {}
     return tuple(r for r in requirements(py) if canonicalize_name(Requirement(r).name) in broken)
 
 
 def _satisfied(req: Requirement, have: dict[str, str]) -> bool:
+    from packaging.utils import canonicalize_name
+    from packaging.version import InvalidVersion, Version
+
     version = have.get(canonicalize_name(req.name))
     if version is None:
         return False

@@ -6,6 +6,8 @@ one line below, its spec section, its catalog data file and its role (docs/archi
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from provision.components.base import Component, InstallableComponent
 from provision.components.cuda_toolkit import CudaToolkit
 from provision.components.cudnn import Cudnn
@@ -20,8 +22,10 @@ from provision.components.python_env import PythonEnv
 from provision.components.repository import Repository
 from provision.components.secure_boot import SecureBoot
 from provision.components.serve import Serve
-from provision.pkg import PackageManager, Pin
 from provision.spec.models import Spec
+
+if TYPE_CHECKING:
+    from provision.pkg.base import PackageManager, Pin
 
 COMPONENTS: tuple[InstallableComponent, ...] = (
     Repository(),

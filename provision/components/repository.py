@@ -11,7 +11,7 @@ from typing import Any
 
 from provision.components.base import Action, Built, Component, InstallableComponent, PlanContext, Step
 from provision.components.steps import noop
-from provision.detect.facts import Unknown
+from provision.detect.unknown import Unknown
 from provision.spec.models import KEY_HOSTS, Spec
 
 

@@ -12,8 +12,7 @@ from provision.components.base import Action, Built, Component, InstallableCompo
 from provision.components.dkms import driver_changes
 from provision.components.driver import signed_driver, uses_dkms
 from provision.components.steps import noop
-from provision.detect.domains.driver import DKMS_MOK
-from provision.detect.facts import Unknown
+from provision.detect.unknown import Unknown
 from provision.fieldfailures import ff_ref
 from provision.findings import Finding
 
@@ -33,6 +32,8 @@ class SecureBoot(InstallableComponent):
 
 def secure_boot_step(ctx: PlanContext, driver_changes: bool) -> Step | Finding | None:
     """Under Secure Boot a DKMS-built module loads only when signed by an enrolled MOK (FF-11)."""
+    from provision.detect.domains.driver import DKMS_MOK
+
     spec, hw = ctx.spec, ctx.facts.hardware
     sb = None if isinstance(hw, Unknown) or isinstance(hw.secure_boot, Unknown) else hw.secure_boot
     if sb is None or not sb.enabled:

@@ -11,20 +11,23 @@ with what would fit.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from packaging.version import InvalidVersion, Version
 
 from provision.catalog import Catalog
-from provision.catalog.serving import ServingData, VllmRelease, load_serving
 from provision.components.base import Action, Built, Component, InstallableComponent, PlanContext, Step
 from provision.components.steps import noop
-from provision.detect.domains.service import UnitFile
-from provision.detect.facts import Unknown, Venv
+from provision.detect.unknown import Unknown
 from provision.findings import Finding
-from provision.serving.fit import FitRequest, alternatives, compute_fit, tp_problem, valid_tp_sizes
+from provision.serving.fit import alternatives, compute_fit, tp_problem, valid_tp_sizes
 from provision.serving.unit import UNIT_PATH, ServerConfig, server_argv, unit_text
 from provision.spec.models import ServeSpec, Spec
+
+if TYPE_CHECKING:
+    from provision.catalog.serving import ServingData, VllmRelease
+    from provision.detect.domains.service import UnitFile
+    from provision.serving.fit import FitRequest
 
 _TAGS = ("serve",)
 
@@ -42,6 +45,8 @@ class Serve(InstallableComponent):
     def spec_rules(self, spec: Spec, catalog: Catalog) -> Iterable[Finding]:
         if spec.serve is None:
             return ()
+        from provision.catalog.serving import load_serving  # only a spec that serves reads it
+
         return tuple(serve_findings(spec, spec.serve, catalog, load_serving()))
 
     def findings(self, ctx: PlanContext) -> Iterable[Finding]:
@@ -52,6 +57,8 @@ class Serve(InstallableComponent):
         serve = ctx.spec.serve
         if serve is None:
             return ()
+        from provision.catalog.serving import load_serving
+
         data = load_serving()
         fit = fit_step(ctx.spec, serve, ctx.catalog, data)
         return (*((fit,) if fit else ()), wheel_step(ctx, serve, data), unit_step(ctx, serve, data))
@@ -60,6 +67,8 @@ class Serve(InstallableComponent):
         serve, py = ctx.spec.serve, ctx.spec.python
         if serve is None or py is None:
             return {"provision_serve": None}
+        from provision.catalog.serving import load_serving
+
         data = load_serving()
         return {
             "provision_serve": {
@@ -99,6 +108,8 @@ def server_config(spec: Spec, serve: ServeSpec) -> ServerConfig:
 
 def fit_request(spec: Spec, serve: ServeSpec, catalog: Catalog) -> FitRequest | None:
     """The memory-fit question of the spec, None when the GPU model or the architecture is unknown."""
+    from provision.serving.fit import FitRequest
+
     gpu = catalog.gpu(spec.gpus.model)
     if gpu is None or serve.architecture is None:
         return None
@@ -152,6 +163,8 @@ def _version_findings(spec: Spec, serve: ServeSpec, catalog: Catalog, data: Serv
 
 
 def _pin_findings(spec: Spec, release: VllmRelease, catalog: Catalog) -> Iterator[Finding]:
+    from provision.catalog.serving import load_serving
+
     py = spec.python
     assert py is not None and py.torch is not None
     if py.torch != release.torch:
@@ -275,6 +288,8 @@ def constraints(torch: Version | None, variant: str | None) -> tuple[str, ...]:
 
 def wheel_step(ctx: PlanContext, serve: ServeSpec, data: ServingData) -> Step:
     """Install ``vllm==<serve.vllm>`` into the venv unless it is there at that version."""
+    from provision.detect.facts import Venv
+
     venv = ctx.facts.venv
     have = venv.distributions.get("vllm") if isinstance(venv, Venv) else None
     if have is not None and _same(have, serve.vllm):
@@ -315,6 +330,8 @@ def _same(have: str, want: Version) -> bool:
 
 def unit_step(ctx: PlanContext, serve: ServeSpec, data: ServingData) -> Step:
     """Write the server's systemd unit (and restart the service) unless the unit on disk is the same."""
+    from provision.detect.domains.service import UnitFile
+
     cfg = server_config(ctx.spec, serve)
     text, argv = unit_text(cfg, data), server_argv(cfg, data)
     current = ctx.facts.vllm_unit

@@ -19,19 +19,12 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, ClassVar, Generic, TypeVar
 
-from pydantic import Field
-
 from provision.detect.collector import NOT_FOUND_RC, TIMEOUT_RC
 from provision.detect.raw import MISSING_RC, ProbeOutput
+from provision.detect.unknown import Unknown as Unknown  # re-exported: parsers return it
 from provision.models import Frozen
 
 T = TypeVar("T")
-
-
-class Unknown(Frozen):
-    """A fact that could not be read, with the reason (e.g. ``lspci: not found``)."""
-
-    unknown: str = Field(description="Why the fact is unknown.")
 
 
 class Probe(Frozen):

@@ -18,7 +18,8 @@ from rich.table import Table
 
 from provision import jsonout
 from provision.apply.outcome import Applied, HostOutcome
-from provision.apply.views import Stop
+from provision.apply.reboot import RebootOutcome, RebootView, phase_code
+from provision.apply.views import Stop, reboot_json, show_reboots
 from provision.apply.workflow import ApplyOptions, apply_planned
 from provision.fleet.mapping import Fleet
 from provision.fleet.orchestrate import fleet_hosts
@@ -47,10 +48,12 @@ def apply_fleet(fleet: Fleet, options: ApplyOptions, console: Console, *, as_jso
 class FleetJsonReport:
     """The fleet apply's ``--json`` document, filled as the sequence goes.
 
-    Shape: ``{"outcome": "nothing-to-do" | "dry-run" | "applied" | "failed", "run_dir": str |
-    None, "plan": <plan --json of the fleet>, "hosts": {host: {"planned": state, "outcome": str,
-    "ok": bool, "ansible": {ok, changed, failed, unreachable, failures} | None, "support_bundle": str
-    | None}}}`` (``support_bundle``: the archive of a host that failed, :mod:`provision.support`).
+    Shape: ``{"outcome": "nothing-to-do" | "dry-run" | "applied" | "failed" | "resume-pending",
+    "run_dir": str | None, "plan": <plan --json of the fleet>, "hosts": {host: {"planned": state,
+    "outcome": str, "ok": bool, "ansible": {ok, changed, failed, unreachable, failures} | None,
+    "support_bundle": str | None}}}`` (``support_bundle``: the archive of a host that failed,
+    :mod:`provision.support`); with ``--reboot`` also ``"reboot": {host: {state, outcome, ok}}`` and
+    ``"after_reboot"``.
     """
 
     def __init__(self) -> None:
@@ -105,11 +108,25 @@ class FleetView:
         self.report.applied(planned, applied, ok)
         return 0 if ok else 1
 
+    def after_reboot(self) -> FleetView:
+        return FleetView(self.console, FleetJsonReport())
+
+    def reboot_report(self, outcomes: list[RebootOutcome], after: RebootView | None) -> None:
+        """One line per host; the JSON gets ``reboot`` and ``after_reboot`` (the fleet document of
+        the apply after the reboot, or None), and ``outcome`` ``failed`` or ``resume-pending`` as the
+        phase ended."""
+        show_reboots(outcomes, self.console)
+        self.report.data["reboot"] = reboot_json(outcomes)
+        self.report.data["after_reboot"] = after.report.data or None if isinstance(after, FleetView) else None
+        if code := phase_code(outcomes):
+            self.report.data["outcome"] = "failed" if code == 1 else "resume-pending"
+
     def reboot_notice(self, pending: dict[str, Plan]) -> None:
         hosts = list(pending)
         if hosts:
             self.console.print(
-                f"[bold magenta]Reboot required[/] on {escape(', '.join(hosts))} to load the new modules."
+                f"[bold magenta]Reboot required[/] on {escape(', '.join(hosts))} to load the new modules "
+                "(`apply --reboot` reboots them and finishes after the boot)."
             )
 
 

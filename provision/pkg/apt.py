@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from debian.debian_support import Version as DebVersion
-
-from provision.detect.domains.packages import LEGACY_PREFERENCES_FILE
-from provision.detect.facts import Facts, Package, Unknown
+from provision.detect.unknown import Unknown
 from provision.pkg.base import LockState, ManagedFiles, Pin, installed
 from provision.versions import DottedVersion
+
+if TYPE_CHECKING:
+    from provision.detect.facts import Facts, Package
 
 FILES = ManagedFiles(
     keyring="/usr/share/keyrings/provision-nvidia-cuda.gpg",
@@ -46,9 +47,13 @@ class Apt:
     repair_command = "apt-get --fix-broken install"
 
     def upstream(self, version: str) -> str:
+        from debian.debian_support import Version as DebVersion  # ~6 ms: only when planning
+
         return DebVersion(version).upstream_version or version
 
     def compare(self, a: str, b: str) -> int:
+        from debian.debian_support import Version as DebVersion  # ~6 ms: only when planning
+
         va, vb = DebVersion(a), DebVersion(b)
         return (va > vb) - (va < vb)
 
@@ -110,7 +115,8 @@ class Apt:
         locks = facts.apt_locks
         if isinstance(locks, Unknown):
             return locks
-        legacy = (LEGACY_PREFERENCES_FILE,) if locks.legacy_preferences is not None else ()
+        # The detection reads the one legacy file there is (detect.domains.packages.LEGACY_PREFERENCES_FILE).
+        legacy = self.files.legacy_pins if locks.legacy_preferences is not None else ()
         return LockState(pins=locks.preferences, upgrade_guard=locks.unattended_guard, legacy_pins=legacy)
 
     def packaged_kernels(self, facts: Facts) -> tuple[str, ...]:

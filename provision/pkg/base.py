@@ -5,10 +5,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from provision.detect.facts import Facts, Package, Unknown
 from provision.versions import DottedVersion
+
+if TYPE_CHECKING:
+    from provision.detect.facts import Facts, Package, Unknown
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from provision.detect.facts import Facts, OsRelease
+from typing import TYPE_CHECKING
+
 from provision.pkg.apt import APT
 from provision.pkg.base import PackageManager
+
+if TYPE_CHECKING:
+    from provision.detect.facts import Facts
 
 MANAGERS: dict[str, PackageManager] = {"Debian": APT}
 """OS family (Ansible's ``ansible_os_family``) -> its package manager."""
@@ -13,6 +17,8 @@ _FAMILY_OF_ID = {"debian": "Debian", "ubuntu": "Debian"}
 
 def os_family(facts: Facts, distro: str) -> str:
     """The OS family from ``/etc/os-release`` (ID, then ID_LIKE), else from the spec's ``distro``."""
+    from provision.detect.facts import OsRelease
+
     os = facts.os
     ids = (os.id, *os.id_like) if isinstance(os, OsRelease) else ()
     return next((_FAMILY_OF_ID[i] for i in (*ids, distro) if i in _FAMILY_OF_ID), "Debian")

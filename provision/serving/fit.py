@@ -16,11 +16,15 @@ PyTorch (the runtime allowance, ``serving.yaml``), and the KV cache. The plan as
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pydantic import Field
 
-from provision.catalog.serving import ServingData
 from provision.models import Frozen
 from provision.serving.arch import ModelArchitecture
+
+if TYPE_CHECKING:
+    from provision.catalog.serving import ServingData
 
 GIB = 1 << 30
 """Bytes per GiB; vLLM reports memory in GiB."""

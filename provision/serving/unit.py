@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from provision.catalog.serving import ServingData
-from provision.detect.domains.service import VLLM_UNIT_PATH
+if TYPE_CHECKING:
+    from provision.catalog.serving import ServingData
 
-UNIT_PATH = VLLM_UNIT_PATH
+UNIT_PATH = "/etc/systemd/system/provision-vllm.service"
+"""Where provision writes the vLLM server's unit (systemd.unit(5): the system unit search path);
+detection reads it back (:mod:`provision.detect.domains.service`)."""
 STATE_DIR = "/var/lib/provision-vllm"
 """The service's StateDirectory: its HOME, the Hugging Face cache and vLLM's compile caches."""
 

@@ -13,7 +13,6 @@ from pathlib import PurePosixPath
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from packaging.requirements import InvalidRequirement, Requirement
 from pydantic import (
     AfterValidator,
     Field,
@@ -88,6 +87,8 @@ def _no_template(value: str) -> str:
 
 
 def _requirement(value: str) -> str:
+    from packaging.requirements import InvalidRequirement, Requirement  # ~15 ms: only for python.packages
+
     try:
         req = Requirement(value)
     except InvalidRequirement as exc:

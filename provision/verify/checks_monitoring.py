@@ -3,8 +3,8 @@ the metric families the alert rules read, and Prometheus reports every target up
 
 They give no result when the spec has no ``monitoring:`` section (an opt-in section adds rows
 only where it is used); they read ``VerifyInputs.monitoring``
-(:mod:`provision.verify.monitoring_probe`), which remote verify does not gather yet (they skip
-with that reason there).
+(:mod:`provision.verify.monitoring_probe`), read on the machine itself or, by remote verify, on
+each host. A probe that gave no answer fails every monitoring check with its reason.
 """
 
 from __future__ import annotations
@@ -42,9 +42,9 @@ SOURCE = "spec monitoring (NVIDIA/dcgm-exporter README; Prometheus HTTP API /api
 def _run(ctx: Context, check_id: str, title: str) -> MonitoringRun | CheckResult:
     run = ctx.inputs.monitoring
     if run is None:
-        return unknown(
-            check_id, title, "monitoring not read (remote verify does not probe it yet)", status="skip"
-        )
+        return unknown(check_id, title, "monitoring not read (inputs saved without it)", status="skip")
+    if isinstance(run, Unknown):
+        return unknown(check_id, title, run, hint="provision verify SPEC on the host shows it from there")
     return run
 
 

@@ -19,13 +19,11 @@ def serve_checks(ctx: Context) -> list[CheckResult]:
     if serve is None:
         return []
     run = ctx.inputs.serve
-    if run is None or isinstance(run, Unknown):
-        why = (
-            run.unknown
-            if isinstance(run, Unknown)
-            else "the server was not probed (remote verify does not ask it)"
-        )
+    if run is None:
+        why = "the server was not probed (inputs saved without it)"
         return [result(i, t, "skip", detail=why) for i, t in _TITLES]
+    if isinstance(run, Unknown):  # the host probe did not answer: nothing shows the server works
+        return [result(i, t, "fail", detail=run.unknown, hint=_HINT) for i, t in _TITLES]
     name = serve.served_model_name or serve.model
     return [_health(run), _models(run, name), _completion(run), _speed(run)]
 

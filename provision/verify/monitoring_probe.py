@@ -1,8 +1,10 @@
 """What verify reads about the monitoring on this machine: the services' states, each exporter's
 metric families on its port, and the targets Prometheus reports.
 
-I/O lives here (``systemctl is-active``, HTTP GETs on the spec's ports); the checks in
-:mod:`provision.verify.checks_monitoring` are pure functions of :class:`MonitoringRun`.
+The reading is a :mod:`provision.verify.hostprobe` job (:func:`monitoring_job`): run in process
+here for a local verify, copied to each host and run there by remote verify, whose exporters may
+listen on the host's loopback only. :func:`monitoring_from` parses the answer for both, and the
+checks in :mod:`provision.verify.checks_monitoring` are pure functions of :class:`MonitoringRun`.
 Sources: systemctl(1) ``is-active`` (one state per unit, one a line); Prometheus HTTP API,
 ``GET /api/v1/targets`` (``data.activeTargets[].labels.job``, ``.labels.instance``, ``.health``,
 ``.lastError``; https://prometheus.io/docs/prometheus/latest/querying/api/#targets); the
@@ -12,17 +14,16 @@ exposition format is parsed by ``prometheus_client.parser``.
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
-import urllib.error
-import urllib.request
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 from provision.catalog.monitoring import MonitoringCatalog, load_monitoring
 from provision.components.monitoring_files import local_target
 from provision.detect.facts import Unknown
 from provision.models import Frozen
 from provision.spec.models import MonitoringSpec
+from provision.verify import hostprobe
 
 TIMEOUT_S = 5.0
 """Seconds an exporter or Prometheus has to answer (an exporter answers in well under one)."""
@@ -63,7 +64,8 @@ class MonitoringRun(Frozen):
         targets: Prometheus's active targets, its error, or None when the spec has no Prometheus.
     """
 
-    services: dict[str, str] | Unknown
+    # Unknown first: its JSON ({"unknown": why}) is also a dict of strings (a saved file replays it).
+    services: Annotated[Unknown | dict[str, str], Field(union_mode="left_to_right")]
     exporter: Scrape
     node_exporter: Scrape
     targets: tuple[Target, ...] | Unknown | None = None
@@ -75,30 +77,53 @@ def units(spec: MonitoringSpec, cat: MonitoringCatalog) -> tuple[str, ...]:
     return base + ((cat.prometheus.service,) if spec.prometheus else ())
 
 
-def collect(spec: MonitoringSpec) -> MonitoringRun:
-    """Read the services, both exporters and Prometheus on this machine."""
-    cat = load_monitoring()
+def monitoring_job(spec: MonitoringSpec) -> dict[str, Any]:
+    """The :mod:`provision.verify.hostprobe` job that reads the monitoring of a host held to ``spec``:
+    its units' states, both exporters' pages and (with ``prometheus: true``) Prometheus's targets,
+    each on the address a scraper on that host uses (:func:`local_target`)."""
     prom = local_target(spec.prometheus_listen, spec.prometheus_port)
+    urls = {
+        "exporter": f"http://{local_target(spec.listen, spec.exporter_port)}/metrics",
+        "node_exporter": f"http://{local_target(spec.listen, spec.node_exporter_port)}/metrics",
+    }
+    if spec.prometheus:
+        urls["targets"] = f"http://{prom}/api/v1/targets"
+    return {
+        "units": list(units(spec, load_monitoring())),
+        "requests": {k: {"url": u, "timeout": TIMEOUT_S, "max_bytes": MAX_BYTES} for k, u in urls.items()},
+    }
+
+
+def monitoring_from(spec: MonitoringSpec, answer: Any) -> MonitoringRun:
+    """The :class:`MonitoringRun` in a :mod:`provision.verify.hostprobe` answer to :func:`monitoring_job`
+    (pure; never raises: a missing or malformed part is that part's reason)."""
+    job = monitoring_job(spec)
+    got: dict[str, Any] = answer if isinstance(answer, dict) else {}
+    listed = got.get("responses")
+    responses: dict[str, Any] = listed if isinstance(listed, dict) else {}
+
+    def response(key: str) -> Any:
+        missing = {"url": job["requests"][key]["url"], "error": "no answer in the probe's output"}
+        return responses.get(key) or missing
+
     return MonitoringRun(
-        services=service_states(units(spec, cat)),
-        exporter=scrape(f"http://{local_target(spec.listen, spec.exporter_port)}/metrics"),
-        node_exporter=scrape(f"http://{local_target(spec.listen, spec.node_exporter_port)}/metrics"),
-        targets=prometheus_targets(f"http://{prom}/api/v1/targets") if spec.prometheus else None,
+        services=states_from(tuple(job["units"]), got.get("units")),
+        exporter=scrape_from(response("exporter")),
+        node_exporter=scrape_from(response("node_exporter")),
+        targets=targets_from(response("targets")) if spec.prometheus else None,
     )
 
 
-def service_states(names: tuple[str, ...]) -> dict[str, str] | Unknown:
-    """``systemctl is-active`` of each unit (its exit status only says whether all are active)."""
-    systemctl = shutil.which("systemctl")
-    if systemctl is None:
+def states_from(names: tuple[str, ...], raw: Any) -> dict[str, str] | Unknown:
+    """The units' states from hostprobe's ``units`` answer (``systemctl is-active``'s exit status
+    only says whether all are active, so the lines are read)."""
+    if not isinstance(raw, dict):
+        return Unknown(unknown="systemctl is-active: no answer in the probe's output")
+    if raw.get("missing"):
         return Unknown(unknown="systemctl: not found (systemd does not run this system)")
-    try:
-        done = subprocess.run(
-            [systemctl, "is-active", *names], capture_output=True, text=True, timeout=TIMEOUT_S, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return Unknown(unknown=f"systemctl is-active: {exc}")
-    return parse_states(names, done.stdout, done.stderr)
+    if "error" in raw:
+        return Unknown(unknown=f"systemctl is-active: {raw['error']}")
+    return parse_states(names, str(raw.get("stdout", "")), str(raw.get("stderr", "")))
 
 
 def parse_states(names: tuple[str, ...], stdout: str, stderr: str = "") -> dict[str, str] | Unknown:
@@ -110,34 +135,54 @@ def parse_states(names: tuple[str, ...], stdout: str, stderr: str = "") -> dict[
     return dict(zip(names, lines, strict=True))
 
 
-def _get(url: str) -> bytes:
-    with urllib.request.urlopen(url, timeout=TIMEOUT_S) as response:
-        data: bytes = response.read(MAX_BYTES + 1)
-    if len(data) > MAX_BYTES:
-        raise ValueError(f"more than {MAX_BYTES} bytes")
-    return data
+def _page(raw: Any) -> tuple[str, str | None, str]:
+    """(url, reason nothing usable came, text) of one hostprobe response."""
+    if not isinstance(raw, dict):
+        return "", "no answer in the probe's output", ""
+    url = str(raw.get("url", ""))
+    if "error" in raw:
+        return url, f"not answering ({raw['error']})", ""
+    status = raw.get("status")
+    if status != 200:
+        return url, f"HTTP {status}", ""
+    return url, None, str(raw.get("text", ""))
 
 
-def scrape(url: str) -> Scrape:
-    """The metric families on an exporter's page, or the reason it could not be read."""
+def scrape_from(raw: Any) -> Scrape:
+    """The metric families on one exporter page as hostprobe returned it, or why it was not read."""
     from prometheus_client.parser import text_string_to_metric_families
 
+    url, error, text = _page(raw)
+    if error is not None:
+        return Scrape(url=url, error=error)
     try:
-        text = _get(url).decode("utf-8", errors="replace")
         # Family names, as the page's TYPE lines give them (the parser renames counter samples X_total).
         names = {family.name for family in text_string_to_metric_families(text)}
-    except (OSError, urllib.error.URLError, ValueError) as exc:
-        return Scrape(url=url, error=_reason(exc))
+    except (ValueError, IndexError, KeyError, TypeError) as exc:
+        return Scrape(url=url, error=f"not the Prometheus text format: {exc}")
     return Scrape(url=url, names=tuple(sorted(names)))
 
 
-def prometheus_targets(url: str) -> tuple[Target, ...] | Unknown:
-    """Prometheus's active targets (``/api/v1/targets``), or why they could not be read."""
+def scrape(url: str) -> Scrape:
+    """The metric families on an exporter's page on this machine, or the reason it could not be read."""
+    return scrape_from(hostprobe.fetch(url, TIMEOUT_S, MAX_BYTES))
+
+
+def targets_from(raw: Any) -> tuple[Target, ...] | Unknown:
+    """Prometheus's active targets from hostprobe's ``/api/v1/targets`` response, or why not."""
+    url, error, text = _page(raw)
+    if error is not None:
+        return Unknown(unknown=f"{url}: {error}")
     try:
-        doc = json.loads(_get(url))
-    except (OSError, urllib.error.URLError, ValueError) as exc:
-        return Unknown(unknown=f"{url}: {_reason(exc)}")
+        doc = json.loads(text)
+    except (ValueError, RecursionError):
+        return Unknown(unknown=f"{url}: the answer is not JSON")
     return parse_targets(doc)
+
+
+def prometheus_targets(url: str) -> tuple[Target, ...] | Unknown:
+    """Prometheus's active targets (``/api/v1/targets``) on this machine, or why they could not be read."""
+    return targets_from(hostprobe.fetch(url, TIMEOUT_S, MAX_BYTES))
 
 
 def parse_targets(doc: Any) -> tuple[Target, ...] | Unknown:
@@ -155,9 +200,3 @@ def parse_targets(doc: Any) -> tuple[Target, ...] | Unknown:
         )
     except (KeyError, TypeError):
         return Unknown(unknown="Prometheus answered without data.activeTargets")
-
-
-def _reason(exc: BaseException) -> str:
-    if isinstance(exc, urllib.error.URLError) and not isinstance(exc, urllib.error.HTTPError):
-        return f"not answering ({exc.reason})"
-    return str(exc) or type(exc).__name__

@@ -5,7 +5,13 @@ added to the host's probe list) and the GPU load program to a temporary director
 runs the collector, then runs ``<venv>/bin/python -I gpuload.py gpus ...`` as an argv under
 :data:`provision.verify.launch.CHILD_ENV` and an Ansible ``async`` deadline (the async wrapper kills
 the program's process group when it passes), when the host's ``nvidia-smi`` answered and the
-venv's interpreter exists. The controller parses everything with the same parsers as a local run.
+venv's interpreter exists. Where the host's spec has a ``serve:`` or ``monitoring:`` section, the
+play also copies :mod:`provision.verify.hostprobe` and its job (a JSON file written here,
+:func:`provision.verify.services.services_job`) and runs ``python3 -I hostprobe.py JOB.json`` on the
+host, before the GPU program: vLLM's server and the exporters are asked from the host's own view
+(they often listen on its loopback only), never scraped from the controller. The controller parses
+everything with the same parsers as a local run; a probe that did not run or gave no answer fails
+those checks with the reason.
 
 Not run remotely in this pass: the multi-process NCCL all-reduce. On a host with two or more
 GPUs its check is a skip with :data:`REMOTE_ALLREDUCE` as the reason.
@@ -37,11 +43,15 @@ from provision.detect.runner import (
     probes_json,
 )
 from provision.errors import FactsError
-from provision.verify import launch
+from provision.spec.models import MonitoringSpec, ServeSpec
+from provision.verify import hostprobe, launch, services
 from provision.verify.probes import FM_PROBE
 from provision.verify.runs import GpuRun, VerifyInputs
 
 GPU_TASK = "Run the GPU load program in the spec's venv."
+HOST_PROBE_TASK = "Ask the host's services (vLLM's server, the monitoring) from the host itself."
+HOST_PROBE = Path(hostprobe.__file__)
+"""The host-probe program the play copies (standard library only: it runs with the host's python3)."""
 REMOTE_ALLREDUCE = (
     "not run on remote hosts: the multi-process NCCL all-reduce runs only with `provision verify SPEC` "
     "on the machine itself"
@@ -58,11 +68,19 @@ class HostJob:
         venv: The spec's ``python.venv``; None runs no GPU work.
         load_seconds: bf16 load per GPU (``verify.load_seconds``), seconds.
         gpu_count: GPUs the spec expects; sizes the GPU program's deadline as launch.py does.
+        serve: The spec's ``serve:`` section; the host probe asks its server.
+        monitoring: The spec's ``monitoring:`` section; the host probe reads it.
     """
 
     venv: str | None
     load_seconds: float
     gpu_count: int
+    serve: ServeSpec | None = None
+    monitoring: MonitoringSpec | None = None
+
+    def services_job(self) -> dict[str, Any] | None:
+        """The host-probe job for this host; None when its spec has neither section."""
+        return services.services_job(self.serve, self.monitoring)
 
     @property
     def timeout_s(self) -> int:
@@ -78,7 +96,8 @@ class HostJob:
 
 @dataclass(frozen=True)
 class GpuOutcome:
-    """What the GPU task did on one host: ran (rc, output), was skipped, or failed before running."""
+    """What a task that runs a program did on one host (the GPU program, the host probe): ran
+    (rc, output), was skipped, or failed before or while running (``message``)."""
 
     ran: bool
     rc: int = 0
@@ -119,9 +138,10 @@ def verify_remote(
             f"ansible-playbook failed (rc {played.rc}) before any host reported: {played.stdout_tail}"
         )
     gpu = gpu_outcomes(played.events)
+    asked = gpu_outcomes(played.events, HOST_PROBE_TASK)
     raw = keep / "raw" if keep is not None else None
     return {
-        host: _host_inputs(host, result, gpu.get(host), jobs[host], started, raw)
+        host: _host_inputs(host, result, gpu.get(host), asked.get(host), jobs[host], started, raw)
         for host, result in collected.items()
         if host in jobs
     }
@@ -131,6 +151,7 @@ def _host_inputs(
     host: str,
     result: str | dict[str, Any],
     gpu: GpuOutcome | None,
+    asked: GpuOutcome | None,
     job: HostJob,
     started: datetime,
     raw: Path | None,
@@ -140,7 +161,7 @@ def _host_inputs(
     outputs = outputs_from_json(result)
     if raw is not None:
         write_raw(raw / host_dir_name(host), outputs)
-    return inputs_from(host, outputs, gpu, job, started)
+    return inputs_from(host, outputs, gpu, job, started, asked)
 
 
 TRUST_PROBE_ID = "venv-trust"
@@ -181,20 +202,56 @@ def inputs_from(
     gpu: GpuOutcome | None,
     job: HostJob,
     started: datetime | None = None,
+    asked: GpuOutcome | None = None,
 ) -> VerifyInputs:
-    """One host's verify inputs from its collector outputs and its GPU task outcome (pure)."""
+    """One host's verify inputs from its collector outputs, its GPU task's and its host probe's
+    outcomes (pure)."""
     facts = facts_from_outputs(outputs, host=host, collected_at=started)
     untrusted = trust_problem(outputs)
     gpu_run = remote_gpu_run(facts, gpu, job)
     if untrusted is not None and not isinstance(facts.gpus, Unknown):
         gpu_run = Unknown(unknown=f"not run as root: {untrusted} (docs/security.md)")
     many = isinstance(gpu_run, GpuRun) and gpu_run.device_count >= 2
+    serve, monitoring = remote_services(job, asked)
     return VerifyInputs(
         facts=facts,
         fm_version=FabricManagerVersionFact.parse(*_text(outputs, FM_PROBE.id)),
         gpu_run=gpu_run,
         allreduce=Unknown(unknown=REMOTE_ALLREDUCE) if many else None,
+        serve=serve,
+        monitoring=monitoring,
     )
+
+
+def remote_services(job: HostJob, asked: GpuOutcome | None) -> services.Services:
+    """The host probe's answer as the runs the serve and monitoring checks read, or, for every
+    section the spec has, why there is none (the task was not reported, skipped, timed out, or the
+    program failed: its exit status and last words)."""
+    if job.services_job() is None:
+        return None, None
+    reason = _probe_failure(asked)
+    if reason is not None:
+        return services.services_failed(job.serve, job.monitoring, reason)
+    assert asked is not None
+    try:
+        answer = json.loads(asked.stdout)
+    except (ValueError, RecursionError):
+        answer = None
+    if asked.rc != 0 and not (isinstance(answer, dict) and "error" in answer):
+        said = (asked.stderr or asked.stdout).strip().splitlines()
+        why = f"host probe exited {asked.rc}: {said[-1] if said else 'no output'}"
+        return services.services_failed(job.serve, job.monitoring, why)
+    return services.services_from(job.serve, job.monitoring, answer)
+
+
+def _probe_failure(asked: GpuOutcome | None) -> str | None:
+    if asked is None:
+        return "host probe: Ansible reported nothing for it"
+    if not asked.ran:
+        return "host probe: skipped"
+    if asked.message:
+        return f"host probe: {asked.message}"
+    return None
 
 
 def _text(outputs: Mapping[str, ProbeOutput], probe_id: str) -> tuple[str, int]:
@@ -217,13 +274,13 @@ def remote_gpu_run(facts: Facts, gpu: GpuOutcome | None, job: HostJob) -> GpuRun
     return launch.gpu_run_from(gpu.rc, gpu.stdout, gpu.stderr, timed_out, job.timeout_s)
 
 
-def gpu_outcomes(events: Iterable[Mapping[str, Any]]) -> dict[str, GpuOutcome]:
-    """Per host, what the GPU task's ``runner_on_ok|failed|skipped`` event says."""
+def gpu_outcomes(events: Iterable[Mapping[str, Any]], task: str = GPU_TASK) -> dict[str, GpuOutcome]:
+    """Per host, what ``task``'s ``runner_on_ok|failed|skipped`` event says (the GPU task by default)."""
     outcomes: dict[str, GpuOutcome] = {}
     for event in events:
         data = event.get("event_data", {})
         host, res = data.get("host"), data.get("res") or {}
-        if not isinstance(host, str) or data.get("task") != GPU_TASK:
+        if not isinstance(host, str) or data.get("task") != task:
             continue
         kind = event.get("event")
         if kind in ("runner_on_ok", "runner_on_failed") and "rc" in res:
@@ -247,26 +304,43 @@ def _run_play(
 
 
 def _write_project(project: Path, jobs: Mapping[str, HostJob]) -> dict[str, Any]:
-    """Write the scripts, one probe list per distinct venv, and the play; return the extravars."""
+    """Write the scripts, one probe list per distinct venv, one host-probe job per distinct job,
+    and the play; return the extravars."""
     project.mkdir(parents=True, exist_ok=True)
     (project / "collector.py").write_text(collector_source(), encoding="utf-8")
     (project / "gpuload.py").write_text(launch.SCRIPT.read_text(encoding="utf-8"), encoding="utf-8")
+    (project / "hostprobe.py").write_text(HOST_PROBE.read_text(encoding="utf-8"), encoding="utf-8")
     files: dict[str | None, str] = {}
+    asks: dict[str, str] = {}
     for job in jobs.values():
         if job.venv not in files:
             files[job.venv] = f"probes-{len(files)}.json"
             (project / files[job.venv]).write_text(probes_json(job.probes()), encoding="utf-8")
+        asked = job.services_job()
+        text = json.dumps(asked, sort_keys=True) if asked is not None else ""
+        if text and text not in asks:
+            asks[text] = f"hostprobe-{len(asks)}.json"
+            (project / asks[text]).write_text(text, encoding="utf-8")
     (project / "verify.yml").write_text(json.dumps(verify_play(), indent=1), encoding="utf-8")
-    return {"provision_verify_hosts": {h: host_vars(j, files[j.venv]) for h, j in jobs.items()}}
+    return {
+        "provision_verify_hosts": {
+            h: host_vars(j, files[j.venv], asks.get(json.dumps(j.services_job(), sort_keys=True), ""))
+            for h, j in jobs.items()
+        }
+    }
 
 
-def host_vars(job: HostJob, probes_file: str) -> dict[str, Any]:
-    """The play's per-host variables: the probe list's file, the venv's python, load and deadline."""
+def host_vars(job: HostJob, probes_file: str, services_file: str = "") -> dict[str, Any]:
+    """The play's per-host variables: the probe list's file, the venv's python, load and deadline,
+    and the host-probe job's file with its deadline (``""`` and 0: nothing to ask)."""
+    asked = job.services_job()
     return {
         "probes": probes_file,
         "python": f"{job.venv}/bin/python" if job.venv else "",
         "seconds": str(job.load_seconds),
         "timeout": job.timeout_s,
+        "services": services_file,
+        "services_timeout": services.deadline_s(asked) if asked is not None else 0,
     }
 
 
@@ -288,7 +362,13 @@ def verify_play() -> list[dict[str, Any]]:
                 },
                 {
                     "name": "Collect the verify inputs and run the GPU program, then clean up.",
-                    "block": [*copies, _collect(workdir), _stat(job), _gpu(job, workdir)],
+                    "block": [
+                        *copies,
+                        _collect(workdir),
+                        *_host_probe(job, workdir),
+                        _stat(job),
+                        _gpu(job, workdir),
+                    ],
                     "always": [_clean()],
                 },
             ],
@@ -315,17 +395,43 @@ def _copy(src: str, name: str, workdir: str) -> dict[str, Any]:
     }
 
 
+_HOST_PYTHON = (
+    "{{ ansible_facts.discovered_interpreter_python"
+    " | default(ansible_python_interpreter | default('python3')) }}"
+)
+"""The host's own interpreter, the one Ansible runs its modules with (root's, not a venv)."""
+
+
 def _collect(workdir: str) -> dict[str, Any]:
-    python = (
-        "{{ ansible_facts.discovered_interpreter_python"
-        " | default(ansible_python_interpreter | default('python3')) }}"
-    )
+    python = _HOST_PYTHON
     return {
         "name": COLLECTOR_TASK,
         "changed_when": False,
         "ansible.builtin.command": {"argv": [python, f"{workdir}/collector.py", f"{workdir}/probes.json"]},
         "register": "provision_verify_collected",
     }
+
+
+def _host_probe(job: str, workdir: str) -> list[dict[str, Any]]:
+    """Copy the host probe and its job, then run it as an argv with the host's interpreter under
+    the job's deadline; only where the host's spec asks something."""
+    asks = f"{job}.services | length > 0"
+    copy = _copy(f"{{{{ {job}.services }}}}", "hostprobe.json", workdir)
+    program = _copy("hostprobe.py", "hostprobe.py", workdir)
+    return [
+        {**program, "when": asks},
+        {**copy, "when": asks},
+        {
+            "name": HOST_PROBE_TASK,
+            "ansible.builtin.command": {
+                "argv": [_HOST_PYTHON, "-I", f"{workdir}/hostprobe.py", f"{workdir}/hostprobe.json"]
+            },
+            "timeout": f"{{{{ {job}.services_timeout }}}}",
+            "changed_when": False,
+            "failed_when": False,
+            "when": asks,
+        },
+    ]
 
 
 def _stat(job: str) -> dict[str, Any]:

@@ -134,9 +134,11 @@ class VerifyInputs(Frozen):
             :meth:`fabric_states`, which prefers the facts.
         gpu_run: The load program's output, or why it did not run (no venv, timeout...).
         allreduce: None when not run (fewer than two GPUs or no CUDA).
-        serve: The vLLM server's answers (spec ``serve:``); None when not asked.
-        monitoring: The monitoring services, exporters and Prometheus as read here; None when the
-            spec has none or they were not read (remote verify).
+        serve: The vLLM server's answers (spec ``serve:``), why they could not be read (remote
+            verify: the host probe did not run or gave no answer); None when not asked.
+        monitoring: The monitoring services, exporters and Prometheus as read on the host (by
+            :mod:`provision.verify.hostprobe`), or why they could not be read; None when the spec
+            has no ``monitoring:`` section (or a file saved before verify read it).
     """
 
     facts: Facts
@@ -145,7 +147,7 @@ class VerifyInputs(Frozen):
     gpu_run: GpuRun | Unknown
     allreduce: AllReduceRun | Unknown | None = None
     serve: ServeRun | Unknown | None = None
-    monitoring: MonitoringRun | None = None
+    monitoring: MonitoringRun | Unknown | None = None
 
     def fabric_states(self) -> tuple[FabricGpu, ...] | Unknown:
         """Each GPU's fabric (State, Status): detection's ``facts.fabric``, parsed once with the rest

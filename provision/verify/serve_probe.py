@@ -3,20 +3,19 @@
 The OpenAI-compatible endpoints (vLLM documentation, "OpenAI-Compatible Server",
 https://docs.vllm.ai/en/latest/serving/openai_compatible_server.html; OpenAI API reference,
 ``GET /v1/models`` and ``POST /v1/completions`` with ``usage.completion_tokens``) are read with the
-standard library only, each under a deadline; every failure is recorded as text, never raised.
+standard library only (:mod:`provision.verify.hostprobe`, in process for a local verify, on each
+host for remote verify), each under a deadline; every failure is recorded as text, never raised.
 """
 
 from __future__ import annotations
 
 import json
-import time
-import urllib.error
-import urllib.request
 from typing import Any
 
 from pydantic import Field
 
 from provision.models import Frozen
+from provision.verify import hostprobe
 
 PROMPT = "List the first ten prime numbers, separated by commas:"
 """The fixed short prompt whose decoding speed verify reports (greedy, so runs are comparable)."""
@@ -52,61 +51,93 @@ def base_url(host: str, port: int) -> str:
     return f"http://[{target}]:{port}" if ":" in target else f"http://{target}:{port}"
 
 
+def serve_job(
+    url: str, model: str, *, timeout: float = 10.0, completion_timeout: float = 120.0
+) -> dict[str, Any]:
+    """The :mod:`provision.verify.hostprobe` job asking the server at ``url`` for served name ``model``:
+    ``/health``, ``/v1/models`` and one greedy completion of :data:`PROMPT`, in that order."""
+    body = {"model": model, "prompt": PROMPT, "max_tokens": MAX_TOKENS, "temperature": 0, "ignore_eos": True}
+    requests = {
+        "health": {"url": f"{url}/health", "timeout": timeout, "max_bytes": MAX_BODY},
+        "models": {"url": f"{url}/v1/models", "timeout": timeout, "max_bytes": MAX_BODY},
+        "completion": {
+            "url": f"{url}/v1/completions",
+            "timeout": completion_timeout,
+            "max_bytes": MAX_BODY,
+            "body": body,
+        },
+    }
+    return {"units": None, "requests": requests}
+
+
+def serve_from(url: str, answer: Any) -> ServeRun:
+    """The :class:`ServeRun` in a :mod:`provision.verify.hostprobe` answer to :func:`serve_job` (pure;
+    never raises: a missing or failed request is its reason as text)."""
+    got = answer.get("responses") if isinstance(answer, dict) else None
+    responses: dict[str, Any] = got if isinstance(got, dict) else {}
+    completion = responses.get("completion")
+    seconds = completion.get("seconds", 0.0) if isinstance(completion, dict) else 0.0
+    health = _status(responses.get("health"), f"{url}/health")
+    models = _models(responses.get("models"), f"{url}/v1/models")
+    answered = _json(completion, f"{url}/v1/completions")
+    run = {"url": url, "health": health, "models": models, "seconds": _seconds(seconds)}
+    if isinstance(answered, _Failed):
+        return ServeRun(**run, completion_tokens=answered.reason)
+    tokens, text = _completion(answered)
+    return ServeRun(**run, completion_tokens=tokens, completion_text=text[:200])
+
+
 def probe_server(
     url: str, model: str, *, timeout: float = 10.0, completion_timeout: float = 120.0
 ) -> ServeRun:
     """Run the three requests against ``url`` (a server on this machine) for served name ``model``."""
-    health = _status(f"{url}/health", timeout)
-    models = _models(f"{url}/v1/models", timeout)
-    body = {"model": model, "prompt": PROMPT, "max_tokens": MAX_TOKENS, "temperature": 0, "ignore_eos": True}
-    t0 = time.monotonic()
-    answer = _json(f"{url}/v1/completions", completion_timeout, body)
-    seconds = time.monotonic() - t0
-    if isinstance(answer, str):
-        return ServeRun(url=url, health=health, models=models, completion_tokens=answer, seconds=seconds)
-    tokens, text = _completion(answer)
-    return ServeRun(
-        url=url,
-        health=health,
-        models=models,
-        completion_tokens=tokens,
-        completion_text=text[:200],
-        seconds=seconds,
-    )
+    job = serve_job(url, model, timeout=timeout, completion_timeout=completion_timeout)
+    return serve_from(url, hostprobe.run(job))
 
 
-def _request(url: str, timeout: float, body: dict[str, Any] | None) -> tuple[int, bytes] | str:
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            return int(resp.status), resp.read(MAX_BODY)
-    except urllib.error.HTTPError as exc:
-        return f"HTTP {exc.code} from {url}"
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", exc)
-        return f"{url}: {reason}"
+class _Failed:
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
 
 
-def _status(url: str, timeout: float) -> int | str:
-    got = _request(url, timeout, None)
-    return got if isinstance(got, str) else got[0]
+def _seconds(value: Any) -> float:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
 
 
-def _json(url: str, timeout: float, body: dict[str, Any] | None = None) -> Any:
-    got = _request(url, timeout, body)
-    if isinstance(got, str):
+def _answer(raw: Any, url: str) -> tuple[int, str] | _Failed:
+    """(status, text) of one hostprobe response, or why no answer came."""
+    if not isinstance(raw, dict):
+        return _Failed(f"{url}: no answer in the probe's output")
+    if "error" in raw:
+        return _Failed(f"{raw.get('url', url)}: {raw['error']}")
+    status = raw.get("status")
+    if not isinstance(status, int) or isinstance(status, bool):
+        return _Failed(f"{url}: no HTTP status in the probe's output")
+    return status, str(raw.get("text", ""))
+
+
+def _status(raw: Any, url: str) -> int | str:
+    got = _answer(raw, url)
+    return got.reason if isinstance(got, _Failed) else got[0]
+
+
+def _json(raw: Any, url: str) -> Any:
+    got = _answer(raw, url)
+    if isinstance(got, _Failed):
         return got
+    status, text = got
+    if status >= 400:
+        return _Failed(f"HTTP {status} from {url}")
     try:
-        return json.loads(got[1])
+        return json.loads(text)
     except (ValueError, RecursionError):
-        return f"{url}: the answer is not JSON"
+        return _Failed(f"{url}: the answer is not JSON")
 
 
-def _models(url: str, timeout: float) -> tuple[str, ...] | str:
-    answer = _json(url, timeout)
-    if isinstance(answer, str):
-        return answer
+def _models(raw: Any, url: str) -> tuple[str, ...] | str:
+    answer = _json(raw, url)
+    if isinstance(answer, _Failed):
+        return answer.reason
     data = answer.get("data") if isinstance(answer, dict) else None
     if not isinstance(data, list):
         return f"{url}: no data list in the answer"

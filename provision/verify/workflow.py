@@ -25,15 +25,13 @@ from provision.verify import (
     checks_serve,
     checks_software,
     launch,
-    monitoring_probe,
     probes,
-    serve_probe,
+    services,
 )
 from provision.verify.context import Context
 from provision.verify.limits import Limits
 from provision.verify.models import CheckResult, Report
 from provision.verify.runs import AllReduceRun, GpuRun, VerifyInputs
-from provision.verify.serve_probe import ServeRun
 
 Check = Callable[[Context], list[CheckResult]]
 CHECKS: tuple[Check, ...] = (
@@ -49,27 +47,22 @@ CHECKS: tuple[Check, ...] = (
 
 
 def collect(spec: Spec, facts: Facts) -> VerifyInputs:
-    """Run the fabric probes and the bounded GPU loads on this machine.
+    """Run the fabric probes and the bounded GPU loads on this machine, then ask its services
+    (vLLM's server, the monitoring) through the host probe, as remote verify does on each host.
 
     The GPU program runs only when nvidia-smi sees GPUs and the venv has an interpreter;
     otherwise the reason is recorded and the GPU checks fail or skip with it.
     """
     gpu_run = _gpu_run(spec, facts)
+    serve, monitoring = services.collect(spec.serve, spec.monitoring)
     return VerifyInputs(
         facts=facts,
         fm_version=probes.fm_version(),
         gpu_run=gpu_run,
         allreduce=_allreduce(spec, gpu_run),
-        serve=_serve(spec),
-        monitoring=monitoring_probe.collect(spec.monitoring) if spec.monitoring else None,
+        serve=serve,
+        monitoring=monitoring,
     )
-
-
-def _serve(spec: Spec) -> ServeRun | None:
-    if spec.serve is None:
-        return None
-    url = serve_probe.base_url(spec.serve.host, spec.serve.port)
-    return serve_probe.probe_server(url, spec.serve.served_model_name or spec.serve.model)
 
 
 def _gpu_run(spec: Spec, facts: Facts) -> GpuRun | Unknown:

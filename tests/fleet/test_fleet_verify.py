@@ -2,13 +2,20 @@
 
 gpu1 gets a stand-in ``nvidia-smi`` (the H200 capture's GPU row) and a venv interpreter that
 records its environment, so the GPU load program really runs there through Ansible and fails
-for want of torch; the others have no nvidia-smi at all.
+for want of torch; the others have no nvidia-smi at all. For the services test, gpu3 is held to
+a spec that serves a model and is monitored: the target's own python3 serves the stand-in
+dcgm-exporter page (tests/fixtures/monitoring, the real exporter's format) on the target's address,
+and nothing listens for node exporter or vLLM there.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
+import time
+import urllib.request
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,14 +23,18 @@ import pytest
 from typer.testing import CliRunner
 
 from provision.cli import cli
+from provision.spec.loader import load_spec
+from provision.verify.checks_monitoring import RULE_FAMILIES
 from provision.verify.launch import CHILD_ENV
 from tests.fleet.conftest import FleetTargets
+from tests.integration.harness.target import CHROOT_ENV
 from tests.unit import junit_strict
 
 ROOT = Path(__file__).parents[2]
 SPEC = ROOT / "specs" / "dual-a100x.yaml"
 VENV = "/opt/provision/venv"
 QUERY_GPU = ROOT / "tests" / "fixtures" / "detect" / "h200-ubuntu2404" / "query-gpu.txt"
+EXPORTER_PAGE = ROOT / "tests" / "fixtures" / "monitoring" / "dcgm-exporter-metrics.txt"
 GPU_CHECKS = ("cuda-device-count", "cuda-kernel", "bf16-tflops", "pcie-link", "pcie-h2d", "gpu-temperature")
 
 
@@ -125,3 +136,66 @@ def test_checklist_writes_one_document_per_host_and_an_index(fleet: FleetTargets
         assert f"**Host:** {name}" in document and "detected through Ansible from" in document
     assert "| gpu4 |" in index and "unreachable: host unreachable:" in index
     assert "not observable" in (out / "gpu4.md").read_text().lower()
+
+
+@pytest.fixture()
+def exporter_in_gpu3(fleet: FleetTargets) -> Iterator[str]:
+    """The stand-in dcgm-exporter page served by gpu3's own python3 on gpu3's address, port 9400."""
+    box = fleet.targets["gpu3"]
+    page = box.root / "srv/exporter/metrics"
+    page.parent.mkdir(parents=True)
+    page.write_bytes(EXPORTER_PAGE.read_bytes())
+    argv = ["python3", "-m", "http.server", "--bind", box.host, "--directory", "/srv/exporter", "9400"]
+    server = subprocess.Popen(
+        ["chroot", str(box.root), *argv], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=CHROOT_ENV
+    )
+    url = f"http://{box.host}:9400/metrics"
+    try:
+        for _ in range(100):
+            try:
+                with urllib.request.urlopen(url, timeout=1):
+                    break
+            except OSError:
+                time.sleep(0.1)
+        yield box.host
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def test_verify_asks_each_hosts_server_and_monitoring_from_the_host(
+    fleet: FleetTargets, exporter_in_gpu3: str
+) -> None:
+    address = exporter_in_gpu3
+    held = load_spec(ROOT / "specs" / "h200-serve-llama8b.yaml").model_dump(mode="json", exclude_none=True)
+    held["serve"]["host"] = address
+    held["monitoring"] = {"dcgm": "4.5.3", "listen": address, "prometheus": False}
+    spec3 = fleet.directory / "gpu3-serving.yaml"
+    spec3.write_text(json.dumps(held))  # JSON is YAML
+    lines = [
+        "[gpu]",
+        fleet.host_line("gpu2", provision_spec=str(SPEC)),
+        fleet.host_line("gpu3", provision_spec=str(spec3)),
+    ]
+    hosts = fleet.directory / "services.ini"
+    hosts.write_text("\n".join(lines) + "\n")
+    result = provision("verify", "-i", hosts, "--json")
+    assert result.exit_code == 1, result.output
+    doc = json.loads(result.stdout)  # one JSON document, the host probe's output included
+    by_id = {r["id"]: r for r in doc["hosts"]["gpu3"]["report"]["results"]}
+    exporter = by_id["dcgm-exporter-metrics"]
+    assert exporter["status"] == "pass", exporter
+    assert exporter["measured"]["value"] == len(RULE_FAMILIES)
+    assert exporter["detail"].startswith(f"http://{address}:9400/metrics: ")
+    # Nothing listens there: refused from the host's own view, each with the address it asked.
+    for check, port in (("node-exporter-metrics", 9100), ("serve-completion", 8000), ("serve-models", 8000)):
+        row = by_id[check]
+        assert row["status"] == "fail" and row["detail"].startswith(f"http://{address}:{port}/"), row
+        assert "Connection refused" in row["detail"], row
+    health = by_id["serve-health"]
+    assert health["status"] == "fail" and "Connection refused" in health["measured"]["value"]
+    assert by_id["serve-tokens-per-second"]["status"] == "skip"
+    assert by_id["prometheus-targets"]["status"] == "skip"  # monitoring.prometheus is false
+    assert "monitoring-services" in by_id
+    gpu2 = {r["id"] for r in doc["hosts"]["gpu2"]["report"]["results"]}
+    assert not gpu2 & {"serve-health", "dcgm-exporter-metrics"}  # a spec without the sections

@@ -268,3 +268,50 @@ def test_apply_fleet_interrupted(
     assert result.exit_code == 130, result.output
     doc = document(result)
     assert doc["hosts"]["a"]["outcome"].startswith("interrupted (Ctrl-C): ")
+
+
+def test_apply_fleet_reboot_not_back(
+    inventory: Path, detected: Any, mocker: MockerFixture, tmp_path: Path
+) -> None:
+    from provision.hosts import FleetPlan, HostPlan
+    from provision.lock.record import Recorded
+    from provision.plan.planner import make_plan
+    from tests.unit.factories import CATALOG, spec
+
+    planned = make_plan(spec(), fresh_ubuntu(), CATALOG)  # installs the driver: a reboot is required
+    converged = planned.model_copy(update={"steps": (), "reboot_required": False})
+    ran = runner.ApplyResult(
+        tmp_path / "run", "successful", 0, {"a": runner.HostResult("a", ok=30, changed=9)}
+    )
+    mocker.patch.object(runner, "run_playbook", return_value=ran)
+    mocker.patch(
+        "provision.apply.workflow.plan_hosts_with_facts",
+        return_value=(FleetPlan({"a": HostPlan("a", None, converged)}), {}),
+    )
+    mocker.patch("provision.apply.workflow.record_locks", return_value=Recorded({}, {}))
+    timed_out = "reboot failed: Timed out waiting for last boot time check (timeout=60)"
+    reboots = mocker.patch("provision.reboot.remote.reboot_hosts", return_value={"a": timed_out})
+    result = invoke(
+        "apply",
+        "-i",
+        str(inventory),
+        "--yes",
+        "--json",
+        "--runs-dir",
+        str(tmp_path),
+        "--reboot",
+        "--reboot-timeout",
+        "60",
+    )
+    assert result.exit_code == 1, result.output  # b unreachable, a did not come back
+    doc = document(result)  # the reboot's progress lines went to stderr
+    assert reboots.call_args.args[1] == ["a"]
+    assert doc["outcome"] == "failed" and doc["hosts"]["a"]["outcome"] == "converged"
+    assert doc["reboot"] == {
+        "a": {"state": "not-back", "outcome": f"did not come back: {timed_out}", "ok": False}
+    }
+    assert doc["after_reboot"] is None
+
+
+def test_resume_error_is_a_document(tmp_path: Path) -> None:
+    error_of(invoke("resume", str(tmp_path / "resume.json"), "--json"), 1, "no resume record")

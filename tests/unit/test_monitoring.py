@@ -516,7 +516,14 @@ def test_no_section_no_rows_and_unread_monitoring_skips() -> None:
     assert _evaluate(spec(), None) == {}
     got = _evaluate(monitored(), None)
     assert {r.status for r in got.values()} == {"skip"}
-    assert "remote verify" in got["monitoring-services"].detail
+    assert "saved without it" in got["monitoring-services"].detail
+
+
+def test_a_probe_that_gave_no_answer_fails_every_monitoring_check_with_its_reason() -> None:
+    why = "host probe: The command action failed to execute in the expected time frame (50)"
+    got = _evaluate(monitored(), Unknown(unknown=why))  # type: ignore[arg-type]
+    assert {(r.status, r.detail) for r in got.values()} == {("fail", why)}
+    assert len(got) == 4
 
 
 def test_systemctl_states_parse_in_order_or_give_the_reason() -> None:

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from provision.catalog import load_catalog
+from provision.detect.facts import Unknown
 from provision.spec.loader import load_spec
 from provision.verify.checks_serve import CHECKS
 from provision.verify.limits import shipped_limits
@@ -121,6 +122,13 @@ def test_no_server_listening_fails_with_the_reason() -> None:
 def test_not_probed_is_a_skip_with_the_reason() -> None:
     found = _report(None)
     assert {r.status for r in found.values()} == {"skip"} and len(found) == 4
+
+
+def test_a_host_probe_without_an_answer_fails_every_serve_check_with_the_reason() -> None:
+    found = _report(Unknown(unknown="host probe: Ansible reported nothing for it"))
+    assert {(r.status, r.detail) for r in found.values()} == {
+        ("fail", "host probe: Ansible reported nothing for it")
+    }
 
 
 def test_wildcard_listen_address_is_asked_on_loopback() -> None:

@@ -9,9 +9,8 @@ from pydantic import Field
 
 from provision.detect.fact import Derive, Fact, Unknown, failure, if_probed
 from provision.models import Frozen
+from provision.serving.unit import UNIT_PATH as VLLM_UNIT_PATH
 
-VLLM_UNIT_PATH = "/etc/systemd/system/provision-vllm.service"
-"""Where provision writes the vLLM server's unit (systemd.unit(5): the system unit search path)."""
 MAX_UNIT_CHARS = 65536
 """A unit longer than this is not provision's (provision's is about 1 KiB)."""
 _ABSENT = "=== absent"

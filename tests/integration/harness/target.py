@@ -21,6 +21,7 @@ import os
 import signal
 import subprocess
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -29,6 +30,10 @@ from .proc import Argv, HarnessError, run
 from .server import wait_for_port
 
 SSH_PORT = 2222
+BOOT_ID = "var/lib/harness/boot_id"
+"""The target's boot id (a chroot shares the host's ``/proc/sys/kernel/random/boot_id``)."""
+REBOOT_REQUEST = "harness-reboot-request"
+"""The file under the target's ``/run`` whose appearance asks the harness for a reboot."""
 LOCK_DIR = Path("/run/provision-tests")
 CHROOT_ENV = {
     "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -120,6 +125,23 @@ class Target:
     def ssh(self, *argv: str) -> subprocess.CompletedProcess[str]:
         """Run a command in the target over ssh, as Ansible would reach it."""
         return run(["ssh", *ssh_options(self.ssh_key, self.port), f"root@{self.host}", *argv], check=False)
+
+    def reboot(self) -> None:
+        """What a reboot does to the target, as far as a chroot allows: sshd and every process in it
+        stop (open ssh sessions drop), ``/run``'s flags are gone (a tmpfs after a real boot), the boot id
+        (:data:`BOOT_ID`, the ``boot_time_command`` the reboot play reads) changes, and sshd starts again.
+        The kernel, and so any module the apply installed, stays the host's.
+        """
+        if self._sshd is not None:
+            _stop(self._sshd)
+            self._sshd = None
+        _kill_chrooted(self.root)
+        for name in ("reboot-required", "reboot-required.pkgs", REBOOT_REQUEST):
+            (self.root / "run" / name).unlink(missing_ok=True)
+        boot_id = self.root / BOOT_ID
+        boot_id.parent.mkdir(parents=True, exist_ok=True)
+        boot_id.write_text(f"{uuid.uuid4()}\n")
+        self._sshd = _start_sshd(self)
 
     def close(self) -> None:
         """Stop sshd and every process left in the chroot, then unmount everything."""

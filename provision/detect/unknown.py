@@ -1,0 +1,15 @@
+"""What an unread fact is, in a module of its own so that code which only tests for it
+(``isinstance(value, Unknown)``: the components, the package managers) does not load the detectors.
+:mod:`provision.detect.fact` and :mod:`provision.detect.facts` re-export it."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from provision.models import Frozen
+
+
+class Unknown(Frozen):
+    """A fact that could not be read, with the reason (e.g. ``lspci: not found``)."""
+
+    unknown: str = Field(description="Why the fact is unknown.")

@@ -1,0 +1,39 @@
+"""A pending MOK enrollment: the one step of an apply that only a person at the console can do.
+
+Under Secure Boot a DKMS-built module loads only when its signing key (DKMS's
+``/var/lib/dkms/mok.pub``) is enrolled in shim's Machine Owner Key list (field failure FF-11). The
+import is queued with ``mokutil --import``, which asks for a one-time password, and confirmed in
+shim's MokManager at the next boot, on the console: "Enroll MOK", "Continue", "Yes", the password,
+"Reboot". MokManager waits about ten seconds for a key press and otherwise boots without enrolling,
+so nobody may reboot such a host unattended and expect the key enrolled. Sources: mokutil(1)
+(``--import``, ``--test-key``); Debian wiki, SecureBoot, "MOK - Machine Owner Key"
+(https://wiki.debian.org/SecureBoot#MOK_-_Machine_Owner_Key); Ubuntu wiki, UEFI/SecureBoot/DKMS
+(https://wiki.ubuntu.com/UEFI/SecureBoot/DKMS).
+"""
+
+from __future__ import annotations
+
+from provision.detect.domains.driver import DKMS_MOK
+from provision.plan.models import Action, Component, Plan
+
+SOURCE = "https://wiki.debian.org/SecureBoot#MOK_-_Machine_Owner_Key"
+
+
+def mok_pending(plan: Plan | None) -> bool:
+    """Whether ``plan`` still holds the manual MOK enrollment step (the key is not enrolled)."""
+    return plan is not None and any(
+        s.component is Component.SECURE_BOOT and s.action is Action.MANUAL for s in plan.steps
+    )
+
+
+def instructions(host: str, resume: str) -> list[str]:
+    """The console steps for ``host``, one line each, ending with how the apply resumes (``resume``)."""
+    on = "on this machine" if host == "localhost" else f"on {host}"
+    return [
+        f"MOK enrollment pending {on} (Secure Boot is on; the DKMS-built module loads only once its key "
+        f"is enrolled; {SOURCE}):",
+        f"  1. {on}, as root: `mokutil --import {DKMS_MOK}` and choose a one-time password",
+        "  2. reboot with someone at the console (MokManager boots on without enrolling after ~10 s)",
+        '  3. in MokManager: "Enroll MOK", "Continue", "Yes", type the password, "Reboot"',
+        f"  4. {resume}",
+    ]
