@@ -6,6 +6,8 @@ Also the data-driven parser cases' machinery shared by test_parsers and test_har
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -144,3 +146,15 @@ def write_missing_expectations(cases: Path, parsers: Mapping[str, Parser]) -> No
             text = json.dumps(parse_case(case, parsers), indent=2, ensure_ascii=False)
             target.write_text(text + "\n", encoding="utf-8")
             print("wrote", target)
+
+
+def systemd_analyze_verify(unit_file: Path) -> subprocess.CompletedProcess[str]:
+    """``systemd-analyze verify`` of one unit file (warnings and errors on stderr; rc 0 when clean)."""
+    return subprocess.run(
+        ["systemd-analyze", "verify", "--man=no", str(unit_file)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "SYSTEMD_LOG_LEVEL": "warning"},
+        timeout=60,
+        check=False,
+    )

@@ -9,7 +9,7 @@ import pytest
 from packaging.version import Version
 
 from provision.catalog import Architecture, Catalog, load_catalog, load_catalog_from
-from provision.catalog.loader import DATA_DIR, _sourced
+from provision.catalog.loader import DATA_DIR, _sourced, catalog_files
 from provision.errors import CatalogError
 from provision.versions import DottedVersion, DriverVersion
 
@@ -35,15 +35,9 @@ REQUIRED_GPUS = (
     "rtx-6000-ada",
     "gh200",
 )
-CATALOG_FILES = (
-    "sources.yaml",
-    "cuda.yaml",
-    "torch.yaml",
-    "gpus.yaml",
-    "drivers.yaml",
-    "repos.yaml",
-    "packages.yaml",
-)
+CATALOG_FILES = tuple(p.name for p in catalog_files(DATA_DIR) if p.parent == DATA_DIR)
+"""The catalog's top-level files, as the loader reads them (components/ is copied by the tests
+that need it)."""
 
 
 @pytest.fixture(scope="module")

@@ -81,18 +81,9 @@ def test_extravars_carry_one_transaction_and_pinned_index() -> None:
 
 
 def test_installed_and_held_stack_is_noop_with_reasons() -> None:
-    packages = (
-        pkg("nvidia-open", "580.95.05-1", "hold ok installed"),
-        pkg("libnvidia-compute", "580.95.05-1", "hold ok installed"),
-        pkg("cuda-toolkit-13-0", "13.0.2-1", "hold ok installed"),
-        pkg("libcudnn9-cuda-13", "9.14.0.64-1", "hold ok installed"),
-        pkg("libcudnn9-headers-cuda-13", "9.14.0.64-1", "hold ok installed"),
-        pkg("libcudnn9-dev-cuda-13", "9.14.0.64-1", "hold ok installed"),
-        pkg("libnccl2", "2.28.3-1+cuda13.0", "hold ok installed"),
-        pkg("libnccl-dev", "2.28.3-1+cuda13.0", "hold ok installed"),
-    )
     venv = Venv(path="/opt/provision/venv", python="3.12.3", distributions={"torch": "2.11.0+cu130"})
-    plan = make_plan(spec(), fresh_ubuntu(packages=packages, venv=venv, apt_locks=locked(spec())), CATALOG)
+    facts = fresh_ubuntu(packages=_held_stack(), venv=venv, apt_locks=locked(spec()))
+    plan = make_plan(spec(), facts, CATALOG)
     assert plan.changes == ()
     assert step(plan, Component.DRIVER).reason.startswith("driver 580.95.05 (nvidia-open")
     assert step(plan, Component.REPOSITORY).reason == (

@@ -28,7 +28,7 @@ from provision.hosts import FleetPlan, HostPlan, Hosts, HostSpec, HostState
 from provision.plan.models import Action, Component, Plan, Step
 from provision.plan.planner import make_plan
 from provision.reboot import mok, record, remote, unit
-from tests.unit.factories import CATALOG, fresh_ubuntu, spec
+from tests.unit.factories import CATALOG, fresh_ubuntu, spec, systemd_analyze_verify
 
 FRESH = make_plan(spec(), fresh_ubuntu(), CATALOG)  # installs the driver: a reboot is required
 DONE = FRESH.model_copy(update={"steps": (), "reboot_required": False})
@@ -147,14 +147,7 @@ def test_the_unit_refuses_control_characters_and_unplain_record_paths() -> None:
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed")
 def test_the_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
     written = unit.install_unit(unit.unit_text(unit.resume_argv()), tmp_path)
-    done = subprocess.run(
-        ["systemd-analyze", "verify", "--man=no", str(written)],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "SYSTEMD_LOG_LEVEL": "warning"},
-        timeout=60,
-        check=False,
-    )
+    done = systemd_analyze_verify(written)
     assert done.returncode == 0, done.stderr
 
 

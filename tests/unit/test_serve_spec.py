@@ -5,9 +5,7 @@ one line), the systemd unit checked by systemd-analyze, and a second plan with n
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +27,7 @@ from provision.serving.modelconfig import parse_config_json
 from provision.serving.unit import exec_start, systemd_quote, unit_text
 from provision.spec.loader import load_spec
 from provision.spec.models import Spec
-from tests.unit.factories import fresh_ubuntu, spec_from
+from tests.unit.factories import fresh_ubuntu, spec_from, systemd_analyze_verify
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVE_SPEC = ROOT / "specs" / "h200-serve-llama8b.yaml"
@@ -253,14 +251,7 @@ def test_the_rendered_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None
     spec = spec.model_copy(update={"python": spec.python.model_copy(update={"venv": str(venv)})})
     unit = tmp_path / "provision-vllm.service"
     unit.write_text(unit_text(server_config(spec, spec.serve), DATA))
-    done = subprocess.run(
-        ["systemd-analyze", "verify", "--man=no", str(unit)],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "SYSTEMD_LOG_LEVEL": "warning"},
-        timeout=60,
-        check=False,
-    )
+    done = systemd_analyze_verify(unit)
     assert done.returncode == 0, done.stderr
     assert f'ExecStart="{venv}/bin/vllm" serve meta-llama/Llama-3.1-8B-Instruct' in unit.read_text()
 
