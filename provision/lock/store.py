@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from provision import ansible
 from provision.ansible import local_inventory, refuse_templates
 from provision.errors import ProvisionError
+from provision.files import check_inventory
 from provision.lock.model import Lock
 from provision.resources import data_dir
 
@@ -70,6 +71,8 @@ def run_lock_play(
         become: Run the module as root (writing needs it; reading a 0644 lock does not).
     """
     refuse_templates({"args": dict(args), "default": default}, "lock")
+    if inventory is not None:
+        check_inventory(inventory)
     inv = inventory if inventory is not None else local_inventory(data_dir_)
     played = ansible.run_play(
         data_dir_,

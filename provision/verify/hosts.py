@@ -162,8 +162,6 @@ def _save_all(hosts: Hosts, got: Gathered, save_raw: Path) -> None:
             save_inputs(save_raw if hosts.inventory is None else save_raw / host, inputs)
 
 
-
-
 def check_host(
     host: str, spec: Spec, gathered: VerifyInputs | str, catalog: Catalog, limits: Limits
 ) -> tuple[CheckResult, ...]:

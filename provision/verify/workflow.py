@@ -58,6 +58,8 @@ def save_inputs(directory: Path, inputs: VerifyInputs) -> None:
         (directory / "inputs.json").write_text(inputs.model_dump_json(indent=2), encoding="utf-8")
     except OSError as exc:
         raise FactsError(f"cannot write verify inputs to {directory}: {exc.strerror or exc}") from None
+
+
 CHECKS: tuple[Check, ...] = (
     *checks_driver.CHECKS,
     *checks_gpu.CHECKS,
