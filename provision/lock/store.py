@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from provision import ansible
 from provision.ansible import local_inventory, refuse_templates
-from provision.errors import ProvisionError
+from provision.errors import ProvisionError, first_error
 from provision.files import check_inventory
 from provision.lock.model import Lock
 from provision.resources import data_dir
@@ -145,10 +145,6 @@ def _host_locks(host: str, result: dict[str, Any] | str) -> HostLocks:
         current = Lock.model_validate(result["current"]) if result.get("current") else None
         history = tuple(Lock.model_validate(doc) for doc in result.get("history") or ())
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise LockReadError(
-            f"{host}: the lock is not one this version reads ({where}: {first['msg']})"
-        ) from None
+        raise LockReadError(f"{host}: the lock is not one this version reads ({first_error(exc)})") from None
     served = {name: tuple(versions) for name, versions in (result.get("served") or {}).items()}
     return HostLocks(host, current, history, served)
