@@ -41,6 +41,7 @@ def gather(spec: Spec | None, target: Target, save_raw: Path | None = None) -> d
     """Facts per host name (``localhost`` for this machine)."""
     from provision.detect import runner as detect
 
+    refuse_contradictions(target, save_raw)
     if target.facts_file is not None:
         return {f.host: f for f in [read_facts(target.facts_file)]}
     if target.from_raw is not None:
@@ -48,6 +49,29 @@ def gather(spec: Spec | None, target: Target, save_raw: Path | None = None) -> d
         return {facts.host: facts}
     venv = spec.python.venv if spec and spec.python else None
     return detect_hosts(target.inventory, target.limit, venv, save_raw, target.forks)
+
+
+def refuse_contradictions(target: Target, save_raw: Path | None = None) -> None:
+    """Refuse options that name two sources of facts, or that the chosen source would ignore.
+
+    Raises:
+        FactsError: One line naming the options (nothing was read or run).
+    """
+    given = [
+        name
+        for name, value in (
+            ("--facts", target.facts_file),
+            ("--from-raw", target.from_raw),
+            ("-i/--inventory", target.inventory),
+        )
+        if value is not None
+    ]
+    if len(given) > 1:
+        raise FactsError(f"{' and '.join(given)} are different sources of facts: give one")
+    if save_raw is not None and (target.facts_file is not None or target.from_raw is not None):
+        raise FactsError(f"--save-raw keeps what detection reads; {given[0]} reads nothing: drop one")
+    if target.limit is not None and target.inventory is None:
+        raise FactsError("--limit selects hosts of an inventory: give -i INVENTORY too")
 
 
 def read_facts(path: Path) -> Facts:

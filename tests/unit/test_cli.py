@@ -221,3 +221,21 @@ def test_verify_save_raw_onto_a_file_is_one_line_before_any_work(tmp_path: Path)
     assert taken.read_text() == "x\n"
     as_json = run("verify", H200_SPEC, "--inputs", inputs, "--save-raw", str(taken), "--json")
     assert json.loads(as_json.stdout)["outcome"] == "error"
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["plan", H200_SPEC, "--from-raw", H200_RAW, "--facts", "f.json"], "--facts and --from-raw are"),
+        (["detect", "--from-raw", H200_RAW, "--save-raw", "out"], "--save-raw keeps what detection reads"),
+        (["plan", H200_SPEC, "--from-raw", H200_RAW, "-l", "gpu1"], "--limit selects hosts of an inventory"),
+    ],
+)
+def test_contradictory_sources_of_facts_are_refused_in_one_line(
+    args: list[str], line: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = run(*args)
+    assert result.exit_code == 1
+    assert result.output.startswith(f"error: {line}") and len(result.output.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []  # nothing written
