@@ -81,7 +81,13 @@ def resume_workflow(
         console.print(f"Nothing to resume: no resume record at {where} (nothing is waiting for a reboot).")
         if as_json:
             jsonout.emit(
-                {"outcome": "nothing-to-do", "record": str(where), "record_kept": False, "hosts": {}, "apply": None}
+                {
+                    "outcome": "nothing-to-do",
+                    "record": str(where),
+                    "record_kept": False,
+                    "hosts": {},
+                    "apply": None,
+                }
             )
         return 0
     try:
@@ -90,7 +96,13 @@ def resume_workflow(
         if unit_mode:
             unit.remove_unit(options.root)
         raise
-    doc: dict[str, Any] = {"outcome": None, "record": str(where), "record_kept": True, "hosts": {}, "apply": None}
+    doc: dict[str, Any] = {
+        "outcome": None,
+        "record": str(where),
+        "record_kept": True,
+        "hosts": {},
+        "apply": None,
+    }
     try:
         with _logged(found, console) as logged:
             code = _resume(found, where, logged, doc)

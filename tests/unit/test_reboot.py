@@ -732,7 +732,13 @@ def test_the_cli_dry_run_with_reboot_is_refused_as_the_real_run_one_line_exit_1(
             cli, ["apply", str(spec_file), "--reboot", "--runs-dir", str(tmp_path / "runs"), "--json", *how]
         )
         doc = json.loads(said.stdout)  # one document
-        ends[how[0]] = (said.exit_code, doc["outcome"], doc["error"]["message"], doc["reboot"], doc["after_reboot"])
+        ends[how[0]] = (
+            said.exit_code,
+            doc["outcome"],
+            doc["error"]["message"],
+            doc["reboot"],
+            doc["after_reboot"],
+        )
     assert ends["--dry-run"] == ends["--yes"]
     assert ends["--dry-run"][:2] == (1, "refused") and "needs root" in ends["--dry-run"][2]
     assert not (tmp_path / "runs").exists()
@@ -756,7 +762,9 @@ def test_a_dry_run_with_reboot_carries_the_reboot_keys_single_and_fleet(
     assert apply_planned(_hosts(["a"]), FleetPlan({"a": HostPlan("a", None, FRESH)}), options, fleet) == 0
     assert fleet.report.data["outcome"] == "dry-run" and fleet.report.data["reboot"] is None
     assert "after_reboot" in fleet.report.data and fleet.report.data["after_reboot"] is None
-    preflight.side_effect = ProvisionError("--reboot: the runs directory is not root's alone (x); nothing was changed")
+    preflight.side_effect = ProvisionError(
+        "--reboot: the runs directory is not root's alone (x); nothing was changed"
+    )
     refused = FleetView(Console(record=True, width=200), FleetJsonReport(reboot=True))
     with pytest.raises(ProvisionError, match="runs directory"):
         apply_planned(_hosts(["a"]), FleetPlan({"a": HostPlan("a", None, FRESH)}), options, refused)
@@ -778,7 +786,10 @@ def test_a_dry_run_with_a_reboot_pending_says_what_it_would_reboot_and_reboots_n
     preflight = mocker.patch("provision.apply.workflow.preflight")
     view = FleetView(Console(record=True, width=200))
     options = ApplyOptions(True, True, tmp_path, reboot=phase.RebootOptions(True, 120))
-    assert apply_planned(_hosts(["a"]), FleetPlan({"a": HostPlan("a", None, pending_reboot)}), options, view) == 0
+    assert (
+        apply_planned(_hosts(["a"]), FleetPlan({"a": HostPlan("a", None, pending_reboot)}), options, view)
+        == 0
+    )
     reboots.assert_not_called()
     preflight.assert_called_once()
     assert "Dry run: --reboot would reboot a; nothing was changed." in view.console.export_text()
