@@ -17,7 +17,8 @@ from pydantic import ValidationError
 
 from provision import ansible
 from provision.ansible import local_inventory, refuse_templates
-from provision.errors import ProvisionError
+from provision.errors import ProvisionError, first_error
+from provision.files import check_inventory
 from provision.lock.model import Lock
 from provision.resources import data_dir
 
@@ -70,6 +71,8 @@ def run_lock_play(
         become: Run the module as root (writing needs it; reading a 0644 lock does not).
     """
     refuse_templates({"args": dict(args), "default": default}, "lock")
+    if inventory is not None:
+        check_inventory(inventory)
     inv = inventory if inventory is not None else local_inventory(data_dir_)
     played = ansible.run_play(
         data_dir_,
@@ -142,10 +145,6 @@ def _host_locks(host: str, result: dict[str, Any] | str) -> HostLocks:
         current = Lock.model_validate(result["current"]) if result.get("current") else None
         history = tuple(Lock.model_validate(doc) for doc in result.get("history") or ())
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise LockReadError(
-            f"{host}: the lock is not one this version reads ({where}: {first['msg']})"
-        ) from None
+        raise LockReadError(f"{host}: the lock is not one this version reads ({first_error(exc)})") from None
     served = {name: tuple(versions) for name, versions in (result.get("served") or {}).items()}
     return HostLocks(host, current, history, served)
