@@ -439,7 +439,10 @@ def resume(
 
     Applies only changes of the components the confirmed plan changed (anything else is refused, to be
     reviewed with apply); stops again while a MOK enrollment is pending (exit 3). The record (and
-    this machine's unit) is removed when it has run. Its log: resume.log in the apply's run directory.
+    this machine's unit) is removed when it has run to its end; it is kept while a host is not
+    reachable yet (exit 1: run resume again) or its spec changed since apply (remove it by hand to
+    drop the resume). No record: nothing to do, exit 0. Its log: resume.log in the apply's run
+    directory.
     """
     from provision.apply.resume import resume_workflow
     from provision.errors import ProvisionError

@@ -12,12 +12,15 @@ the reboot is refused, with the steps named, for the user to review with ``provi
 A saved plan is never re-applied here: it was applied exactly before the reboot; the rest is
 planned from the spec it embeds (sealed, and the file's SHA-256 checked against the record).
 
-The record (and this machine's unit) is removed when the resume ends, whatever the outcome, so
-the boot-time unit runs once; only a MOK enrollment still pending keeps both for the next boot.
+The record (and this machine's unit) is removed when the resume ran to its end, whatever the
+outcome, so the boot-time unit runs once. It is kept, for ``provision resume`` to run again, while a
+MOK enrollment is still pending or a host is not reachable yet (still booting: nothing is applied
+to it and the line says so, never "resumed"), and when the resume could not start (its spec changed
+since apply, detection failed; the unit is removed, the error line says how to drop the record).
 Every line is also appended to ``resume.log`` in the apply's run directory.
 
-Exit codes: 0 converged (or nothing was left), 1 refused or failed, 3 a MOK enrollment is still
-pending (:data:`provision.apply.reboot.RESUME_PENDING`).
+Exit codes: 0 converged, nothing was left, or no record at all; 1 refused, failed or a host not
+reachable yet; 3 a MOK enrollment is still pending (:data:`provision.apply.reboot.RESUME_PENDING`).
 """
 
 from __future__ import annotations
@@ -37,7 +40,8 @@ from provision.apply.reboot import NO_REBOOT, RESUME_PENDING, RebootOptions, aft
 from provision.apply.reboot import RebootOutcome as Outcome
 from provision.apply.views import JsonReport, SingleView, reboot_json, show_reboots
 from provision.apply.workflow import ApplyOptions, apply_planned
-from provision.hosts import FleetPlan, Hosts, HostSpec, plan_hosts
+from provision.errors import ProvisionError, SpecError
+from provision.hosts import FleetPlan, HostPlan, Hosts, HostSpec, HostState, plan_hosts
 from provision.reboot import mok, record, unit
 from provision.trust import untrusted_reason
 
@@ -53,33 +57,73 @@ def resume_workflow(
     """Run the resume record at ``path`` (default: this machine's); returns the exit code.
 
     With ``as_json`` one document on stdout: ``{"outcome": "resumed" | "nothing-to-do" |
-    "mok-pending" | "refused" | "failed", "record": str, "hosts": {host: {state, outcome, ok}},
-    "apply": <apply --json document of the apply run> | null}``.
+    "mok-pending" | "not-reachable" | "refused" | "failed", "record": str, "record_kept": bool,
+    "hosts": {host: {state, outcome, ok}}, "apply": <apply --json document of the apply run> |
+    null}``. No record at all is ``nothing-to-do`` (exit 0): nothing is waiting for a reboot.
 
-    ``unit_mode``: run by ``provision-resume.service``; a record it cannot trust removes the
+    The record is removed once the resume ran to its end (resumed, nothing-to-do, refused,
+    failed); it is kept, for ``provision resume`` to run again, while a MOK enrollment is pending
+    or a host is not reachable yet (still booting), and when the resume could not start (its spec
+    changed since apply, detection failed): nothing ran then.
+
+    ``unit_mode``: run by ``provision-resume.service``; a record it cannot trust or run removes the
     unit (it must not run at every boot) and is left for root to look at.
 
     Raises:
-        ResumeError: No record, or one that is not trusted or was edited; its spec changed.
-        ProvisionError: Detection failed before any host was planned (the record is removed).
+        ResumeError: A record that is not trusted or was edited; its spec changed (nothing ran;
+            the record is kept).
+        ProvisionError: Detection failed before any host was planned (the record is kept).
     """
     where = path or options.record_path
+    if not os.path.lexists(where):
+        if unit_mode:
+            unit.remove_unit(options.root)
+        console.print(f"Nothing to resume: no resume record at {where} (nothing is waiting for a reboot).")
+        if as_json:
+            jsonout.emit(
+                {
+                    "outcome": "nothing-to-do",
+                    "record": str(where),
+                    "record_kept": False,
+                    "hosts": {},
+                    "apply": None,
+                }
+            )
+        return 0
     try:
         found = record.read_record(where)
     except record.ResumeError:
         if unit_mode:
             unit.remove_unit(options.root)
         raise
-    doc: dict[str, Any] = {"outcome": None, "record": str(where), "hosts": {}, "apply": None}
+    doc: dict[str, Any] = {
+        "outcome": None,
+        "record": str(where),
+        "record_kept": True,
+        "hosts": {},
+        "apply": None,
+    }
     try:
         with _logged(found, console) as logged:
             code = _resume(found, where, logged, doc)
-    finally:
-        if doc["outcome"] != "mok-pending":
-            _done(found, where, options)  # it ran, whatever the outcome: the unit runs once
-        if as_json and doc["outcome"] is not None:
-            jsonout.emit(doc)
+    except ProvisionError as exc:
+        if unit_mode:
+            unit.remove_unit(options.root)  # it could not start: not again at every boot; the record stays
+        if not isinstance(exc, SpecError):
+            exc.args = (f"{exc}; the resume record is kept: to drop this resume, remove it (`rm {where}`)",)
+        raise
+    if doc["outcome"] in KEPT:
+        console.print(f"The resume record {where} is kept.", soft_wrap=True)
+    else:
+        _done(found, where, options)  # it ran to its end, whatever the outcome: the unit runs once
+        doc["record_kept"] = False
+    if as_json:
+        jsonout.emit(doc)
     return code
+
+
+KEPT = ("mok-pending", "not-reachable")
+"""Outcomes that keep the record (and this machine's unit) for the resume to run again."""
 
 
 def _resume(found: record.ResumeRecord, where: Path, console: Console, doc: dict[str, Any]) -> int:
@@ -89,7 +133,13 @@ def _resume(found: record.ResumeRecord, where: Path, console: Console, doc: dict
     hosts = Hosts(inventory, {h: HostSpec(spec, str(spec_path)) for h in found.hosts})
     console.print(f"Resuming the apply of {spec_path} on {', '.join(found.hosts)} (record {where})")
     planned = plan_hosts(hosts)
-    still = [h for h in found.mok_pending if mok.mok_pending(planned.hosts[h].plan)]
+    gone = [
+        Outcome(h, "not-back", f"{_away(hp)}; run `provision resume {where}` again")
+        for h, hp in planned.hosts.items()
+        if hp.unreachable is not None or hp.plan is None
+    ]
+    planned = FleetPlan({h: hp for h, hp in planned.hosts.items() if h not in {o.host for o in gone}})
+    still = [h for h in found.mok_pending if h in planned.hosts and mok.mok_pending(planned.hosts[h].plan)]
     if still:
         resume = (
             "the resume runs again after that boot"
@@ -99,9 +149,8 @@ def _resume(found: record.ResumeRecord, where: Path, console: Console, doc: dict
         for host in still:
             for line in mok.instructions(host, resume):
                 console.print(line, soft_wrap=True, markup=False)
-        return _end(
-            doc, "mok-pending", [Outcome(h, "mok-pending", "MOK still not enrolled") for h in still], console
-        )
+        waiting = [Outcome(h, "mok-pending", "MOK still not enrolled") for h in still]
+        return _end(doc, "not-reachable" if gone else "mok-pending", gone + waiting, console)
     outcomes, go = after_boot(planned, {h: list(found.consented) for h in found.hosts}, "resumed")
     report = JsonReport(False)
     if go:
@@ -117,7 +166,14 @@ def _resume(found: record.ResumeRecord, where: Path, console: Console, doc: dict
     ending = "failed" if failed else "resumed" if go else "nothing-to-do"
     if failed and all(o.state == "refused" for o in outcomes if not o.ok):
         ending = "refused"
-    return _end(doc, ending, outcomes, console)
+    return _end(doc, "not-reachable" if gone else ending, gone + outcomes, console)
+
+
+def _away(hp: HostPlan) -> str:
+    """Why a host was not planned again: not reachable yet (still booting), or detection failed."""
+    if hp.state is HostState.UNREACHABLE:
+        return f"not reachable yet ({hp.unreachable})"
+    return f"not planned again ({hp.state.value}: {hp.unreachable})"
 
 
 def _end(doc: dict[str, Any], ending: str, outcomes: list[Outcome], console: Console) -> int:

@@ -17,6 +17,7 @@ from rich.markup import escape
 from provision import jsonout
 from provision.apply.outcome import Applied, steps
 from provision.apply.reboot import RESUME_PENDING, RebootOutcome, RebootView, phase_code
+from provision.errors import ProvisionError
 from provision.hosts import FleetPlan
 from provision.plan.models import Plan
 from provision.plan.render import render_plan
@@ -28,7 +29,9 @@ Stop = Literal["nothing-to-do", "dry-run", "refused"]
 class JsonReport:
     """The ``--json`` outcome of one single-form apply, filled as the workflow goes."""
 
-    def __init__(self, enabled: bool) -> None:
+    def __init__(self, enabled: bool, *, reboot: bool = False) -> None:
+        """``reboot``: ``--reboot`` was given, so the document carries ``reboot`` and
+        ``after_reboot`` in every outcome (None until the reboot phase fills them)."""
         self.enabled = enabled
         self.data: dict[str, Any] = {
             "outcome": None,
@@ -37,7 +40,13 @@ class JsonReport:
             "hosts": {},
             "plans": [],
             "support_bundles": {},
-        }
+        } | ({"reboot": None, "after_reboot": None} if reboot else {})
+
+    def refused(self, error: ProvisionError) -> None:
+        """A refusal before anything changed: ``outcome: refused`` with the error (as the CLI's
+        error document has it, :func:`provision.jsonout.error_document`)."""
+        self.outcome("refused", converged=False)
+        self.data["error"] = jsonout.error_document(error, 1)["error"]
 
     def outcome(self, outcome: str, *, converged: bool) -> int:
         """Record the outcome; returns its exit code (0 for nothing-to-do, dry-run, applied)."""
@@ -95,6 +104,9 @@ class SingleView:
         self.report.data["hosts"] = {h.host: dataclasses.asdict(h) for h in applied.result.hosts.values()}
         ended = "interrupted" if applied.result.interrupted else "applied" if converged else "failed"
         return self.report.outcome(ended, converged=converged)
+
+    def refused_before(self, planned: FleetPlan, error: ProvisionError) -> None:
+        self.report.refused(error)
 
     def reboot_notice(self, pending: dict[str, Plan]) -> None:
         if pending:

@@ -21,7 +21,8 @@ from __future__ import annotations
 import dataclasses
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol, cast
@@ -101,13 +102,21 @@ class ApplyView(Protocol):
     def reboot_report(self, outcomes: list[RebootOutcome], after: RebootView | None) -> None:
         """Show each host's reboot outcome and keep it (and ``after``'s report) in the JSON document."""
 
+    def refused_before(self, planned: FleetPlan, error: ProvisionError) -> None:
+        """Keep in the JSON document that ``error`` refused the apply before anything changed (the
+        CLI prints its one line and exits 1)."""
+
 
 def apply_planned(hosts: Hosts, planned: FleetPlan, options: ApplyOptions, view: ApplyView) -> int:
     """Apply ``planned`` to ``hosts``: the one apply sequence; returns the exit code.
 
+    A dry run goes through the same refusals as the real run (held-driver consent, ``--reboot``'s
+    preflight) before it stops, so it refuses exactly what the real run would.
+
     Raises:
-        ProvisionError: The user did not confirm, or the repository key could not be
-            verified (nothing ran).
+        ProvisionError: A refusal before anything changed (held driver without consent,
+            ``--reboot`` that could not resume safely), the user did not confirm, or the
+            repository key could not be verified (nothing ran).
     """
     if not view.show_plan(planned):
         return view.stopped(planned, "refused")
@@ -115,15 +124,16 @@ def apply_planned(hosts: Hosts, planned: FleetPlan, options: ApplyOptions, view:
     if not pending:
         view.console.print("Nothing to do: Ansible was not started.")
         code = view.stopped(planned, "nothing-to-do")
-        if options.reboot.enabled and not options.dry_run:
+        if options.reboot.enabled:
             phase = pending_reboots(hosts, planned, options, view)  # also when another host failed
             return code or phase
         return code
+    with refusals(planned, view):
+        check_consent(pending, options.replace_held)
+        preflight(hosts, options.reboot, options.runs_dir)
     if options.dry_run:
         view.console.print("Dry run: nothing was changed.")
         return view.stopped(planned, "dry-run")
-    check_consent(pending, options.replace_held)
-    preflight(hosts, options.reboot, options.runs_dir)
     confirm(options.yes, view.console)
     result = run(hosts, pending, options, view)
     applied, after = after_run(hosts, planned, result)
@@ -148,6 +158,17 @@ def apply_planned(hosts: Hosts, planned: FleetPlan, options: ApplyOptions, view:
     return code or phase  # a failure elsewhere stays the exit code; the hosts that converged still reboot
 
 
+@contextmanager
+def refusals(planned: FleetPlan, view: ApplyView) -> Iterator[None]:
+    """A ProvisionError raised inside refuses the apply before anything changed: the view keeps it
+    in the JSON document (``outcome: refused`` with ``error``), and it goes on to the CLI's one line."""
+    try:
+        yield
+    except ProvisionError as exc:
+        view.refused_before(planned, exc)
+        raise
+
+
 def _reapply(options: ApplyOptions) -> Callable[[Hosts, FleetPlan, RebootView], int]:
     """The apply sequence for what is left after a reboot: confirmed already, no second reboot."""
     after = dataclasses.replace(options, yes=True, dry_run=False, reboot=NO_REBOOT)
@@ -166,7 +187,15 @@ def pending_reboots(hosts: Hosts, planned: FleetPlan, options: ApplyOptions, vie
     waiting = [h for h, p in plans.items() if not p.refused and mok_pending(p)]
     if not need and not waiting:
         return 0
-    preflight(hosts, options.reboot, options.runs_dir)
+    with refusals(planned, view):
+        preflight(hosts, options.reboot, options.runs_dir)
+    if options.dry_run:
+        view.console.print(
+            f"Dry run: --reboot would reboot {', '.join(need) or 'no host'}"
+            + (f" and stop at the console for {', '.join(waiting)}" if waiting else "")
+            + "; nothing was changed."
+        )
+        return 0
     confirm(options.yes, view.console)
     run_dir = runner.new_run_dir(options.runs_dir, view.label)
     return reboot_phase(
@@ -259,10 +288,13 @@ def apply_workflow(
     "converged": bool, "run_dir": str | None, "hosts": {host: {ok, changed, failed, unreachable,
     failures}}, "plans": [Plan, ...], "support_bundles": {host: path}}`` (``support_bundles``: one
     archive per host that failed, :mod:`provision.support`; empty when none did); with ``--reboot``
-    also ``"reboot": {host: {state, outcome, ok}}`` and ``"after_reboot"``: the same document for the
-    apply after the reboot, or None.
+    also, in every outcome, ``"reboot": {host: {state, outcome, ok}}`` (None when no host was
+    rebooted: a dry run, a refusal, nothing that needs it) and ``"after_reboot"``: the same document
+    for the apply after the reboot, or None. A refusal before anything changed (a held driver without
+    consent, ``--reboot`` that could not resume safely) is ``"outcome": "refused"`` with ``"error":
+    {type, message, problems}``.
     """
-    report = JsonReport(as_json)
+    report = JsonReport(as_json, reboot=reboot.enabled)
     try:
         spec, saved = app.spec_from(path)
         facts = app.gather(spec, target)

@@ -21,6 +21,7 @@ from provision.apply.outcome import Applied, HostOutcome
 from provision.apply.reboot import RebootOutcome, RebootView, phase_code
 from provision.apply.views import Stop, reboot_json, show_reboots
 from provision.apply.workflow import ApplyOptions, apply_planned
+from provision.errors import ProvisionError
 from provision.fleet.mapping import Fleet
 from provision.fleet.orchestrate import fleet_hosts
 from provision.fleet.summary import fleet_plan_json, render_fleet_plan
@@ -37,7 +38,7 @@ def apply_fleet(fleet: Fleet, options: ApplyOptions, console: Console, *, as_jso
     With ``as_json`` the outcome is written to stdout as one document (:class:`FleetJsonReport`).
     """
     hosts = fleet_hosts(fleet)
-    report = FleetJsonReport()
+    report = FleetJsonReport(reboot=options.reboot.enabled)
     try:
         return apply_planned(hosts, plan_hosts(hosts), options, FleetView(console, report))
     finally:
@@ -52,16 +53,32 @@ class FleetJsonReport:
     "run_dir": str | None, "plan": <plan --json of the fleet>, "hosts": {host: {"planned": state,
     "outcome": str, "ok": bool, "ansible": {ok, changed, failed, unreachable, failures} | None,
     "support_bundle": str | None}}}`` (``support_bundle``: the archive of a host that failed,
-    :mod:`provision.support`); with ``--reboot`` also ``"reboot": {host: {state, outcome, ok}}`` and
-    ``"after_reboot"``.
+    :mod:`provision.support`); with ``--reboot`` also, in every outcome, ``"reboot": {host: {state,
+    outcome, ok}}`` (None when no host was rebooted) and ``"after_reboot"`` (None when nothing was
+    applied after a boot). A refusal before anything changed is ``"outcome": "refused"`` with
+    ``"error": {type, message, problems}``.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, reboot: bool = False) -> None:
         self.data: dict[str, Any] = {}
+        self.reboot = reboot
+
+    def _keys(self) -> dict[str, Any]:
+        return {"reboot": None, "after_reboot": None} if self.reboot else {}
 
     def stopped(self, planned: FleetPlan, why: Stop) -> None:
         """Ansible was not started: every host as planned."""
-        self.data = {"outcome": why, "run_dir": None, "plan": fleet_plan_json(planned), "hosts": {}}
+        self.data = {
+            "outcome": why,
+            "run_dir": None,
+            "plan": fleet_plan_json(planned),
+            "hosts": {},
+        } | self._keys()
+
+    def refused(self, planned: FleetPlan, error: ProvisionError) -> None:
+        """A refusal before anything changed: ``outcome: refused`` with the error."""
+        self.stopped(planned, "refused")
+        self.data["error"] = jsonout.error_document(error, 1)["error"]
 
     def applied(self, planned: FleetPlan, applied: Applied, ok: bool) -> None:
         """Ansible ran: each host's outcome."""
@@ -70,7 +87,7 @@ class FleetJsonReport:
             "run_dir": str(applied.result.run_dir),
             "plan": fleet_plan_json(planned),
             "hosts": {o.host: _outcome_json(o, applied.bundles.get(o.host)) for o in applied.outcomes},
-        }
+        } | self._keys()
 
 
 def _outcome_json(o: HostOutcome, bundle: Path | None) -> dict[str, Any]:
@@ -120,6 +137,9 @@ class FleetView:
         self.report.data["after_reboot"] = after.report.data or None if isinstance(after, FleetView) else None
         if code := phase_code(outcomes):
             self.report.data["outcome"] = "failed" if code == 1 else "resume-pending"
+
+    def refused_before(self, planned: FleetPlan, error: ProvisionError) -> None:
+        self.report.refused(planned, error)
 
     def reboot_notice(self, pending: dict[str, Plan]) -> None:
         hosts = list(pending)

@@ -313,5 +313,13 @@ def test_apply_fleet_reboot_not_back(
     assert doc["after_reboot"] is None
 
 
+def test_resume_without_a_record_is_a_nothing_to_do_document(tmp_path: Path) -> None:
+    result = invoke("resume", str(tmp_path / "resume.json"), "--json")
+    assert result.exit_code == 0 and document(result)["outcome"] == "nothing-to-do"
+
+
 def test_resume_error_is_a_document(tmp_path: Path) -> None:
-    error_of(invoke("resume", str(tmp_path / "resume.json"), "--json"), 1, "no resume record")
+    bad = tmp_path / "resume.json"
+    bad.write_text("{}")
+    bad.chmod(0o600)
+    error_of(invoke("resume", str(bad), "--json"), 1, "not a provision resume record")

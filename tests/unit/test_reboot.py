@@ -463,14 +463,25 @@ def test_apply_shows_the_reboot_options_and_bounds_the_timeout() -> None:
     assert bad.exit_code == 2 and "--reboot-timeout" in bad.output
 
 
-def test_resume_without_a_record_is_one_line_and_json_one_document(tmp_path: Path) -> None:
+def test_resume_without_a_record_is_nothing_to_do_in_one_line_or_one_document(tmp_path: Path) -> None:
     absent = tmp_path / "none.json"
     said = CliRunner().invoke(cli, ["resume", str(absent)])
-    assert said.exit_code == 1 and "no resume record" in said.output
-    doc = json.loads(CliRunner().invoke(cli, ["resume", str(absent), "--json"]).stdout)
-    assert doc["outcome"] == "error" and "no resume record" in doc["error"]["message"]
+    assert said.exit_code == 0 and "Nothing to resume: no resume record" in said.output
+    assert len(said.output.strip().splitlines()) == 1
+    as_json = CliRunner().invoke(cli, ["resume", str(absent), "--json"])
+    doc = json.loads(as_json.stdout)  # exactly one document: a second would not parse
+    assert as_json.exit_code == 0 and doc["outcome"] == "nothing-to-do" and doc["record"] == str(absent)
+    assert doc["hosts"] == {} and doc["apply"] is None and doc["record_kept"] is False
     both = CliRunner().invoke(cli, ["resume", str(absent), "--unit"])
     assert both.exit_code == 1 and "give no RECORD" in both.output
+
+
+def test_the_unit_without_a_record_is_nothing_to_do_and_removes_itself(tmp_path: Path) -> None:
+    options = phase.RebootOptions(True, root=tmp_path)
+    unit.install_unit(unit.unit_text(unit.resume_argv()), tmp_path)
+    console = Console(record=True, width=300)
+    assert resume_workflow(None, as_json=False, console=console, options=options, unit_mode=True) == 0
+    assert "nothing is waiting for a reboot" in console.export_text() and not unit.installed(tmp_path)
 
 
 def test_reboot_on_this_machine_is_refused_before_anything_changes_without_systemd(tmp_path: Path) -> None:
@@ -545,17 +556,55 @@ def test_the_unit_removes_itself_when_its_record_is_not_trusted(tmp_path: Path) 
     assert not unit.installed(tmp_path) and options.record_path.exists()  # left for root to look at
 
 
-def test_a_resume_whose_spec_changed_runs_nothing_and_removes_its_record(
+def test_a_resume_whose_spec_changed_runs_nothing_and_keeps_its_record(
     tmp_path: Path, mocker: MockerFixture
 ) -> None:
     options = _local_record(tmp_path)
     found = record.read_record(options.record_path)
     Path(found.spec_path).write_text(Path(found.spec_path).read_text() + "# edited after apply\n")
     detect = mocker.patch("provision.apply.resume.plan_hosts")
-    with pytest.raises(record.ResumeError, match="changed since apply"):
+    with pytest.raises(record.ResumeError, match="changed since apply") as refused:
         resume_workflow(None, as_json=False, console=Console(), options=options, unit_mode=True)
     detect.assert_not_called()
-    assert not options.record_path.exists() and not unit.installed(tmp_path)
+    assert f"the resume record is kept: to drop this resume, remove it (`rm {options.record_path}`)" in str(
+        refused.value
+    )
+    assert options.record_path.exists()  # kept for the user to review or remove
+    assert not unit.installed(tmp_path)  # but the boot-time unit does not refuse again at every boot
+
+
+def test_a_host_not_reachable_yet_keeps_the_record_and_is_not_called_resumed(
+    tmp_path: Path, mocker: MockerFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from provision import jsonout
+
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text("box1\nbox2\n")
+    where = tmp_path / "run" / record.RECORD_NAME
+    record.write_record(
+        _record(tmp_path, inventory=inventory, hosts=["box1", "box2"], mok_pending=["box1"]), where
+    )
+    booting = HostPlan("box1", None, None, "Failed to connect to the host via ssh: Connection refused")
+    planned = FleetPlan({"box1": booting, "box2": HostPlan("box2", None, DONE)})
+    mocker.patch("provision.apply.resume.plan_hosts", return_value=planned)
+    apply = mocker.patch("provision.apply.resume.apply_planned")
+    console = Console(record=True, width=300)
+    assert resume_workflow(where, as_json=False, console=console, options=phase.NO_REBOOT) == 1
+    said = (tmp_path / "run" / record.LOG_NAME).read_text()  # what it printed, kept in the run directory
+    assert (
+        "box1: not reachable yet (Failed to connect to the host via ssh: Connection refused); "
+        f"run `provision resume {where}` again"
+    ) in said
+    assert "box1: resumed" not in said and "then unreachable" not in said
+    assert where.exists() and f"The resume record {where} is kept." in console.export_text()
+    apply.assert_not_called()
+    capsys.readouterr()
+    jsonout.begin()  # the same again with --json: one document, the record still kept
+    assert resume_workflow(where, as_json=True, console=Console(stderr=True), options=phase.NO_REBOOT) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["outcome"] == "not-reachable" and doc["record_kept"] is True
+    assert doc["hosts"]["box1"]["state"] == "not-back" and doc["hosts"]["box1"]["ok"] is False
+    assert doc["hosts"]["box2"]["ok"] is True and where.exists()
 
 
 def test_a_host_whose_plan_still_asks_for_a_reboot_after_the_boot_failed() -> None:
@@ -645,3 +694,103 @@ def test_ctrl_c_during_the_reboot_play_is_exit_130(tmp_path: Path, mocker: Mocke
     assert code == 130
     said = {o.host: o for o in view.reports[0][0]}
     assert said["a"].ok and said["b"].outcome == f"did not come back: {remote.INTERRUPTED}"
+
+
+# --- apply --reboot --dry-run: the same refusals as the real run ---------------------------------
+
+
+@pytest.mark.parametrize("dry_run", [True, False])
+def test_a_dry_run_refuses_what_the_real_run_refuses_and_says_so_in_its_json(
+    tmp_path: Path, mocker: MockerFixture, dry_run: bool
+) -> None:
+    from provision.apply.workflow import ApplyOptions, apply_planned
+
+    mocker.patch("provision.apply.reboot.os.geteuid", return_value=1000)  # not root: --reboot refused here
+    run = mocker.patch("provision.apply.workflow.run")
+    report = JsonReport(True, reboot=True)
+    console = Console(record=True, width=300)
+    options = ApplyOptions(dry_run, True, tmp_path / "runs", reboot=phase.RebootOptions(True))
+    hosts = Hosts(None, {"localhost": HostSpec(spec(), None)})
+    with pytest.raises(ProvisionError, match="--reboot on this machine needs root") as refused:
+        apply_planned(hosts, _planned(FRESH), options, SingleView(console, report, "x"))
+    run.assert_not_called()
+    assert "Dry run" not in console.export_text() and not (tmp_path / "runs").exists()
+    assert report.data["outcome"] == "refused" and report.data["error"]["message"] == str(refused.value)
+    assert report.data["reboot"] is None and report.data["after_reboot"] is None
+
+
+def test_the_cli_dry_run_with_reboot_is_refused_as_the_real_run_one_line_exit_1(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    mocker.patch("provision.apply.reboot.os.geteuid", return_value=1000)
+    mocker.patch("provision.app.gather", return_value={"localhost": fresh_ubuntu()})
+    mocker.patch("provision.apply.workflow.plan_facts", return_value=_planned(FRESH))
+    spec_file = _spec_file(tmp_path)
+    ends = {}
+    for how in (["--dry-run"], ["--yes"]):
+        said = CliRunner().invoke(
+            cli, ["apply", str(spec_file), "--reboot", "--runs-dir", str(tmp_path / "runs"), "--json", *how]
+        )
+        doc = json.loads(said.stdout)  # one document
+        ends[how[0]] = (
+            said.exit_code,
+            doc["outcome"],
+            doc["error"]["message"],
+            doc["reboot"],
+            doc["after_reboot"],
+        )
+    assert ends["--dry-run"] == ends["--yes"]
+    assert ends["--dry-run"][:2] == (1, "refused") and "needs root" in ends["--dry-run"][2]
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_dry_run_with_reboot_carries_the_reboot_keys_single_and_fleet(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    from provision.apply.workflow import ApplyOptions, apply_planned
+    from provision.fleet.apply import FleetJsonReport, FleetView
+
+    preflight = mocker.patch("provision.apply.workflow.preflight")
+    options = ApplyOptions(True, False, tmp_path, reboot=phase.RebootOptions(True))
+    report = JsonReport(True, reboot=True)
+    view = SingleView(Console(record=True, width=200), report, "x")
+    assert apply_planned(_hosts(["a"]), FleetPlan({"a": HostPlan("a", None, FRESH)}), options, view) == 0
+    preflight.assert_called_once()  # checked before the dry run stopped
+    assert report.data["outcome"] == "dry-run" and report.data["reboot"] is None
+    assert "after_reboot" in report.data and report.data["after_reboot"] is None
+    fleet = FleetView(Console(record=True, width=200), FleetJsonReport(reboot=True))
+    assert apply_planned(_hosts(["a"]), FleetPlan({"a": HostPlan("a", None, FRESH)}), options, fleet) == 0
+    assert fleet.report.data["outcome"] == "dry-run" and fleet.report.data["reboot"] is None
+    assert "after_reboot" in fleet.report.data and fleet.report.data["after_reboot"] is None
+    preflight.side_effect = ProvisionError(
+        "--reboot: the runs directory is not root's alone (x); nothing was changed"
+    )
+    refused = FleetView(Console(record=True, width=200), FleetJsonReport(reboot=True))
+    with pytest.raises(ProvisionError, match="runs directory"):
+        apply_planned(_hosts(["a"]), FleetPlan({"a": HostPlan("a", None, FRESH)}), options, refused)
+    assert refused.report.data["outcome"] == "refused" and refused.report.data["reboot"] is None
+    assert "runs directory" in refused.report.data["error"]["message"]
+    plain = JsonReport(True)  # without --reboot the document is as before
+    assert "reboot" not in plain.data and "after_reboot" not in plain.data
+
+
+def test_a_dry_run_with_a_reboot_pending_says_what_it_would_reboot_and_reboots_nothing(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    from provision.apply.workflow import ApplyOptions, apply_planned
+    from provision.fleet.apply import FleetView
+
+    step = Step(component=Component.REBOOT, action=Action.REBOOT, reason="reboot pending (module 570 loaded)")
+    pending_reboot = DONE.model_copy(update={"steps": (step,), "reboot_required": True})
+    reboots = mocker.patch("provision.reboot.remote.reboot_hosts")
+    preflight = mocker.patch("provision.apply.workflow.preflight")
+    view = FleetView(Console(record=True, width=200))
+    options = ApplyOptions(True, True, tmp_path, reboot=phase.RebootOptions(True, 120))
+    assert (
+        apply_planned(_hosts(["a"]), FleetPlan({"a": HostPlan("a", None, pending_reboot)}), options, view)
+        == 0
+    )
+    reboots.assert_not_called()
+    preflight.assert_called_once()
+    assert "Dry run: --reboot would reboot a; nothing was changed." in view.console.export_text()
+    assert list(tmp_path.iterdir()) == []
