@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from provision import __version__, jsonout
-from provision.errors import ProvisionError, SpecError
+from provision.errors import Interrupted, ProvisionError, SpecError
 
 if TYPE_CHECKING:
     from provision.plan.models import Plan
@@ -138,6 +138,14 @@ def user_errors(spec_error_code: int = 1) -> Callable[[Callable[P, None]], Calla
             jsonout.begin()
             try:
                 command(*args, **kwargs)
+            except (Interrupted, KeyboardInterrupt) as exc:
+                # Ctrl-C: an Ansible run ended ``canceled`` (Interrupted), or a second Ctrl-C or one
+                # outside Ansible (direct ssh detection) raised KeyboardInterrupt. Exit 130 as apply.
+                stopped = exc if isinstance(exc, Interrupted) else Interrupted()
+                err.print(f"[bold red]Interrupted[/]: {escape(str(stopped))}", soft_wrap=True)
+                if kwargs.get("as_json") and not jsonout.written():
+                    jsonout.emit(jsonout.error_document(stopped, stopped.exit_code))
+                raise typer.Exit(stopped.exit_code) from None
             except ProvisionError as exc:
                 code = spec_error_code if isinstance(exc, SpecError) else 1
                 err.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)

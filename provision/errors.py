@@ -46,3 +46,13 @@ class DriftError(ProvisionError):
 
 class ApplyError(ProvisionError):
     """Ansible ran but the run failed; the message names the failed task and host."""
+
+
+class Interrupted(ProvisionError):
+    """Ctrl-C stopped the command; an Ansible run it started ended ``canceled`` (its process group
+    killed). Exit 130, as a shell reports SIGINT (README, "Exit codes")."""
+
+    exit_code = 130
+
+    def __init__(self, message: str = "Ctrl-C stopped the run; nothing of it is left running") -> None:
+        super().__init__(message)
