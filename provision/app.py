@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from provision.catalog import Catalog
 from provision.detect.facts import Facts
-from provision.errors import FactsError
+from provision.errors import FactsError, first_error
 from provision.files import read_json_text
 from provision.hosts import HostSpec, detect_hosts, one_spec, plan_facts
 from provision.plan import seal
@@ -62,14 +62,6 @@ def read_facts(path: Path) -> Facts:
         )
     except ValidationError as exc:
         raise FactsError(f"{path}: not a provision facts file ({first_error(exc)})") from None
-
-
-def first_error(exc: ValidationError) -> str:
-    """``field.path: message`` of the first pydantic error, and how many more there are."""
-    errors = exc.errors()
-    where = ".".join(str(p) for p in errors[0]["loc"])
-    more = f"; {len(errors) - 1} more" if len(errors) > 1 else ""
-    return f"{where + ': ' if where else ''}{errors[0]['msg']}{more}"
 
 
 def plan_all(

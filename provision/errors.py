@@ -7,6 +7,11 @@ README.md ("Exit codes").
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
 
 class ProvisionError(Exception):
     """Base of every user-facing error. ``str(err)`` is the one line printed."""
@@ -46,6 +51,17 @@ class DriftError(ProvisionError):
 
 class ApplyError(ProvisionError):
     """Ansible ran but the run failed; the message names the failed task and host."""
+
+
+def first_error(exc: ValidationError) -> str:
+    """``field.path: message`` of pydantic's first error, and how many more there are (one line for
+    a user: never pydantic's own multi-line text with its model class names)."""
+    errors = exc.errors()
+    if not errors:
+        return str(exc).splitlines()[0]
+    where = ".".join(str(p) for p in errors[0]["loc"])
+    more = f"; {len(errors) - 1} more" if len(errors) > 1 else ""
+    return f"{where + ': ' if where else ''}{errors[0]['msg']}{more}"
 
 
 class Interrupted(ProvisionError):

@@ -19,7 +19,7 @@ from ruamel.yaml.composer import Composer
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.events import AliasEvent
 
-from provision.errors import ProvisionError
+from provision.errors import FactsError, ProvisionError
 
 MAX_BYTES = 4 << 20
 """Largest file read (4 MiB): a fleet of thousands of hosts or a full raw capture is under 1 MiB."""
@@ -221,3 +221,18 @@ def parse_yaml(text: str, path: Path, *, error: type[ProvisionError], typ: str =
 def read_yaml(path: Path, *, what: str, error: type[ProvisionError], typ: str = "safe") -> Any:
     """The YAML document in ``path`` (see :func:`read_text` and :func:`parse_yaml`)."""
     return parse_yaml(read_text(path, what=what, error=error), path, error=error, typ=typ)
+
+
+def check_inventory(inventory: Path) -> None:
+    """Refuse, before Ansible or ssh are started, an inventory that is missing or unreadable.
+
+    A directory is Ansible's inventory directory; a file must be readable as a regular file (a FIFO or
+    a device never reaches Ansible).
+
+    Raises:
+        FactsError: ``<inventory>: no such inventory``, or why the file cannot be read.
+    """
+    if not inventory.exists():
+        raise FactsError(f"{inventory}: no such inventory")
+    if not inventory.is_dir():
+        read_bytes(inventory, what="inventory", error=FactsError)

@@ -19,7 +19,7 @@ from pathlib import Path
 from provision.catalog import Catalog, load_catalog
 from provision.detect.facts import Facts, Unknown
 from provision.errors import FactsError
-from provision.files import read_bytes
+from provision.files import check_inventory
 from provision.plan.models import Plan
 from provision.plan.planner import make_plan
 from provision.spec.models import Spec
@@ -193,10 +193,7 @@ def detect_hosts(
     if inventory is None:
         facts = detect.detect_local(venv=venv, save_raw=save_raw)
         return {facts.host: facts}
-    if not inventory.exists():
-        raise FactsError(f"{inventory}: no such inventory")
-    if not inventory.is_dir():
-        read_bytes(inventory, what="inventory", error=FactsError)  # a FIFO or device never reaches Ansible
+    check_inventory(inventory)
     found = detect.detect_remote(str(inventory), limit, venv, forks=forks, save_raw=save_raw)
     if not found:
         matching = f" matching --limit {limit!r}" if limit else ""

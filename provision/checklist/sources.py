@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from provision.detect.facts import Facts
-from provision.errors import FactsError
+from provision.errors import FactsError, first_error
 
 _FACTS_LIST = TypeAdapter(list[Facts])
 
@@ -81,9 +81,7 @@ def read_facts_documents(path: Path) -> list[Facts]:
     except json.JSONDecodeError as exc:
         raise FactsError(f"{path}: not JSON ({exc.msg}, line {exc.lineno})") from None
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise FactsError(f"{path}: not a provision facts file ({where}: {first['msg']})") from None
+        raise FactsError(f"{path}: not a provision facts file ({first_error(exc)})") from None
 
 
 def _documents(data: Any) -> list[Any]:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from provision.errors import ProvisionError
+from provision.errors import ProvisionError, first_error
 from provision.files import read_yaml
 from provision.fleet.inventory import SPEC_VAR, InventoryHost, inventory_hosts
 
@@ -121,6 +121,8 @@ def read_fleet_file(path: Path) -> FleetFile:
     try:
         return FleetFile.model_validate(data or {})
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
-        raise FleetError(f"{path}: {where}: {first['msg']}") from None
+        if not isinstance(data or {}, dict):
+            raise FleetError(
+                f"{path}: a fleet file is a mapping (specs:, ...), not a {type(data).__name__}"
+            ) from None
+        raise FleetError(f"{path}: {first_error(exc)}") from None

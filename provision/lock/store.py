@@ -17,7 +17,8 @@ from pydantic import ValidationError
 
 from provision import ansible
 from provision.ansible import local_inventory, refuse_templates
-from provision.errors import Interrupted, ProvisionError
+from provision.errors import Interrupted, ProvisionError, first_error
+from provision.files import check_inventory
 from provision.lock.model import Lock
 from provision.resources import data_dir
 
@@ -74,6 +75,8 @@ def run_lock_play(
         Interrupted: Ctrl-C stopped the play (ansible-runner's status ``canceled``).
     """
     refuse_templates({"args": dict(args), "default": default}, "lock")
+    if inventory is not None:
+        check_inventory(inventory)
     inv = inventory if inventory is not None else local_inventory(data_dir_)
     played = ansible.run_play(
         data_dir_,
@@ -148,10 +151,6 @@ def _host_locks(host: str, result: dict[str, Any] | str) -> HostLocks:
         current = Lock.model_validate(result["current"]) if result.get("current") else None
         history = tuple(Lock.model_validate(doc) for doc in result.get("history") or ())
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise LockReadError(
-            f"{host}: the lock is not one this version reads ({where}: {first['msg']})"
-        ) from None
+        raise LockReadError(f"{host}: the lock is not one this version reads ({first_error(exc)})") from None
     served = {name: tuple(versions) for name, versions in (result.get("served") or {}).items()}
     return HostLocks(host, current, history, served)

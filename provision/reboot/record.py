@@ -27,7 +27,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationError
 
-from provision.errors import ProvisionError
+from provision.errors import ProvisionError, first_error
 from provision.files import read_bytes, read_json_text
 from provision.models import Frozen
 from provision.trust import untrusted_reason
@@ -154,9 +154,7 @@ def read_record(path: Path) -> ResumeRecord:
     try:
         record = ResumeRecord.model_validate_json(text)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise ResumeError(f"{path}: not a provision resume record ({where}: {first['msg']})") from None
+        raise ResumeError(f"{path}: not a provision resume record ({first_error(exc)})") from None
     if record.digest != digest_of(record):
         raise ResumeError(
             f"{path}: the record was changed after apply wrote it (digest differs); nothing was run"

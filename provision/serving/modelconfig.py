@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from provision.errors import first_error
 from provision.serving.arch import ModelArchitecture
 
 MAX_CONFIG_BYTES = 1 << 20
@@ -105,6 +106,4 @@ def _architecture(config: dict[str, Any], source: str, parameters: int | None) -
     try:
         return ModelArchitecture.model_validate(fields)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(map(str, first["loc"]))
-        return f"{source}: {where + ': ' if where else ''}{first['msg']}"
+        return f"{source}: {first_error(exc)}"

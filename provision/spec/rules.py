@@ -28,6 +28,9 @@ from provision.findings import Finding, Severity
 from provision.spec.models import PythonSpec, Spec
 from provision.versions import DottedVersion
 
+_CONFIDENCE = {"P": "from a primary source", "S": "from a secondary source", "U": "unverified"}
+"""The catalog's ``conf`` letters in words, for messages."""
+
 FM_SWITCH_GPUS = 8
 """GPU count of the HGX/DGX NVSwitch baseboards FMUG describes (8-GPU)."""
 
@@ -127,7 +130,10 @@ def cuda_release_known(ctx: _Ctx) -> Iterator[Finding]:
         why = (
             "is not in the catalog"
             if release is None
-            else (f"has no sourced toolkit driver (conf {release.conf}: {(release.note or '').rstrip('.')})")
+            else (
+                f"has no sourced toolkit driver ({_CONFIDENCE[release.conf]}: "
+                f"{(release.note or '').rstrip('.')})"
+            )
         )
         yield ctx.finding(
             "cuda-release-unknown",

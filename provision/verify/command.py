@@ -8,7 +8,7 @@ from pydantic import ValidationError
 from rich.console import Console
 
 from provision import jsonout
-from provision.errors import FactsError
+from provision.errors import FactsError, first_error
 from provision.files import read_json_text
 from provision.hosts import LOCALHOST, Hosts, HostSpec
 from provision.output import write_output
@@ -27,7 +27,7 @@ def read_inputs(path: Path) -> VerifyInputs:
     try:
         return VerifyInputs.model_validate_json(read_json_text(path, what="verify inputs", error=FactsError))
     except ValidationError as exc:
-        raise FactsError(f"{path}: not a verify inputs file ({str(exc).splitlines()[0]})") from None
+        raise FactsError(f"{path}: not a verify inputs file ({first_error(exc)})") from None
 
 
 def run_verify(

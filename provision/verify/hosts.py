@@ -25,7 +25,7 @@ from provision.verify.limits import Limits, shipped_limits
 from provision.verify.models import CheckResult, Report
 from provision.verify.remote import REMOTE_ALLREDUCE, HostJob, verify_remote
 from provision.verify.runs import VerifyInputs
-from provision.verify.workflow import collect, evaluate
+from provision.verify.workflow import collect, evaluate, save_inputs, writable_directory
 
 UNREACHABLE_HINT = "Reach the host over ssh (ansible HOST -m ping -i INVENTORY), then run verify again."
 
@@ -124,6 +124,8 @@ def verify_hosts(
             (:mod:`provision.verify.bundles`); None writes none. A replay never writes one.
     """
     started, t0 = datetime.now(UTC), time.monotonic()
+    if save_raw is not None:
+        writable_directory(save_raw, "--save-raw")  # before minutes of GPU work, not after
     cat, lim = catalog or load_catalog(), limits or shipped_limits()
     with tempfile.TemporaryDirectory(prefix="provision-verify-") as tmp:
         keep = Path(tmp) if runs_dir is not None and gathered is None else None
@@ -158,12 +160,6 @@ def _save_all(hosts: Hosts, got: Gathered, save_raw: Path) -> None:
     for host, inputs in got.items():
         if isinstance(inputs, VerifyInputs):
             save_inputs(save_raw if hosts.inventory is None else save_raw / host, inputs)
-
-
-def save_inputs(directory: Path, inputs: VerifyInputs) -> None:
-    """Write ``inputs`` to ``directory/inputs.json`` (what ``verify --inputs`` replays)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "inputs.json").write_text(inputs.model_dump_json(indent=2), encoding="utf-8")
 
 
 def check_host(

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from provision.catalog import Catalog
 from provision.detect.facts import Facts, Unknown
+from provision.errors import FactsError
 from provision.spec.models import Spec
 from provision.verify import (
     checks_driver,
@@ -34,6 +35,31 @@ from provision.verify.models import CheckResult, Report
 from provision.verify.runs import AllReduceRun, GpuRun, VerifyInputs
 
 Check = Callable[[Context], list[CheckResult]]
+
+
+def writable_directory(directory: Path, option: str) -> None:
+    """Refuse, in one line, a path that exists and is not a directory (``option`` names the flag).
+
+    Raises:
+        FactsError: ``directory`` exists and is a file or another non-directory.
+    """
+    if directory.exists() and not directory.is_dir():
+        raise FactsError(f"{option} {directory}: exists and is not a directory")
+
+
+def save_inputs(directory: Path, inputs: VerifyInputs) -> None:
+    """Write ``inputs`` to ``directory/inputs.json`` (what ``verify --inputs`` replays).
+
+    Raises:
+        FactsError: the directory cannot be created or the file cannot be written (the reason).
+    """
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "inputs.json").write_text(inputs.model_dump_json(indent=2), encoding="utf-8")
+    except OSError as exc:
+        raise FactsError(f"cannot write verify inputs to {directory}: {exc.strerror or exc}") from None
+
+
 CHECKS: tuple[Check, ...] = (
     *checks_driver.CHECKS,
     *checks_gpu.CHECKS,
@@ -113,8 +139,7 @@ def verify(
     started, t0 = datetime.now(UTC), time.monotonic()
     inputs = inputs or collect(spec, facts)
     if save_raw is not None:
-        save_raw.mkdir(parents=True, exist_ok=True)
-        (save_raw / "inputs.json").write_text(inputs.model_dump_json(indent=2), encoding="utf-8")
+        save_inputs(save_raw, inputs)
     results = evaluate(spec, inputs, catalog, limits)
     return Report(
         host=inputs.facts.host,

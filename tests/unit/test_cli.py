@@ -209,3 +209,15 @@ def test_driver_version_must_be_a_full_nvidia_version(tmp_path: Path) -> None:
     result = run("validate", str(spec))
     assert result.exit_code == 2
     assert "driver.version 580.95 must be a full driver version such as 580.95.05" in result.output
+
+
+def test_verify_save_raw_onto_a_file_is_one_line_before_any_work(tmp_path: Path) -> None:
+    taken = tmp_path / "taken.yaml"
+    taken.write_text("x\n")
+    inputs = str(ROOT / "tests" / "fixtures" / "verify" / "h200-ubuntu2404-2026-12-01" / "inputs.json")
+    result = run("verify", H200_SPEC, "--inputs", inputs, "--save-raw", str(taken))
+    assert result.exit_code == 1
+    assert result.output.strip() == f"error: --save-raw {taken}: exists and is not a directory"
+    assert taken.read_text() == "x\n"
+    as_json = run("verify", H200_SPEC, "--inputs", inputs, "--save-raw", str(taken), "--json")
+    assert json.loads(as_json.stdout)["outcome"] == "error"

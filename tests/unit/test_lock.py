@@ -250,3 +250,15 @@ def test_rollback_without_a_lock_is_one_line_and_one_json_document(mocker: Mocke
     document = json.loads(result.stdout)
     assert document["outcome"] == "error"
     assert document["error"]["message"] == "localhost: no lock in /var/lib/provision; nothing to roll back to"
+
+
+@pytest.mark.parametrize("command", [["lock", "show"], ["rollback", "--dry-run"]])
+def test_a_missing_inventory_is_one_line_and_starts_no_ansible(
+    command: list[str], tmp_path: Path, mocker: MockerFixture
+) -> None:
+    played = mocker.patch("provision.ansible.run_play")
+    missing = tmp_path / "nope.ini"
+    result = CliRunner().invoke(cli, [*command, "-i", str(missing)])
+    assert result.exit_code == 1
+    assert result.output.strip() == f"error: {missing}: no such inventory"
+    played.assert_not_called()

@@ -116,7 +116,7 @@ CASES: list[tuple[dict[str, Any], str, str, str]] = [
         {"cuda__toolkit": "13.5"},
         "cuda-release-unknown",
         "blocker",
-        "13.5 has no sourced toolkit driver (conf U",
+        "13.5 has no sourced toolkit driver (unverified:",
     ),
     (
         {"driver__branch": 575, "python": DROP},
