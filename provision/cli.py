@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from provision import __version__, jsonout
-from provision.errors import ProvisionError, SpecError
+from provision.errors import Interrupted, ProvisionError, SpecError
 
 if TYPE_CHECKING:
     from provision.plan.models import Plan
@@ -138,6 +138,14 @@ def user_errors(spec_error_code: int = 1) -> Callable[[Callable[P, None]], Calla
             jsonout.begin()
             try:
                 command(*args, **kwargs)
+            except (Interrupted, KeyboardInterrupt) as exc:
+                # Ctrl-C: an Ansible run ended ``canceled`` (Interrupted), or a second Ctrl-C or one
+                # outside Ansible (direct ssh detection) raised KeyboardInterrupt. Exit 130 as apply.
+                stopped = exc if isinstance(exc, Interrupted) else Interrupted()
+                err.print(f"[bold red]Interrupted[/]: {escape(str(stopped))}", soft_wrap=True)
+                if kwargs.get("as_json") and not jsonout.written():
+                    jsonout.emit(jsonout.error_document(stopped, stopped.exit_code))
+                raise typer.Exit(stopped.exit_code) from None
             except ProvisionError as exc:
                 code = spec_error_code if isinstance(exc, SpecError) else 1
                 err.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
@@ -257,12 +265,26 @@ def detect(
     else:
         target = workflow.Target(from_raw=from_raw, inventory=inventory, limit=limit, forks=forks)
         facts = workflow.gather(loaded, target, save_raw)
+    remote = inventory is not None or fleet is not None
+    lost = _undetected(facts) if remote else {}
     if as_json:
         docs = [f.model_dump(mode="json") for f in facts.values()]
-        _emit_json(docs[0] if len(docs) == 1 and not (inventory or fleet) else {"hosts": docs})
-        return
-    for f in facts.values():
-        render_facts(f, out)
+        _emit_json({"hosts": docs, "unreachable": lost} if remote else docs[0])
+    else:
+        for f in facts.values():
+            render_facts(f, out)
+    for host, reason in lost.items():
+        err.print(f"[red]{escape(host)}: {escape(reason)}[/]", soft_wrap=True)
+    if lost:
+        raise typer.Exit(1)  # as plan's fleet form: a host that could not be detected fails the command
+
+
+def _undetected(facts: dict[str, Any]) -> dict[str, str]:
+    """Host -> why it could not be detected (``host unreachable: ...``, ``host failed at ...``)."""
+    from provision.hosts import unreachable_reason
+
+    reasons = {h: unreachable_reason(f) for h, f in facts.items()}
+    return {h: r for h, r in reasons.items() if r is not None}
 
 
 @cli.command()
@@ -307,22 +329,30 @@ def plan(
     target = workflow.Target(
         facts_file=facts, from_raw=from_raw, inventory=inventory, limit=limit, forks=forks
     )
-    plans = workflow.plan_all(loaded, workflow.gather(loaded, target), str(spec))
-    _show_plans(plans, as_json)
+    gathered = workflow.gather(loaded, target)
+    lost = _undetected(gathered)  # not planned: a plan on facts nobody read would be a blank machine's
+    plans = {h: p for h, p in workflow.plan_all(loaded, gathered, str(spec)).items() if h not in lost}
+    _show_plans(plans, as_json, lost)
     if out_file is not None:
         _save_plan(plans, out_file)
-    raise typer.Exit(_plan_exit(plans, detailed_exitcode))
+    raise typer.Exit(1 if lost else _plan_exit(plans, detailed_exitcode))
 
 
-def _show_plans(plans: dict[str, Plan], as_json: bool) -> None:
+def _show_plans(plans: dict[str, Plan], as_json: bool, lost: dict[str, str]) -> None:
+    """Each plan, then each host that could not be detected with its reason (``lost``)."""
     from provision.plan.render import render_plan, summary
 
     if as_json:
         docs = [json.loads(p.model_dump_json()) | {"summary": summary(p)} for p in plans.values()]
-        _emit_json(docs[0] if len(docs) == 1 else {"plans": docs})
+        if lost:
+            _emit_json({"plans": docs, "unreachable": lost})
+        else:
+            _emit_json(docs[0] if len(docs) == 1 else {"plans": docs})
         return
     for p in plans.values():
         render_plan(p, out)
+    for host, reason in lost.items():
+        out.print(f"[bold]{escape(host)}[/]: [red]{escape(reason)}[/]", soft_wrap=True)
 
 
 def _save_plan(plans: dict[str, Plan], path: Path) -> None:
@@ -330,7 +360,7 @@ def _save_plan(plans: dict[str, Plan], path: Path) -> None:
     from provision.plan.seal import sealed
 
     if len(plans) != 1:
-        raise ProvisionError("--out saves one host's plan; use --limit to choose one host")
+        raise ProvisionError("--out saves one reachable host's plan; use --limit to choose one host")
     write_output(path, sealed(next(iter(plans.values()))).model_dump_json(indent=2))
     err.print(f"Saved the plan to {path}; run `provision apply {path}` to apply exactly this plan.")
 
@@ -491,8 +521,9 @@ def checklist(
     """The BIOS and hardware checklist: the manual steps, and what this host's Linux shows for each.
 
     Without --facts, --from-raw or --host naming this machine, it is the blank paper checklist.
-    With an inventory (-i) or a fleet file, every host is detected through Ansible and -o DIR gets
-    one document per host (its own spec, or SPEC for all) and an index with per-host counts.
+    With an inventory (-i) or a fleet file, every host is detected through Ansible (or read from
+    --from-raw DIR/<host>/, as `plan -i INVENTORY --from-raw DIR`) and -o DIR gets one document
+    per host (its own spec, or SPEC for all) and an index with per-host counts.
     """
     from rich.markdown import Markdown
 
@@ -506,7 +537,12 @@ def checklist(
     if output is None and fmt == "pdf":
         raise ProvisionError("--format pdf needs --output FILE")
     if inventory is not None or fleet is not None:
-        _fleet_checklist(spec, inventory, fleet, limit, output, cast(Format, fmt), paper, forks)
+        if facts is not None:
+            raise ProvisionError(
+                "--facts reads one host's facts; with -i or --fleet give --from-raw DIR "
+                "(`detect -i INVENTORY --save-raw DIR`)"
+            )
+        _fleet_checklist(spec, inventory, fleet, limit, output, cast(Format, fmt), paper, forks, from_raw)
         return
     if spec is None:
         raise ProvisionError(
@@ -562,13 +598,14 @@ def _fleet_checklist(
     fmt: Literal["md", "html", "pdf"],
     paper: str,
     forks: int | None = None,
+    from_raw: Path | None = None,
 ) -> None:
     from provision.fleet import commands as fleet_commands
     from provision.fleet.checklist import write_fleet_checklists
 
     if output is None:
         raise ProvisionError("a fleet checklist is one document per host: give --output DIR")
-    hosts = fleet_commands.resolve(spec, inventory, fleet, limit, forks=forks)
+    hosts = fleet_commands.resolve(spec, inventory, fleet, limit, forks=forks, from_raw=from_raw)
     for path in write_fleet_checklists(hosts, fmt, cast(Literal["a4", "letter"], paper), output):
         err.print(f"Wrote {path}")
 

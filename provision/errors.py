@@ -62,3 +62,13 @@ def first_error(exc: ValidationError) -> str:
     where = ".".join(str(p) for p in errors[0]["loc"])
     more = f"; {len(errors) - 1} more" if len(errors) > 1 else ""
     return f"{where + ': ' if where else ''}{errors[0]['msg']}{more}"
+
+
+class Interrupted(ProvisionError):
+    """Ctrl-C stopped the command; an Ansible run it started ended ``canceled`` (its process group
+    killed). Exit 130, as a shell reports SIGINT (README, "Exit codes")."""
+
+    exit_code = 130
+
+    def __init__(self, message: str = "Ctrl-C stopped the run; nothing of it is left running") -> None:
+        super().__init__(message)

@@ -5,8 +5,8 @@ hosts of ``-i INV -l PATTERN``, all held to SPEC) and the fleet form (``-i INV``
 or ``--fleet``: each host held to its own spec). Detection is :func:`detect_hosts` (this machine
 in-process, or one ansible-runner run per distinct venv); planning is :func:`plan_host`, the
 same for every host. A host Ansible could not read is still planned, on facts that are all
-Unknown with Ansible's reason, and marked unreachable: the fleet form reports the reason, the
-single form shows the plan and its refusal.
+Unknown with Ansible's reason, and marked unreachable: every form reports the reason instead of
+that plan (a blank machine's) and fails for it.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ import json
 import sys
 from typing import Any
 
-from provision.errors import ProvisionError, SpecError
+from provision.errors import Interrupted, ProvisionError, SpecError
 
 FORMAT_VERSION = 1
 """Raised when a key is removed or changes meaning; new keys keep the version."""
@@ -56,11 +56,12 @@ def error_document(exc: ProvisionError, exit_code: int) -> dict[str, Any]:
 
     Shape: ``{"format_version": 1, "outcome": "error", "exit_code": int, "error": {"type": str,
     "message": str, "problems": [str]}}``; ``problems`` holds one ``file:line:column: field:
-    message`` line per problem of a spec (:class:`SpecError`), else the message alone.
+    message`` line per problem of a spec (:class:`SpecError`), else the message alone. Ctrl-C
+    (:class:`Interrupted`, exit 130) gives ``outcome: "interrupted"`` in the same shape.
     """
     problems = exc.problems if isinstance(exc, SpecError) else [str(exc)]
     return {
-        "outcome": "error",
+        "outcome": "interrupted" if isinstance(exc, Interrupted) else "error",
         "exit_code": exit_code,
         "error": {"type": type(exc).__name__, "message": str(exc), "problems": problems},
     }

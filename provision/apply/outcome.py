@@ -56,7 +56,7 @@ def outcome(planned: HostPlan, result: runner.ApplyResult, again: FleetPlan) -> 
     """How ``planned`` ended: not run, failed in Ansible, converged, or not converged (pure)."""
     state, host = planned.state, planned.host
     if state is not HostState.CHANGE:
-        return HostOutcome(host, state, None, _not_run(planned), state is HostState.UNCHANGED)
+        return not_applied(planned)
     ran = result.hosts.get(host)
     if result.interrupted:
         return HostOutcome(host, state, ran, f"interrupted (Ctrl-C): {_left(again.hosts.get(host))}", False)
@@ -66,6 +66,18 @@ def outcome(planned: HostPlan, result: runner.ApplyResult, again: FleetPlan) -> 
     if after is not None and after.state is HostState.UNCHANGED:
         return HostOutcome(host, state, ran, "converged", True)
     return HostOutcome(host, state, ran, _not_converged(after), False)
+
+
+def not_applied(planned: HostPlan, dry_run: bool = False) -> HostOutcome:
+    """How ``planned`` ends when Ansible does not run it: ``unchanged``, its refusal (``refused
+    [rule] message``), why it could not be detected (``host unreachable: ...``, ``host failed at
+    ...``), or on a dry run the changes it would get (``not applied (dry run): component action;
+    ...``). ``ok`` only for an unchanged host (pure)."""
+    state, host = planned.state, planned.host
+    if state is HostState.CHANGE and planned.plan is not None:
+        why = f"not applied{' (dry run)' if dry_run else ''}: {steps(planned.plan)}"
+        return HostOutcome(host, state, None, why, False)
+    return HostOutcome(host, state, None, _not_run(planned), state is HostState.UNCHANGED)
 
 
 def _left(after: HostPlan | None) -> str:

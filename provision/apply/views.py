@@ -22,8 +22,9 @@ from provision.hosts import FleetPlan
 from provision.plan.models import Plan
 from provision.plan.render import render_plan
 
-Stop = Literal["nothing-to-do", "dry-run", "refused"]
-"""Why Ansible was not started."""
+Stop = Literal["nothing-to-do", "dry-run", "refused", "failed"]
+"""Why Ansible was not started (``failed``: no host had changes, and a host was unreachable or its
+detection failed)."""
 
 
 class JsonReport:
@@ -39,6 +40,7 @@ class JsonReport:
             "run_dir": None,
             "hosts": {},
             "plans": [],
+            "unreachable": {},
             "support_bundles": {},
         } | ({"reboot": None, "after_reboot": None} if reboot else {})
 
@@ -68,16 +70,27 @@ class SingleView:
         self.console = console
         self.report = report
         self.label = label
+        self.lost: dict[str, str] = {}
+        """Hosts that could not be detected -> the reason (set by :meth:`show_plan`)."""
 
     def show_plan(self, planned: FleetPlan) -> bool:
-        """Every host's plan; any blocker refuses the whole apply, said once by the plan itself."""
-        plans = planned.plans
+        """Every detected host's plan; any blocker refuses the whole apply, said once by the plan
+        itself. A host that could not be detected is not planned (a plan on facts nobody read would
+        be a blank machine's): its reason is said instead, and it stops the apply too."""
+        self.lost = {h: p.unreachable for h, p in planned.hosts.items() if p.unreachable is not None}
+        plans = {h: p for h, p in planned.plans.items() if h not in self.lost}
         for plan in plans.values():
             render_plan(plan, self.console)
+        for host, reason in self.lost.items():
+            self.console.print(f"[bold]{escape(host)}[/]: [red]{escape(reason)}[/]", soft_wrap=True)
         self.report.data["plans"] = [json.loads(p.model_dump_json()) for p in plans.values()]
-        return not any(p.refused for p in plans.values())
+        self.report.data["unreachable"] = self.lost
+        return not self.lost and not any(p.refused for p in plans.values())
 
     def stopped(self, planned: FleetPlan, why: Stop) -> int:
+        refused = any(p.refused for h, p in planned.plans.items() if h not in self.lost)
+        if why == "refused" and self.lost and not refused:
+            why = "failed"  # nothing refused: a host could not be detected
         return self.report.outcome(why, converged=why == "nothing-to-do")
 
     def show_applied(self, planned: FleetPlan, applied: Applied) -> int:

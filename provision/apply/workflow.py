@@ -28,11 +28,12 @@ from pathlib import Path
 from typing import Protocol, cast
 
 from rich.console import Console
+from rich.markup import escape
 
 from provision import app
 from provision.apply import runner
 from provision.apply.bundles import write_apply_bundles
-from provision.apply.outcome import Applied, outcome, reached, reboot_hosts
+from provision.apply.outcome import Applied, not_applied, outcome, reached, reboot_hosts
 from provision.apply.progress import Progress
 from provision.apply.reboot import (
     NO_REBOOT,
@@ -47,7 +48,7 @@ from provision.apply.views import JsonReport, SingleView, Stop
 from provision.components.driver import needs_consent
 from provision.detect.facts import Facts
 from provision.errors import ProvisionError
-from provision.hosts import FleetPlan, Hosts, HostSpec, one_spec, plan_facts, plan_hosts_with_facts
+from provision.hosts import FleetPlan, Hosts, HostSpec, HostState, one_spec, plan_facts, plan_hosts_with_facts
 from provision.lock.record import record_locks, show_recorded
 from provision.plan.models import Plan
 from provision.reboot.mok import mok_pending
@@ -122,8 +123,9 @@ def apply_planned(hosts: Hosts, planned: FleetPlan, options: ApplyOptions, view:
         return view.stopped(planned, "refused")
     pending = planned.pending
     if not pending:
-        view.console.print("Nothing to do: Ansible was not started.")
-        code = view.stopped(planned, "nothing-to-do")
+        why, line = not_started(planned, options.dry_run)
+        view.console.print(escape(line), soft_wrap=True)
+        code = view.stopped(planned, why)
         if options.reboot.enabled:
             phase = pending_reboots(hosts, planned, options, view)  # also when another host failed
             return code or phase
@@ -167,6 +169,22 @@ def refusals(planned: FleetPlan, view: ApplyView) -> Iterator[None]:
     except ProvisionError as exc:
         view.refused_before(planned, exc)
         raise
+
+
+def not_started(planned: FleetPlan, dry_run: bool) -> tuple[Stop, str]:
+    """Why Ansible was not started when no host has changes to apply, and the line that says so.
+
+    ``nothing-to-do`` when every host is unchanged; otherwise ``refused`` (every other host was
+    refused) or ``failed`` (a host was unreachable, or its detection failed), each such host named
+    with its reason (``gpu01: host unreachable: ...``). A dry run says so first.
+    """
+    dry = "Dry run: " if dry_run else ""
+    left_out = {h: p for h, p in planned.hosts.items() if p.state is not HostState.UNCHANGED}
+    if not left_out:
+        return "nothing-to-do", f"{dry}Nothing to do: Ansible was not started."
+    why: Stop = "refused" if all(p.state is HostState.REFUSED for p in left_out.values()) else "failed"
+    reasons = "; ".join(f"{h}: {not_applied(p, dry_run).outcome}" for h, p in left_out.items())
+    return why, f"{dry}no host can be applied, Ansible was not started: {reasons}"
 
 
 def _reapply(options: ApplyOptions) -> Callable[[Hosts, FleetPlan, RebootView], int]:
@@ -286,7 +304,9 @@ def apply_workflow(
     JSON document: ``{"outcome": "nothing-to-do" | "dry-run" | "refused" | "applied" | "failed"
     | "interrupted",
     "converged": bool, "run_dir": str | None, "hosts": {host: {ok, changed, failed, unreachable,
-    failures}}, "plans": [Plan, ...], "support_bundles": {host: path}}`` (``support_bundles``: one
+    failures}}, "plans": [Plan, ...], "unreachable": {host: reason}, "support_bundles": {host: path}}``
+    (``plans``: the hosts detected; ``unreachable``: those that could not be, which stop the apply
+    with outcome ``failed``; ``support_bundles``: one
     archive per host that failed, :mod:`provision.support`; empty when none did); with ``--reboot``
     also, in every outcome, ``"reboot": {host: {state, outcome, ok}}`` (None when no host was
     rebooted: a dry run, a refusal, nothing that needs it) and ``"after_reboot"``: the same document

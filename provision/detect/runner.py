@@ -18,7 +18,7 @@ from provision.detect.fact import Probe, Unknown
 from provision.detect.facts import Facts
 from provision.detect.raw import ProbeOutput, read_raw, write_raw
 from provision.detect.registry import all_probes, facts_from_outputs
-from provision.errors import FactsError
+from provision.errors import FactsError, Interrupted
 
 __all__ = [
     "COLLECTOR_TASK",
@@ -128,6 +128,7 @@ def detect_remote(
     Raises:
         FactsError: If ansible-playbook failed before any host reported, or ``save_raw`` cannot
             be written.
+        Interrupted: Ctrl-C stopped the detection play (ansible-runner's status ``canceled``).
     """
     started = datetime.now(UTC)
     found: dict[str, Facts] = {}
@@ -146,7 +147,9 @@ def detect_remote(
     if play_hosts != []:
         with tempfile.TemporaryDirectory(prefix="provision-detect-") as tmp:
             play_limit = limit if play_hosts is None else ",".join(play_hosts)
-            rc, tail = _run_play(Path(tmp), inventory, play_limit, probes, forks, take)
+            rc, tail, interrupted = _run_play(Path(tmp), inventory, play_limit, probes, forks, take)
+        if interrupted:
+            raise Interrupted()
         if not found and rc != 0:
             raise FactsError(f"ansible-playbook failed (rc {rc}) before any host reported: {tail}")
     return {h: found[h] for h in order if h in found} | found
@@ -225,8 +228,9 @@ def _run_play(
     probes: list[Probe],
     forks: int | None,
     on_event: Callable[[dict[str, Any]], None],
-) -> tuple[int, str]:
-    """Run the detection play through the one ansible-runner call site; (rc, last stdout line).
+) -> tuple[int, str, bool]:
+    """Run the detection play through the one ansible-runner call site; (rc, last stdout line,
+    whether Ctrl-C stopped it).
 
     Events go to ``on_event`` as they arrive and are not kept. Host keys are checked
     (:func:`provision.ansible.ansible_env`): detection must not silently trust a new machine.
@@ -244,7 +248,7 @@ def _run_play(
         keep=False,
         pipelining=True,
     )
-    return run.rc, run.stdout_tail
+    return run.rc, run.stdout_tail, run.interrupted
 
 
 def _write_project(project: Path, probes: list[Probe]) -> None:

@@ -17,7 +17,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from provision import jsonout
-from provision.apply.outcome import Applied, HostOutcome
+from provision.apply.outcome import Applied, HostOutcome, not_applied
 from provision.apply.reboot import RebootOutcome, RebootView, phase_code
 from provision.apply.views import Stop, reboot_json, show_reboots
 from provision.apply.workflow import ApplyOptions, apply_planned
@@ -49,14 +49,15 @@ def apply_fleet(fleet: Fleet, options: ApplyOptions, console: Console, *, as_jso
 class FleetJsonReport:
     """The fleet apply's ``--json`` document, filled as the sequence goes.
 
-    Shape: ``{"outcome": "nothing-to-do" | "dry-run" | "applied" | "failed" | "resume-pending",
+    Shape: ``{"outcome": "nothing-to-do" | "dry-run" | "refused" | "applied" | "failed" | "resume-pending",
     "run_dir": str | None, "plan": <plan --json of the fleet>, "hosts": {host: {"planned": state,
     "outcome": str, "ok": bool, "ansible": {ok, changed, failed, unreachable, failures} | None,
     "support_bundle": str | None}}}`` (``support_bundle``: the archive of a host that failed,
-    :mod:`provision.support`); with ``--reboot`` also, in every outcome, ``"reboot": {host: {state,
-    outcome, ok}}`` (None when no host was rebooted) and ``"after_reboot"`` (None when nothing was
-    applied after a boot). A refusal before anything changed is ``"outcome": "refused"`` with
-    ``"error": {type, message, problems}``.
+    :mod:`provision.support`; when Ansible was not started, each host's ``outcome`` says why:
+    ``unchanged``, ``host unreachable: ...``, ``refused [rule] ...``, ``not applied (dry run): ...``);
+    with ``--reboot`` also, in every outcome, ``"reboot": {host: {state, outcome, ok}}`` (None when no
+    host was rebooted) and ``"after_reboot"`` (None when nothing was applied after a boot). A refusal
+    before anything changed is ``"outcome": "refused"`` with ``"error": {type, message, problems}``.
     """
 
     def __init__(self, *, reboot: bool = False) -> None:
@@ -66,13 +67,14 @@ class FleetJsonReport:
     def _keys(self) -> dict[str, Any]:
         return {"reboot": None, "after_reboot": None} if self.reboot else {}
 
-    def stopped(self, planned: FleetPlan, why: Stop) -> None:
-        """Ansible was not started: every host as planned."""
+    def stopped(self, planned: FleetPlan, why: Stop, dry_run: bool = False) -> None:
+        """Ansible was not started: every host as planned, each with why it was not applied."""
+        hosts = {h: _outcome_json(not_applied(p, dry_run), None) for h, p in planned.hosts.items()}
         self.data = {
             "outcome": why,
             "run_dir": None,
             "plan": fleet_plan_json(planned),
-            "hosts": {},
+            "hosts": hosts,
         } | self._keys()
 
     def refused(self, planned: FleetPlan, error: ProvisionError) -> None:
@@ -116,7 +118,7 @@ class FleetView:
         return True
 
     def stopped(self, planned: FleetPlan, why: Stop) -> int:
-        self.report.stopped(planned, why)
+        self.report.stopped(planned, why, dry_run=why == "dry-run")
         return planned.exit_code()
 
     def show_applied(self, planned: FleetPlan, applied: Applied) -> int:

@@ -64,21 +64,27 @@ def observation_counts(spec: Spec, facts: Facts) -> dict[str, int]:
 
 
 def write_fleet_checklists(fleet: Fleet, fmt: Format, paper: Paper, output: Path) -> list[Path]:
-    """Detect every host through Ansible, write ``<host>.<ext>`` per host and ``index.<ext>`` into ``output``.
+    """Detect every host through Ansible (or read it from ``fleet.from_raw/<host>/``, offline), write
+    ``<host>.<ext>`` per host and ``index.<ext>`` into ``output``.
 
     Returns:
         The paths written, the index last.
 
     Raises:
         ChecklistError: ``fmt`` is ``pdf`` and Chromium is missing or fails.
-        FactsError: ansible-playbook failed before any host reported.
+        FactsError: ansible-playbook failed before any host reported, or a saved host directory
+            cannot be read.
     """
     specs = load_specs(fleet)
     detected = detect_fleet(fleet, specs)
     output.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     rows: list[IndexRow] = []
-    origin = f"detected through Ansible from {fleet.inventory}"
+    origin = (
+        f"read offline from {fleet.from_raw}/<host>/"
+        if fleet.from_raw is not None
+        else f"detected through Ansible from {fleet.inventory}"
+    )
     for host, path in fleet.specs.items():
         facts, reason = host_facts(host, detected.get(host))
         document = _render(specs[path], fmt, paper, facts, origin)

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from provision import ansible
 from provision.ansible import local_inventory, refuse_templates
-from provision.errors import ProvisionError, first_error
+from provision.errors import Interrupted, ProvisionError, first_error
 from provision.files import check_inventory
 from provision.lock.model import Lock
 from provision.resources import data_dir
@@ -69,6 +69,10 @@ def run_lock_play(
         default: The arguments for every host without its own (with ``limit``).
         limit: An Ansible host pattern, with ``default``.
         become: Run the module as root (writing needs it; reading a 0644 lock does not).
+
+    Raises:
+        LockReadError: ansible-playbook failed before any host reported.
+        Interrupted: Ctrl-C stopped the play (ansible-runner's status ``canceled``).
     """
     refuse_templates({"args": dict(args), "default": default}, "lock")
     if inventory is not None:
@@ -86,6 +90,8 @@ def run_lock_play(
         },
         limit=limit if default is not None else ",".join(args),
     )
+    if played.interrupted:
+        raise Interrupted()
     results = _results(played.events)
     if not results and played.rc != 0:
         raise LockReadError(

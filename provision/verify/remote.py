@@ -42,7 +42,7 @@ from provision.detect.runner import (
     outputs_from_json,
     probes_json,
 )
-from provision.errors import FactsError
+from provision.errors import FactsError, Interrupted
 from provision.spec.models import MonitoringSpec, ServeSpec
 from provision.verify import hostprobe, launch, services
 from provision.verify.probes import FM_PROBE
@@ -125,6 +125,7 @@ def verify_remote(
 
     Raises:
         FactsError: ansible-playbook failed before any host reported.
+        Interrupted: Ctrl-C stopped the play (ansible-runner's status ``canceled``).
     """
     started = datetime.now(UTC)
     if keep is not None:
@@ -132,6 +133,8 @@ def verify_remote(
     else:
         with tempfile.TemporaryDirectory(prefix="provision-verify-") as tmp:
             played = _run_play(Path(tmp), inventory, jobs, forks)
+    if played.interrupted:
+        raise Interrupted()
     collected = collector_results(played.events)
     if not collected and played.rc != 0:
         raise FactsError(

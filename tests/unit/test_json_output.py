@@ -130,9 +130,9 @@ def detected(mocker: MockerFixture) -> Any:
 
 def test_detect_inventory_is_one_document_of_hosts(inventory: Path, detected: Any, tmp_path: Path) -> None:
     result = invoke("detect", "-i", str(inventory), "--json")
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # b is unreachable
     doc = document(result)
-    assert [h["host"] for h in doc["hosts"]] == ["a", "b"]
+    assert [h["host"] for h in doc["hosts"]] == ["a", "b"] and doc["unreachable"] == {"b": DOWN}
     saved = tmp_path / "facts.json"
     saved.write_text(result.stdout)
     assert invoke("checklist", A100X, "--facts", str(saved), "--host", "a").exit_code == 0
