@@ -95,7 +95,9 @@ def test_apply_records_a_lock_and_rollback_returns_to_it(
     assert host["current"]["number"] == 2
     assert [h["number"] for h in host["history"]] == [1, 2]
 
-    dry = provision("rollback", "-i", inv, "--dry-run")
+    unconsented = provision("rollback", "-i", inv, "--dry-run")  # refused as the real run would be
+    assert unconsented.exit_code == 1 and "pass --replace-held" in unconsented.output, unconsented.output
+    dry = provision("rollback", "-i", inv, "--dry-run", "--replace-held")
     assert dry.exit_code == 0, dry.output
     assert "rolling back to lock 1" in dry.output and "downgrade" in dry.output
     assert target.dpkg_status()["libnccl2"][0] == "2.29.2-1+cuda13.0"
