@@ -158,3 +158,28 @@ def systemd_analyze_verify(unit_file: Path) -> subprocess.CompletedProcess[str]:
         timeout=60,
         check=False,
     )
+
+
+def two_host_inventory(directory: Path, spec_path: str) -> Path:
+    """``hosts.ini`` with hosts ``a`` and ``b``, both mapped to ``spec_path``."""
+    path = directory / "hosts.ini"
+    path.write_text(f"a provision_spec={spec_path}\nb provision_spec={spec_path}\n")
+    return path
+
+
+def mock_detection(mocker: Any, unreachable_reason: str) -> Any:
+    """Detection answers ``a`` as a fresh Ubuntu box and ``b`` as unreachable with the reason
+    (honouring ``--limit``); returns the mock of :func:`provision.hosts.detect_hosts`."""
+    from provision.detect.runner import unknown_facts
+
+    facts = {
+        "a": fresh_ubuntu().model_copy(update={"host": "a"}),
+        "b": unknown_facts("b", unreachable_reason),
+    }
+
+    def detect(inventory: Path | None, limit: str | None, venv: str | None, *rest: Any) -> dict[str, Facts]:
+        names = limit.split(",") if limit else list(facts)
+        return {h: f for h, f in facts.items() if h in names}
+
+    mocker.patch("provision.app.detect_hosts", side_effect=detect)
+    return mocker.patch("provision.hosts.detect_hosts", side_effect=detect)

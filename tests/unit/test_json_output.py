@@ -14,13 +14,11 @@ import pytest
 from pytest_mock import MockerFixture
 from typer.testing import CliRunner, Result
 
-from provision import hosts as hosts_mod
 from provision.apply import runner
 from provision.detect.facts import Facts
-from provision.detect.runner import unknown_facts
 from provision.fleet.verify import FleetVerify, HostVerify
 from provision.verify.models import Report
-from tests.unit.factories import fresh_ubuntu
+from tests.unit.factories import fresh_ubuntu, mock_detection, two_host_inventory
 
 ROOT = Path(__file__).resolve().parents[2]
 A100X = str(ROOT / "specs" / "dual-a100x.yaml")
@@ -111,21 +109,12 @@ def test_detect_error_is_a_document(tmp_path: Path) -> None:
 @pytest.fixture()
 def inventory(tmp_path: Path) -> Path:
     """Two hosts mapped to the A100X spec: ``a`` a fresh Ubuntu box, ``b`` unreachable."""
-    path = tmp_path / "hosts.ini"
-    path.write_text(f"a provision_spec={A100X}\nb provision_spec={A100X}\n")
-    return path
+    return two_host_inventory(tmp_path, A100X)
 
 
 @pytest.fixture()
 def detected(mocker: MockerFixture) -> Any:
-    facts = {"a": fresh_ubuntu().model_copy(update={"host": "a"}), "b": unknown_facts("b", DOWN)}
-
-    def detect(inventory: Path | None, limit: str | None, venv: str | None, *rest: Any) -> dict[str, Facts]:
-        names = limit.split(",") if limit else list(facts)
-        return {h: f for h, f in facts.items() if h in names}
-
-    mocker.patch("provision.app.detect_hosts", side_effect=detect)
-    return mocker.patch.object(hosts_mod, "detect_hosts", side_effect=detect)
+    return mock_detection(mocker, DOWN)
 
 
 def test_detect_inventory_is_one_document_of_hosts(inventory: Path, detected: Any, tmp_path: Path) -> None:

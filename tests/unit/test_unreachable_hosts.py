@@ -19,9 +19,7 @@ import pytest
 from pytest_mock import MockerFixture
 from typer.testing import CliRunner, Result
 
-from provision.detect.facts import Facts
-from provision.detect.runner import unknown_facts
-from tests.unit.factories import fresh_ubuntu
+from tests.unit.factories import mock_detection, two_host_inventory
 
 ROOT = Path(__file__).resolve().parents[2]
 A100X = str(ROOT / "specs" / "dual-a100x.yaml")
@@ -44,21 +42,12 @@ def invoke(*args: str) -> Result:
 @pytest.fixture()
 def inventory(tmp_path: Path) -> Path:
     """``a`` a fresh Ubuntu box, ``b`` unreachable; both mapped to the A100X spec."""
-    path = tmp_path / "hosts.ini"
-    path.write_text(f"a provision_spec={A100X}\nb provision_spec={A100X}\n")
-    return path
+    return two_host_inventory(tmp_path, A100X)
 
 
 @pytest.fixture()
 def detected(mocker: MockerFixture) -> Any:
-    facts = {"a": fresh_ubuntu().model_copy(update={"host": "a"}), "b": unknown_facts("b", DOWN)}
-
-    def detect(inventory: Path | None, limit: str | None, venv: str | None, *rest: Any) -> dict[str, Facts]:
-        names = limit.split(",") if limit else list(facts)
-        return {h: f for h, f in facts.items() if h in names}
-
-    mocker.patch("provision.app.detect_hosts", side_effect=detect)
-    return mocker.patch("provision.hosts.detect_hosts", side_effect=detect)
+    return mock_detection(mocker, DOWN)
 
 
 def test_apply_dry_run_with_every_host_unreachable_names_them_and_fails(
