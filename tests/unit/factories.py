@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
+from typer.testing import CliRunner, Result
 
 from provision.catalog import load_catalog
 from provision.components.registry import pins
@@ -30,6 +31,11 @@ H200_RAW = DETECT_FIXTURES / "h200-ubuntu2404"
 # The same capture in the workspace's shared folder, when it is checked out next to the repository.
 SHARED_H200 = ROOT.parent / "shared" / "fixtures" / "h200-ubuntu2404"
 CATALOG = load_catalog()
+SPECS = ROOT / "specs"
+A100X = str(SPECS / "dual-a100x.yaml")
+H200 = str(SPECS / "h200-ubuntu2404.yaml")
+H200_SPEC_RAW = ROOT / "tests" / "fixtures" / "raw" / "h200-ubuntu2404-spec"
+"""The H200 capture as ``detect --save-raw`` writes it (the probe ids of the spec's venv)."""
 
 
 def fresh_ubuntu(**changes: object) -> Facts:
@@ -183,3 +189,10 @@ def mock_detection(mocker: Any, unreachable_reason: str) -> Any:
 
     mocker.patch("provision.app.detect_hosts", side_effect=detect)
     return mocker.patch("provision.hosts.detect_hosts", side_effect=detect)
+
+
+def invoke(*args: str) -> Result:
+    """Run ``provision ARGS`` through typer's CliRunner (stdout and stderr kept apart)."""
+    from provision.cli import cli
+
+    return CliRunner().invoke(cli, list(args))

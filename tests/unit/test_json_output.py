@@ -12,32 +12,28 @@ from typing import Any
 
 import pytest
 from pytest_mock import MockerFixture
-from typer.testing import CliRunner, Result
+from typer.testing import Result
 
 from provision.apply import runner
 from provision.detect.facts import Facts
 from provision.fleet.verify import FleetVerify, HostVerify
 from provision.verify.models import Report
-from tests.unit.factories import fresh_ubuntu, mock_detection, two_host_inventory
+from tests.unit.factories import (
+    A100X,
+    H200,
+    H200_SPEC_RAW,
+    ROOT,
+    fresh_ubuntu,
+    invoke,
+    mock_detection,
+    two_host_inventory,
+)
 
-ROOT = Path(__file__).resolve().parents[2]
-A100X = str(ROOT / "specs" / "dual-a100x.yaml")
-H200 = str(ROOT / "specs" / "h200-ubuntu2404.yaml")
-H200_RAW = str(ROOT / "tests" / "fixtures" / "raw" / "h200-ubuntu2404-spec")
 IMPOSSIBLE = str(ROOT / "specs" / "examples" / "impossible-a100x.yaml")
 INPUTS = str(ROOT / "tests" / "fixtures" / "verify" / "h200-ubuntu2404" / "inputs.json")
 DOWN = "host unreachable: Failed to connect to the host via ssh"
 
-
-@pytest.fixture(autouse=True)
-def _no_colour(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("NO_COLOR", "1")
-
-
-def invoke(*args: str) -> Result:
-    from provision.cli import cli
-
-    return CliRunner().invoke(cli, list(args))
+pytestmark = pytest.mark.usefixtures("no_colour")
 
 
 def document(result: Result) -> dict[str, Any]:
@@ -93,7 +89,7 @@ def test_validate_missing_file_is_a_document(tmp_path: Path) -> None:
 
 
 def test_detect_one_host_is_the_facts_document_and_reads_back(tmp_path: Path) -> None:
-    result = invoke("detect", "--from-raw", H200_RAW, "--json")
+    result = invoke("detect", "--from-raw", str(H200_SPEC_RAW), "--json")
     assert result.exit_code == 0
     doc = document(result)
     assert str(Facts.model_validate(doc).driver.version) == "580.159.04"  # type: ignore[union-attr]
@@ -128,13 +124,13 @@ def test_detect_inventory_is_one_document_of_hosts(inventory: Path, detected: An
 
 
 def test_plan_one_host() -> None:
-    result = invoke("plan", H200, "--from-raw", H200_RAW, "--json")
+    result = invoke("plan", H200, "--from-raw", str(H200_SPEC_RAW), "--json")
     assert result.exit_code == 0
     assert document(result)["summary"] == "No changes. The machine matches the spec."
 
 
 def test_plan_refused() -> None:
-    result = invoke("plan", IMPOSSIBLE, "--from-raw", H200_RAW, "--json")
+    result = invoke("plan", IMPOSSIBLE, "--from-raw", str(H200_SPEC_RAW), "--json")
     assert result.exit_code == 1
     assert document(result)["blockers"], result.stdout
 

@@ -17,26 +17,12 @@ from typing import Any
 
 import pytest
 from pytest_mock import MockerFixture
-from typer.testing import CliRunner, Result
 
-from tests.unit.factories import mock_detection, two_host_inventory
+from tests.unit.factories import A100X, H200, H200_SPEC_RAW, invoke, mock_detection, two_host_inventory
 
-ROOT = Path(__file__).resolve().parents[2]
-A100X = str(ROOT / "specs" / "dual-a100x.yaml")
-H200 = str(ROOT / "specs" / "h200-ubuntu2404.yaml")
-H200_RAW = ROOT / "tests" / "fixtures" / "raw" / "h200-ubuntu2404-spec"
 DOWN = "host unreachable: Failed to connect to the host via ssh: ssh: connect to host 192.0.2.7 port 22"
 
-
-@pytest.fixture(autouse=True)
-def _no_colour(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("NO_COLOR", "1")
-
-
-def invoke(*args: str) -> Result:
-    from provision.cli import cli
-
-    return CliRunner().invoke(cli, list(args))
+pytestmark = pytest.mark.usefixtures("no_colour")
 
 
 @pytest.fixture()
@@ -138,7 +124,7 @@ def saved_fleet(tmp_path: Path) -> tuple[Path, Path]:
     fleet = tmp_path / "fleet.yaml"
     fleet.write_text(f"inventory: {inventory}\nspecs:\n  all: {H200}\n")
     raw = tmp_path / "raw"
-    shutil.copytree(H200_RAW, raw / "gpu01")
+    shutil.copytree(H200_SPEC_RAW, raw / "gpu01")
     return fleet, raw
 
 
