@@ -250,7 +250,9 @@ def detect(
     """Read the machine as it is: OS, kernel, driver, GPUs, topology, packages, CUDA, PyTorch."""
     from provision import app as workflow
     from provision.detect.summary import render_facts
+    from provision.output import check_outputs
 
+    check_outputs(directories={"--save-raw": save_raw})
     if from_raw is not None and (inventory is not None or fleet is not None):
         raise ProvisionError(
             "detect --from-raw reads one raw directory; for an inventory's saved hosts use "
@@ -316,7 +318,9 @@ def plan(
     --from-raw DIR, each host is planned offline from DIR/<host>/ (`detect -i INVENTORY --save-raw DIR`).
     """
     from provision import app as workflow
+    from provision.output import check_outputs
 
+    check_outputs(files={"--out": out_file})
     offline_fleet = from_raw is not None and (inventory is not None or fleet is not None)
     if fleet is not None or spec is None or offline_fleet:  # fleet mode, or no target: fleet_mode says
         from provision.fleet import commands as fleet_commands
@@ -536,6 +540,7 @@ def checklist(
         raise ProvisionError("--format must be md, html or pdf, --paper a4 or letter")
     if output is None and fmt == "pdf":
         raise ProvisionError("--format pdf needs --output FILE")
+    _check_checklist_output(output, several=inventory is not None or fleet is not None)
     if inventory is not None or fleet is not None:
         if facts is not None:
             raise ProvisionError(
@@ -574,6 +579,18 @@ def checklist(
             out.print(Markdown(str(text)))
         else:  # piped Markdown stays Markdown, for a file or another renderer
             sys.stdout.write(str(text))
+
+
+def _check_checklist_output(output: Path | None, several: bool) -> None:
+    """``-o``: a directory for a fleet's documents (created), else a file or an existing directory."""
+    from provision.output import check_outputs
+
+    if output is None:
+        return
+    if several or output.is_dir():
+        check_outputs(directories={"--output": output})
+    else:
+        check_outputs(files={"--output": output})
 
 
 def _refuse_invalid_spec(loaded: Any, catalog: Any, path: Path) -> None:
@@ -648,8 +665,10 @@ def verify(
     redacted) in a new run directory; its path is printed and in --json.
     """
     from provision.ansible import default_runs_dir
+    from provision.output import check_outputs
     from provision.verify.command import emit, run_verify
 
+    check_outputs(files={"--junit": junit}, directories={"--save-raw": save_raw})
     if prometheus is not None:
         from provision.verify.textfile import check_path
 

@@ -1,12 +1,64 @@
 """Reading and writing the files a user names (``--facts``, ``--fleet``, ``--out``, ``-o``, ``--junit``):
-one clear error, no traceback."""
+one clear error, no traceback.
+
+A command that writes a file at its end checks the path first (:func:`check_output_file`,
+:func:`check_output_directory`), before it detects, plans or runs anything: a typo in a directory
+name costs one line, not minutes of GPU work followed by a report and an error.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
-from provision.errors import ProvisionError
+from provision.errors import FactsError, ProvisionError
 from provision.files import read_text
+
+
+def check_output_file(path: Path, option: str) -> None:
+    """Refuse, in one line and before any work, a file path that could not be written at the end.
+
+    Args:
+        path: The file the command will write (``--out``, ``--junit``, ``--prometheus``, ``-o``).
+        option: The option that named it, for the message.
+
+    Raises:
+        ProvisionError: ``path`` is a directory, or its directory does not exist or is not a directory.
+    """
+    if path.is_dir():
+        raise ProvisionError(f"{option} {path}: is a directory; give a file name")
+    parent = path.parent
+    if not parent.exists():
+        raise ProvisionError(f"{option} {path}: directory {parent} does not exist")
+    if not parent.is_dir():
+        raise ProvisionError(f"{option} {path}: {parent} is not a directory")
+
+
+def check_output_directory(directory: Path, option: str) -> None:
+    """Refuse, in one line and before any work, a directory path that exists as something else
+    (the directory itself and its parents are created when written).
+
+    Raises:
+        FactsError: ``directory``, or the nearest of its parents that exists, is not a directory.
+    """
+    if directory.exists() and not directory.is_dir():
+        raise FactsError(f"{option} {directory}: exists and is not a directory")
+    existing = next((p for p in directory.parents if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        raise FactsError(f"{option} {directory}: {existing} is not a directory")
+
+
+def check_outputs(
+    files: Mapping[str, Path | None] | None = None, directories: Mapping[str, Path | None] | None = None
+) -> None:
+    """:func:`check_output_file` for each given file and :func:`check_output_directory` for each given
+    directory, both keyed by the option that named them (None: the option was not given)."""
+    for option, path in (files or {}).items():
+        if path is not None:
+            check_output_file(path, option)
+    for option, path in (directories or {}).items():
+        if path is not None:
+            check_output_directory(path, option)
 
 
 def write_output(path: Path, data: str | bytes) -> None:

@@ -38,12 +38,26 @@ def run_verify(
 ) -> HostVerify:
     """Verify this machine against the spec (or replay saved inputs): a fleet of one.
 
-    ``runs_dir``: where a failed verify's support bundle goes (:func:`verify_hosts`); None: none.
+    A replay is labelled with the host its inputs were read on (:func:`replay_label`), not as
+    this machine. ``runs_dir``: where a failed verify's support bundle goes (:func:`verify_hosts`);
+    None: none.
     """
     spec = load_spec(spec_path)
-    one = Hosts(None, {LOCALHOST: HostSpec(spec, str(spec_path))})
-    replay = {LOCALHOST: read_inputs(inputs_file)} if inputs_file is not None else None
-    return verify_hosts(one, save_raw=save_raw, gathered=replay, runs_dir=runs_dir).hosts[LOCALHOST]
+    if inputs_file is None:
+        one = Hosts(None, {LOCALHOST: HostSpec(spec, str(spec_path))})
+        return verify_hosts(one, save_raw=save_raw, runs_dir=runs_dir).hosts[LOCALHOST]
+    inputs = read_inputs(inputs_file)
+    label = replay_label(inputs, inputs_file)
+    one = Hosts(None, {label: HostSpec(spec, str(spec_path))})
+    return verify_hosts(one, save_raw=save_raw, gathered={label: inputs}, runs_dir=runs_dir).hosts[label]
+
+
+def replay_label(inputs: VerifyInputs, path: Path) -> str:
+    """The host name a replay of ``path`` reports: the inventory host its inputs were read on
+    (``verify -i INV --save-raw DIR`` writes ``DIR/<host>/inputs.json``), or ``inputs replayed from
+    PATH`` when they record only ``localhost`` (a local verify's), which names no machine here."""
+    recorded = inputs.facts.host
+    return recorded if recorded and recorded != LOCALHOST else f"inputs replayed from {path}"
 
 
 def emit(verified: HostVerify, console: Console, as_json: bool, junit: Path | None) -> int:

@@ -19,13 +19,14 @@ from pathlib import Path
 from provision.catalog import Catalog, load_catalog
 from provision.detect.facts import Unknown
 from provision.hosts import NO_RESULT, Hosts, detect_by_venv
+from provision.output import check_output_directory
 from provision.spec.models import Spec
 from provision.verify.bundles import write_verify_bundles
 from provision.verify.limits import Limits, shipped_limits
 from provision.verify.models import CheckResult, Report
 from provision.verify.remote import REMOTE_ALLREDUCE, HostJob, verify_remote
 from provision.verify.runs import VerifyInputs
-from provision.verify.workflow import collect, evaluate, save_inputs, writable_directory
+from provision.verify.workflow import collect, evaluate, save_inputs
 
 UNREACHABLE_HINT = "Reach the host over ssh (ansible HOST -m ping -i INVENTORY), then run verify again."
 
@@ -125,7 +126,7 @@ def verify_hosts(
     """
     started, t0 = datetime.now(UTC), time.monotonic()
     if save_raw is not None:
-        writable_directory(save_raw, "--save-raw")  # before minutes of GPU work, not after
+        check_output_directory(save_raw, "--save-raw")  # before minutes of GPU work, not after
     cat, lim = catalog or load_catalog(), limits or shipped_limits()
     with tempfile.TemporaryDirectory(prefix="provision-verify-") as tmp:
         keep = Path(tmp) if runs_dir is not None and gathered is None else None
@@ -145,9 +146,8 @@ def verify_hosts(
 
 def _check(host: str, hosts: Hosts, got: VerifyInputs | str, catalog: Catalog, limits: Limits) -> HostVerify:
     held = hosts.specs[host]
-    name = got.facts.host if isinstance(got, VerifyInputs) else host
     results = check_host(host, held.spec, got, catalog, limits)
-    report = Report(host=name, spec=held.path or "", results=results)
+    report = Report(host=host, spec=held.path or "", results=results)
     return HostVerify(host, Path(held.path or ""), report, got if isinstance(got, str) else None)
 
 

@@ -32,6 +32,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from provision.errors import ProvisionError
+from provision.output import check_output_file
 from provision.verify.models import CheckResult, Report
 
 UNITS: dict[str, tuple[str, float]] = {
@@ -140,8 +141,7 @@ def check_path(path: Path) -> None:
         raise ProvisionError(
             f"--prometheus {path}: node exporter's textfile collector reads only *.prom files"
         )
-    if not path.parent.is_dir():
-        raise ProvisionError(f"--prometheus {path}: directory {path.parent} does not exist")
+    check_output_file(path, "--prometheus")
 
 
 def write_textfile(path: Path, reports: Mapping[str, Report]) -> None:

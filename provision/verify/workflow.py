@@ -37,16 +37,6 @@ from provision.verify.runs import AllReduceRun, GpuRun, VerifyInputs
 Check = Callable[[Context], list[CheckResult]]
 
 
-def writable_directory(directory: Path, option: str) -> None:
-    """Refuse, in one line, a path that exists and is not a directory (``option`` names the flag).
-
-    Raises:
-        FactsError: ``directory`` exists and is a file or another non-directory.
-    """
-    if directory.exists() and not directory.is_dir():
-        raise FactsError(f"{option} {directory}: exists and is not a directory")
-
-
 def save_inputs(directory: Path, inputs: VerifyInputs) -> None:
     """Write ``inputs`` to ``directory/inputs.json`` (what ``verify --inputs`` replays).
 

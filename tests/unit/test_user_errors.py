@@ -1,0 +1,92 @@
+"""What a first-time user runs into: each case ends in one clear line or the right label, and bad
+input changes nothing (found by a fresh-user trial of the README).
+
+The commands run for real through typer's CliRunner; where a command would detect or run GPU work,
+that step is replaced (pytest-mock) so that a test can assert it was never reached.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from pytest_mock import MockerFixture
+
+from tests.unit.factories import H200, ROOT, invoke
+
+INPUTS = ROOT / "tests" / "fixtures" / "verify" / "h200-ubuntu2404" / "inputs.json"
+
+pytestmark = pytest.mark.usefixtures("no_colour")
+
+
+# Output paths: checked before any work, one line, exit 1 (README, "Exit codes").
+
+
+@pytest.mark.parametrize(
+    ("option", "name", "why"),
+    [
+        ("--junit", "missing/v.xml", "directory {tmp}/missing does not exist"),
+        ("--prometheus", "missing/v.prom", "directory {tmp}/missing does not exist"),
+        ("--junit", ".", "is a directory; give a file name"),
+        ("--save-raw", "taken.txt/raw", "{tmp}/taken.txt is not a directory"),
+    ],
+)
+@pytest.mark.parametrize("fleet", [False, True])
+def test_verify_output_paths_are_refused_before_any_gpu_work(
+    tmp_path: Path, mocker: MockerFixture, option: str, name: str, why: str, fleet: bool
+) -> None:
+    (tmp_path / "taken.txt").write_text("x\n")
+    local = mocker.patch("provision.verify.command.run_verify")
+    remote = mocker.patch("provision.cli._fleet_verify")
+    target = ["-i", str(tmp_path / "hosts.ini")] if fleet else []
+    path = tmp_path / name if name != "." else tmp_path
+    result = invoke("verify", H200, *target, option, str(path))
+    assert result.exit_code == 1, result.output
+    assert result.output.strip() == f"error: {option} {path}: {why.format(tmp=tmp_path)}"
+    assert not local.called and not remote.called
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["taken.txt"]
+
+
+def test_verify_output_path_refusal_is_one_json_document(tmp_path: Path, mocker: MockerFixture) -> None:
+    work = mocker.patch("provision.verify.command.run_verify")
+    result = invoke("verify", H200, "--json", "--junit", str(tmp_path / "missing" / "v.xml"))
+    assert result.exit_code == 1
+    doc = json.loads(result.stdout)
+    assert doc["outcome"] == "error" and "does not exist" in doc["error"]["message"]
+    assert not work.called
+
+
+def test_checklist_fleet_output_onto_a_file_is_refused_before_detection(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    taken = tmp_path / "taken.txt"
+    taken.write_text("x\n")
+    detect = mocker.patch("provision.fleet.checklist.detect_fleet")
+    result = invoke("checklist", "-i", str(tmp_path / "hosts.ini"), "-o", str(taken))
+    assert result.exit_code == 1
+    assert result.output.strip() == f"error: --output {taken}: exists and is not a directory"
+    assert not detect.called and taken.read_text() == "x\n"
+
+
+# Replayed verify inputs are labelled with the host they were read on, never as this machine.
+
+
+def test_verify_inputs_of_a_local_verify_are_labelled_as_replayed(tmp_path: Path) -> None:
+    junit = tmp_path / "v.xml"
+    result = invoke("verify", H200, "--inputs", str(INPUTS), "--json", "--junit", str(junit))
+    label = f"inputs replayed from {INPUTS}"
+    assert json.loads(result.stdout)["host"] == label
+    assert f'hostname="{label}"' in junit.read_text()
+    text = invoke("verify", H200, "--inputs", str(INPUTS))
+    assert f"on {label}" in text.stdout and "localhost" not in text.stdout
+
+
+def test_verify_inputs_of_an_inventory_host_are_labelled_with_it(tmp_path: Path) -> None:
+    saved = json.loads(INPUTS.read_text())
+    saved["facts"]["host"] = "gpu07"
+    inputs = tmp_path / "gpu07" / "inputs.json"
+    inputs.parent.mkdir()
+    inputs.write_text(json.dumps(saved))
+    result = invoke("verify", H200, "--inputs", str(inputs), "--json")
+    assert json.loads(result.stdout)["host"] == "gpu07"
