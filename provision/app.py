@@ -38,7 +38,13 @@ class Target:
 
 
 def gather(spec: Spec | None, target: Target, save_raw: Path | None = None) -> dict[str, Facts]:
-    """Facts per host name (``localhost`` for this machine)."""
+    """Facts per host name (``localhost`` for this machine).
+
+    Raises:
+        FactsError: Contradictory sources (:func:`refuse_contradictions`), a facts file or raw
+            directory that cannot be read, or an inventory that is missing or whose ``--limit``
+            names a host or group it does not have.
+    """
     from provision.detect import runner as detect
 
     refuse_contradictions(target, save_raw)
@@ -48,6 +54,10 @@ def gather(spec: Spec | None, target: Target, save_raw: Path | None = None) -> d
         facts = detect.facts_from_raw(target.from_raw, host=target.from_raw.resolve().name)
         return {facts.host: facts}
     venv = spec.python.venv if spec and spec.python else None
+    if target.inventory is not None and target.limit is not None:
+        from provision.inventory import check_limit
+
+        check_limit(target.inventory, target.limit, error=FactsError)  # Ansible would only warn
     return detect_hosts(target.inventory, target.limit, venv, save_raw, target.forks)
 
 

@@ -513,8 +513,9 @@ def checklist(
         str | None,
         typer.Option(
             "--host",
-            help="The host the document is for: picks it from a multi-host --facts file; names this machine "
-            "(localhost or its host name) to probe it here; any other name only fills the header.",
+            help="The host the document is for: picks it from a multi-host --facts file, names the host of "
+            "--from-raw DIR, or names this machine (localhost or its host name) to probe it here; any other "
+            "host is refused (its facts come from --facts, --from-raw or -i INVENTORY -l HOST).",
         ),
     ] = None,
     inventory: InvOpt = None,
@@ -547,6 +548,8 @@ def checklist(
                 "--facts reads one host's facts; with -i or --fleet give --from-raw DIR "
                 "(`detect -i INVENTORY --save-raw DIR`)"
             )
+        if host is not None:
+            raise ProvisionError(f"--host names one machine; with -i or --fleet choose hosts with -l {host}")
         _fleet_checklist(spec, inventory, fleet, limit, output, cast(Format, fmt), paper, forks, from_raw)
         return
     if spec is None:

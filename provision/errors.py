@@ -7,6 +7,8 @@ README.md ("Exit codes").
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -62,6 +64,20 @@ def first_error(exc: ValidationError) -> str:
     where = ".".join(str(p) for p in errors[0]["loc"])
     more = f"; {len(errors) - 1} more" if len(errors) > 1 else ""
     return f"{where + ': ' if where else ''}{errors[0]['msg']}{more}"
+
+
+def did_you_mean(word: str, known: Iterable[str]) -> str:
+    """``; did you mean 'x'?`` naming the closest of ``known`` to ``word`` (difflib's ratio of at
+    least 0.6, its default), or an empty string when none is close: a typo, not a different name."""
+    close = difflib.get_close_matches(word, [str(k) for k in known], n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def name_list(names: Sequence[str], most: int = 8) -> str:
+    """``a, b, c`` for a message, the first ``most`` names and ``(and N more)`` after them: one
+    line even for an inventory of a thousand hosts."""
+    shown = ", ".join(names[:most]) or "none"
+    return f"{shown} (and {len(names) - most} more)" if len(names) > most else shown
 
 
 class Interrupted(ProvisionError):

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from provision.detect.facts import Facts
-from provision.errors import FactsError, first_error
+from provision.errors import FactsError, did_you_mean, first_error, name_list
 
 _FACTS_LIST = TypeAdapter(list[Facts])
 
@@ -29,15 +29,17 @@ def checklist_facts(
     Args:
         facts_file: ``provision detect --json`` output: one host's object or a list of hosts.
         from_raw: A raw probe directory (``detect --save-raw`` or a capture).
-        host: The host the document is for. It selects one host of a multi-host facts file;
-            without a file or directory, naming this machine (``localhost`` or its host name)
-            probes it, and any other name gives the blank checklist with that name.
+        host: The host the document is for. It selects one host of a facts file, names the
+            host a raw directory was captured on, and without either must name this machine
+            (``localhost`` or its host name), which is probed.
 
     Returns:
         ``({host: facts}, origin)``; ``({}, None)`` for the blank checklist.
 
     Raises:
-        FactsError: Unreadable facts file or raw directory, or ``host`` not in the file.
+        FactsError: Unreadable facts file or raw directory, ``host`` not in the file, or without a
+            file or directory ``host`` not this machine (one line naming this machine's names: a
+            document for a host nobody read would be the blank checklist under its name).
     """
     if facts_file is not None:
         return _select(read_facts_documents(facts_file), host), str(facts_file)
@@ -46,10 +48,33 @@ def checklist_facts(
 
         facts = facts_from_raw(from_raw, host=host or "localhost")
         return {facts.host: facts}, f"raw probe outputs in {from_raw}"
-    if host is not None and is_this_machine(host):
+    if host is not None:
+        refuse_other_host(host)
         facts = detect_for_checklist(host)
         return {facts.host: facts}, f"probed on {host} when generated"
     return {}, None
+
+
+def refuse_other_host(host: str) -> None:
+    """Refuse ``--host`` naming another machine when nothing read it (see :func:`checklist_facts`).
+
+    Raises:
+        FactsError: One line: this machine's names, where another host's facts come from, and the
+            closest of this machine's names when ``host`` looks like a typo of one.
+    """
+    if not is_this_machine(host):
+        names = this_machine_names()
+        raise FactsError(
+            f"--host {host}: not this machine ({name_list(names)}); another host's checklist reads its "
+            f"facts: --facts FILE (`provision detect --json` there), --from-raw DIR, or -i INVENTORY -l {host}"
+            f"{did_you_mean(host, names)}"
+        )
+
+
+def this_machine_names() -> list[str]:
+    """The names :func:`is_this_machine` accepts: ``localhost`` and the host name, and the FQDN when
+    it differs."""
+    return list(dict.fromkeys((LOCAL_NAMES[0], socket.gethostname(), socket.getfqdn())))
 
 
 def is_this_machine(host: str) -> bool:
@@ -97,5 +122,8 @@ def _select(documents: list[Facts], host: str | None) -> dict[str, Facts]:
     if host is None:
         return by_host
     if host not in by_host:
-        raise FactsError(f"host {host!r} is not in the facts file; it has: {', '.join(by_host)}")
+        known = list(by_host)
+        raise FactsError(
+            f"host {host!r} is not in the facts file; it has: {name_list(known)}{did_you_mean(host, known)}"
+        )
     return {host: by_host[host]}

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from provision.errors import ProvisionError, first_error
 from provision.files import read_yaml
-from provision.fleet.inventory import SPEC_VAR, InventoryHost, inventory_hosts
+from provision.inventory import SPEC_VAR, InventoryHost, inventory_hosts
 
 
 class FleetError(ProvisionError):
@@ -82,7 +82,7 @@ def load_fleet(
         raise FleetError("no inventory: pass -i INVENTORY or name one in the fleet file")
     if not source.exists():
         raise FleetError(f"{source}: no such inventory")
-    hosts = inventory_hosts(source, limit)
+    hosts = inventory_hosts(source, limit, error=FleetError)
     if not hosts:
         raise FleetError(f"{source}: no host matches {limit or 'all'!r}")
     specs = {h.name: spec or host_spec(h, mapping, base) for h in hosts}

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from provision import ansible
 from provision.ansible import local_inventory, refuse_templates
-from provision.errors import Interrupted, ProvisionError, first_error
+from provision.errors import FactsError, Interrupted, ProvisionError, first_error
 from provision.files import check_inventory
 from provision.lock.model import Lock
 from provision.resources import data_dir
@@ -122,7 +122,12 @@ def read_locks(inventory: Path | None, limit: str | None = None) -> dict[str, Ho
 
     Raises:
         LockReadError: A host could not be read, or holds a lock this version cannot read.
+        FactsError: The inventory is missing, or ``limit`` names a host or group it does not have.
     """
+    if inventory is not None and limit is not None:
+        from provision.inventory import check_limit
+
+        check_limit(inventory, limit, error=FactsError)  # Ansible would only warn and read the others
     with tempfile.TemporaryDirectory(prefix="provision-lock-") as tmp:
         results = run_lock_play(
             inventory, {}, Path(tmp), default={"state": "read"}, limit=limit, become=inventory is not None

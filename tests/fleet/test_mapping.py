@@ -97,8 +97,14 @@ def test_bad_fleet_files(tmp_path: Path, text: str, message: str) -> None:
 
 
 def test_no_host_matches_and_missing_inventory(ini: Path, tmp_path: Path) -> None:
-    with pytest.raises(FleetError, match="no host matches 'nothing'"):
+    with pytest.raises(
+        FleetError, match=r"--limit nothing: no host or group 'nothing' in .* \(its hosts: n1, n2, n3\)$"
+    ):
         load_fleet(ini, limit="nothing")
+    with pytest.raises(FleetError, match=r"no host or group 'n33' .*; did you mean 'n3'\?$"):
+        load_fleet(ini, limit="n1,n33")  # Ansible would warn and run n1 alone
+    with pytest.raises(FleetError, match="no host matches 'n1:&h200'"):
+        load_fleet(ini, limit="n1:&h200")  # each part matches, together nothing
     with pytest.raises(FleetError, match="no such inventory"):
         load_fleet(tmp_path / "missing.ini")
     with pytest.raises(FleetError, match="no inventory"):

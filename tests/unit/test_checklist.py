@@ -353,16 +353,31 @@ def test_cli_unknown_host_in_facts_and_pdf_without_output(tmp_path: Path) -> Non
         cli, ["checklist", SPEC_FILE, "--facts", str(tmp_path / "f.json"), "--host", "x"]
     )
     assert result.exit_code == 1 and "host 'x' is not in the facts file; it has: ws02" in result.output
+    typo = CliRunner().invoke(
+        cli, ["checklist", SPEC_FILE, "--facts", str(tmp_path / "f.json"), "--host", "ws2"]
+    )
+    assert typo.exit_code == 1 and "it has: ws02; did you mean 'ws02'?" in typo.output
     result = CliRunner().invoke(cli, ["checklist", SPEC_FILE, "-f", "pdf"])
     assert result.exit_code == 1 and "--format pdf needs --output FILE" in result.output
 
 
-def test_cli_other_host_name_is_the_blank_checklist() -> None:
-    result = CliRunner().invoke(
-        cli, ["checklist", SPEC_FILE, "--host", "not-this-machine.example", "-f", "html"]
-    )
-    assert result.exit_code == 0, result.output
-    assert "not-this-machine.example" in result.output and "On this host" not in result.output
+def test_cli_other_host_name_is_refused_not_a_blank_checklist(tmp_path: Path) -> None:
+    out = tmp_path / "c.html"
+    args = ["checklist", SPEC_FILE, "--host", "not-this-machine.example", "-f", "html", "-o", str(out)]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 1, result.output
+    line = result.output.strip()
+    assert line.startswith("error: --host not-this-machine.example: not this machine (localhost, ")
+    assert "--facts FILE" in line and "-i INVENTORY -l not-this-machine.example" in line
+    assert "\n" not in line and not out.exists()
+    typo = CliRunner().invoke(cli, ["checklist", SPEC_FILE, "--host", "locahost"])
+    assert typo.exit_code == 1 and typo.output.strip().endswith("did you mean 'localhost'?")
+
+
+def test_cli_host_with_an_inventory_is_refused(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["checklist", "-i", str(tmp_path / "h.ini"), "--host", "gpu07"])
+    assert result.exit_code == 1
+    assert "with -i or --fleet choose hosts with -l gpu07" in result.output
 
 
 def test_cli_refuses_a_spec_validate_refuses_and_writes_nothing(tmp_path: Path) -> None:

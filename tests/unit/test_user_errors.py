@@ -90,3 +90,43 @@ def test_verify_inputs_of_an_inventory_host_are_labelled_with_it(tmp_path: Path)
     inputs.write_text(json.dumps(saved))
     result = invoke("verify", H200, "--inputs", str(inputs), "--json")
     assert json.loads(result.stdout)["host"] == "gpu07"
+
+
+# A host name the command does not know: refused in one line naming the known hosts.
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["plan", H200, "-l", "b,gpu7"],
+        ["plan", "-l", "b,gpu7"],
+        ["detect", "-l", "b,gpu7"],
+        ["apply", H200, "--dry-run", "-l", "b,gpu7"],
+        ["verify", "-l", "b,gpu7"],
+        ["lock", "show", "-l", "b,gpu7"],
+        ["rollback", "--dry-run", "-l", "b,gpu7"],
+        ["checklist", "-o", "OUT", "-l", "b,gpu7"],
+    ],
+    ids=lambda c: " ".join(c[:2]),
+)
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_limit_naming_an_unknown_host_is_refused_before_ansible(
+    tmp_path: Path, mocker: MockerFixture, command: list[str], as_json: bool
+) -> None:
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text(f"gpu07 provision_spec={H200}\nb provision_spec={H200}\n")
+    play = mocker.patch("provision.ansible.run_play")
+    detect = mocker.patch("provision.detect.runner.detect_remote")
+    json_flag = ["--json"] if as_json and command[0] != "checklist" else []
+    args = [str(tmp_path / "out") if a == "OUT" else a for a in command]
+    result = invoke(*args, "-i", str(inventory), *json_flag)
+    assert result.exit_code == 1, result.output
+    line = f"error: --limit b,gpu7: no host or group 'gpu7' in {inventory} (its hosts: gpu07, b); did you mean 'gpu07'?"
+    assert result.stderr.strip() == line
+    if json_flag:
+        doc = json.loads(result.stdout)
+        assert doc["outcome"] == "error" and doc["error"]["message"] == line.removeprefix("error: ")
+    else:
+        assert result.stdout == ""
+    assert not play.called and not detect.called
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hosts.ini"]

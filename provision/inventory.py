@@ -1,0 +1,133 @@
+"""Read an Ansible inventory (INI, YAML, a directory, with group_vars/host_vars) with Ansible itself.
+
+Hand-parsing INI would miss ``:children``, ranges, ``group_vars/`` and variable
+precedence; Ansible's ``InventoryManager`` and ``VariableManager`` give exactly what
+``ansible-playbook -i INV -l LIMIT`` would target, with merged variables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from provision.errors import ProvisionError, did_you_mean, name_list
+from provision.files import read_bytes
+
+SPEC_VAR = "provision_spec"
+
+
+@dataclass(frozen=True)
+class InventoryHost:
+    """One host as Ansible sees it.
+
+    Attributes:
+        name: The inventory hostname.
+        groups: Every group the host belongs to, ``all`` included.
+        spec: The host's ``provision_spec`` variable after Ansible's precedence, or None.
+        inventory_dir: The directory of the inventory source that defined the host.
+    """
+
+    name: str
+    groups: tuple[str, ...]
+    spec: str | None
+    inventory_dir: Path
+
+
+def inventory_hosts(
+    inventory: Path, limit: str | None = None, *, error: type[ProvisionError] = ProvisionError
+) -> list[InventoryHost]:
+    """The hosts ``ansible-playbook -i inventory -l limit`` would run on, in inventory order.
+
+    Args:
+        inventory: An inventory file or directory (INI, YAML, or anything Ansible reads).
+        limit: An Ansible host pattern (``gpu:!gpu07``, ``a100,h200``), or None for all.
+        error: The ProvisionError subclass raised.
+
+    Returns:
+        The matching hosts; empty when the pattern, each of whose parts matches, leaves none.
+
+    Raises:
+        ProvisionError: ``error`` when the inventory is missing or unreadable, or a part of ``limit``
+            names no host or group (:func:`check_limit`).
+    """
+    manager = _manager(inventory, error)
+    from ansible.vars.manager import VariableManager  # type: ignore[import-untyped]
+
+    variables = VariableManager(loader=manager._loader, inventory=manager)
+    with _quiet():
+        if limit:
+            _refuse_unmatched(manager, inventory, limit, error)
+            manager.subset(limit)
+        hosts = manager.get_hosts("all")
+    return [_host(h, variables.get_vars(host=h), inventory) for h in hosts]
+
+
+def check_limit(inventory: Path, limit: str | None, *, error: type[ProvisionError] = ProvisionError) -> None:
+    """Refuse, before Ansible runs, a ``--limit`` with a part that names no host or group of ``inventory``.
+
+    Ansible only warns about such a part and runs on the others: a typo in ``gpu07,gpu80`` would
+    leave ``gpu80`` out without a word. Parts that are patterns (``gpu*``, ``~regex``, ``gpu[0:3]``)
+    must match at least one host; ``@file`` parts are left to Ansible.
+
+    Raises:
+        ProvisionError: ``error``, one line: the part, the closest name ("did you mean"), and the
+            inventory's hosts; or the inventory is missing or unreadable.
+    """
+    if limit:
+        manager = _manager(inventory, error)
+        with _quiet():
+            _refuse_unmatched(manager, inventory, limit, error)
+
+
+def _manager(inventory: Path, error: type[ProvisionError]) -> Any:
+    if not inventory.exists():
+        raise error(f"{inventory}: no such inventory")
+    if not inventory.is_dir():
+        # Ansible would wait on a FIFO or read /dev/zero until memory runs out: the one reader first.
+        read_bytes(inventory, what="inventory", error=error)
+    # Ansible ships no type information; the import is slow, so only inventory paths pay for it.
+    from ansible.inventory.manager import InventoryManager  # type: ignore[import-untyped]
+    from ansible.parsing.dataloader import DataLoader  # type: ignore[import-untyped]
+
+    return InventoryManager(loader=DataLoader(), sources=[str(inventory)])
+
+
+def _refuse_unmatched(manager: Any, inventory: Path, limit: str, error: type[ProvisionError]) -> None:
+    from ansible.inventory.manager import split_host_pattern  # type: ignore[import-untyped]
+
+    parts = [one for part in split_host_pattern(limit) for one in split_host_pattern(part)]  # a,b:!c
+    for name in (p.lstrip("!&") for p in parts):
+        if name and not name.startswith("@") and not manager.get_hosts(pattern=name):
+            known = [str(h.name) for h in manager.get_hosts("all")]
+            hint = did_you_mean(name, [*known, *manager.groups])
+            raise error(
+                f"--limit {limit}: no host or group {name!r} in {inventory} (its hosts: {name_list(known)}){hint}"
+            )
+
+
+@contextmanager
+def _quiet() -> Iterator[None]:
+    """Ansible's ``host_pattern_mismatch`` set to ``ignore`` meanwhile: :func:`_refuse_unmatched` says it
+    in one line, instead of Ansible's ``[WARNING]: Could not match supplied host pattern``."""
+    from ansible import constants  # type: ignore[import-untyped]
+
+    before = constants.HOST_PATTERN_MISMATCH
+    constants.HOST_PATTERN_MISMATCH = "ignore"
+    try:
+        yield
+    finally:
+        constants.HOST_PATTERN_MISMATCH = before
+
+
+def _host(host: Any, variables: dict[str, Any], inventory: Path) -> InventoryHost:
+    spec = variables.get(SPEC_VAR)
+    where = variables.get("inventory_dir") or (inventory if inventory.is_dir() else inventory.parent)
+    return InventoryHost(
+        name=str(host.name),
+        groups=tuple(sorted(g.name for g in host.get_groups())),
+        spec=str(spec) if spec is not None else None,
+        inventory_dir=Path(str(where)),
+    )
