@@ -103,9 +103,8 @@ def _refuse_unmatched(manager: Any, inventory: Path, limit: str, error: type[Pro
         if name and not name.startswith("@") and not manager.get_hosts(pattern=name):
             known = [str(h.name) for h in manager.get_hosts("all")]
             hint = did_you_mean(name, [*known, *manager.groups])
-            raise error(
-                f"--limit {limit}: no host or group {name!r} in {inventory} (its hosts: {name_list(known)}){hint}"
-            )
+            its = f"its hosts: {name_list(known)}"
+            raise error(f"--limit {limit}: no host or group {name!r} in {inventory} ({its}){hint}")
 
 
 @contextmanager

@@ -66,8 +66,8 @@ def refuse_other_host(host: str) -> None:
         names = this_machine_names()
         raise FactsError(
             f"--host {host}: not this machine ({name_list(names)}); another host's checklist reads its "
-            f"facts: --facts FILE (`provision detect --json` there), --from-raw DIR, or -i INVENTORY -l {host}"
-            f"{did_you_mean(host, names)}"
+            "facts: --facts FILE (`provision detect --json` there), --from-raw DIR, or "
+            f"-i INVENTORY -l {host}{did_you_mean(host, names)}"
         )
 
 
