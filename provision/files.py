@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.composer import Composer
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.events import AliasEvent
@@ -236,3 +237,40 @@ def check_inventory(inventory: Path) -> None:
         raise FactsError(f"{inventory}: no such inventory")
     if not inventory.is_dir():
         read_bytes(inventory, what="inventory", error=FactsError)
+
+
+Location = tuple[int, int]
+"""1-based line and column in a YAML file."""
+
+
+def plain_data(node: Any) -> Any:
+    """Convert ruamel's round-trip containers to dicts and lists for pydantic."""
+    if isinstance(node, CommentedMap):
+        return {str(k): plain_data(v) for k, v in node.items()}
+    if isinstance(node, CommentedSeq):
+        return [plain_data(v) for v in node]
+    if hasattr(node, "value") and type(node).__module__.startswith("ruamel"):
+        return node.value if not isinstance(node, str) else str(node)
+    return node
+
+
+def locate(data: Any, loc: tuple[Any, ...]) -> Location:
+    """Line and column of the deepest node of ``loc`` that exists in the YAML."""
+    node, best = data, (1, 1)
+    for part in loc:
+        if isinstance(node, CommentedMap) and part in node:
+            best = key_position(node, part)
+            node = node[part]
+        elif isinstance(node, CommentedSeq) and isinstance(part, int) and part < len(node):
+            line, col = node.lc.item(part)
+            best, node = (line + 1, col + 1), node[part]
+        else:
+            if isinstance(node, (CommentedMap, CommentedSeq)) and best == (1, 1):
+                best = (node.lc.line + 1, node.lc.col + 1)
+            break
+    return best
+
+
+def key_position(node: CommentedMap, key: Any) -> Location:
+    line, col = node.lc.key(key)
+    return line + 1, col + 1

@@ -36,18 +36,30 @@ class InventoryHost:
     inventory_dir: Path
 
 
-def inventory_hosts(
+@dataclass(frozen=True)
+class Inventory:
+    """What one read of an inventory gives.
+
+    Attributes:
+        hosts: The hosts ``ansible-playbook -i inventory -l limit`` would run on, in inventory order.
+        names: Every host name of the inventory, ``--limit`` aside.
+        groups: Every group name (``all`` and ``ungrouped`` included).
+    """
+
+    hosts: list[InventoryHost]
+    names: list[str]
+    groups: list[str]
+
+
+def read_inventory(
     inventory: Path, limit: str | None = None, *, error: type[ProvisionError] = ProvisionError
-) -> list[InventoryHost]:
-    """The hosts ``ansible-playbook -i inventory -l limit`` would run on, in inventory order.
+) -> Inventory:
+    """Read ``inventory`` once: the hosts ``limit`` selects, and every host and group name.
 
     Args:
         inventory: An inventory file or directory (INI, YAML, or anything Ansible reads).
         limit: An Ansible host pattern (``gpu:!gpu07``, ``a100,h200``), or None for all.
         error: The ProvisionError subclass raised.
-
-    Returns:
-        The matching hosts; empty when the pattern, each of whose parts matches, leaves none.
 
     Raises:
         ProvisionError: ``error`` when the inventory is missing or unreadable, or a part of ``limit``
@@ -58,11 +70,21 @@ def inventory_hosts(
 
     variables = VariableManager(loader=manager._loader, inventory=manager)
     with _quiet():
+        names = [str(h.name) for h in manager.get_hosts("all")]
         if limit:
             _refuse_unmatched(manager, inventory, limit, error)
             manager.subset(limit)
         hosts = manager.get_hosts("all")
-    return [_host(h, variables.get_vars(host=h), inventory) for h in hosts]
+    chosen = [_host(h, variables.get_vars(host=h), inventory) for h in hosts]
+    return Inventory(chosen, names, [str(g) for g in manager.groups])
+
+
+def inventory_hosts(
+    inventory: Path, limit: str | None = None, *, error: type[ProvisionError] = ProvisionError
+) -> list[InventoryHost]:
+    """The hosts ``ansible-playbook -i inventory -l limit`` would run on (:func:`read_inventory`);
+    empty when the pattern, each of whose parts matches, leaves none."""
+    return read_inventory(inventory, limit, error=error).hosts
 
 
 def check_limit(inventory: Path, limit: str | None, *, error: type[ProvisionError] = ProvisionError) -> None:

@@ -17,12 +17,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
+from ruamel.yaml.comments import CommentedMap
 
-from provision.errors import ProvisionError, first_error
-from provision.files import read_yaml
-from provision.inventory import SPEC_VAR, InventoryHost, inventory_hosts
+from provision.errors import ProvisionError, did_you_mean, name_list
+from provision.files import locate, plain_data, read_yaml
+from provision.inventory import SPEC_VAR, Inventory, InventoryHost, read_inventory
+from provision.models import accepted_keys
 
 
 class FleetError(ProvisionError):
@@ -75,14 +78,17 @@ def load_fleet(
     Raises:
         FleetError: No inventory, a bad fleet file, no host matched, or hosts without a spec.
     """
-    mapping = read_fleet_file(fleet_file) if fleet_file else FleetFile()
+    mapping, data = _read(fleet_file) if fleet_file else (FleetFile(), None)
     base = fleet_file.parent if fleet_file else Path.cwd()
     source = inventory or (base / mapping.inventory if mapping.inventory else None)
     if source is None:
         raise FleetError("no inventory: pass -i INVENTORY or name one in the fleet file")
     if not source.exists():
         raise FleetError(f"{source}: no such inventory")
-    hosts = inventory_hosts(source, limit, error=FleetError)
+    read = read_inventory(source, limit, error=FleetError)
+    if fleet_file is not None:
+        _refuse_unknown_names(fleet_file, data, mapping, read, source)
+    hosts = read.hosts
     if not hosts:
         raise FleetError(f"{source}: no host matches {limit or 'all'!r}")
     specs = {h.name: spec or host_spec(h, mapping, base) for h in hosts}
@@ -115,14 +121,47 @@ def read_fleet_file(path: Path) -> FleetFile:
     """Parse and validate a fleet file.
 
     Raises:
-        FleetError: Missing file, invalid YAML, or unknown/mistyped keys.
+        FleetError: Missing file, invalid YAML, or unknown/mistyped keys: one ``file:line:column:
+            key: message`` line, with "did you mean" for a misspelt key.
     """
-    data = read_yaml(path, what="fleet", error=FleetError)
+    return _read(path)[0]
+
+
+def _read(path: Path) -> tuple[FleetFile, Any]:
+    """The fleet file and its YAML (ruamel's round-trip nodes, which keep each key's line)."""
+    data = read_yaml(path, what="fleet", error=FleetError, typ="rt")
+    if data is not None and not isinstance(data, CommentedMap):
+        raise FleetError(f"{path}:1:1: a fleet file is a mapping (specs:, ...), not a {type(data).__name__}")
     try:
-        return FleetFile.model_validate(data or {})
+        return FleetFile.model_validate(plain_data(data) or {}), data
     except ValidationError as exc:
-        if not isinstance(data or {}, dict):
+        err = exc.errors()[0]
+        loc = tuple(err["loc"])
+        line, col = locate(data, loc)
+        field = ".".join(str(p) for p in loc)
+        message = err["msg"]
+        if err["type"] == "extra_forbidden":
+            keys = accepted_keys(FleetFile, loc[:-1])
+            has = ", ".join(f"{k}:" for k in keys)
+            message = f"unknown key (a fleet file has {has}){did_you_mean(str(loc[-1]), keys)}"
+        raise FleetError(f"{path}:{line}:{col}: {field}: {message}") from None
+
+
+def _refuse_unknown_names(
+    path: Path, data: Any, mapping: FleetFile, inventory: Inventory, source: Path
+) -> None:
+    """Refuse a ``specs:`` key that names no host or group of the inventory (``--limit`` aside): a typo
+    that would leave its hosts on another spec, or on none, without a word.
+
+    Raises:
+        FleetError: ``file:line:column: specs.KEY: ...`` with the closest name and the inventory's names.
+    """
+    known = [*inventory.names, *inventory.groups]
+    for key in mapping.specs:
+        if key not in known:
+            line, col = locate(data, ("specs", key))
+            groups = name_list([g for g in inventory.groups if g not in ("all", "ungrouped")])
             raise FleetError(
-                f"{path}: a fleet file is a mapping (specs:, ...), not a {type(data).__name__}"
-            ) from None
-        raise FleetError(f"{path}: {first_error(exc)}") from None
+                f"{path}:{line}:{col}: specs.{key}: no host or group {key!r} in {source} (its hosts: "
+                f"{name_list(inventory.names)}; groups: {groups}){did_you_mean(key, known)}"
+            )

@@ -13,12 +13,11 @@ from typing import Any
 from pydantic import ValidationError
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
-from provision.errors import SpecError
-from provision.files import parse_yaml, read_text
+from provision.errors import SpecError, did_you_mean
+from provision.files import Location, key_position, locate, parse_yaml, plain_data, read_text
+from provision.models import accepted_keys
 from provision.serving.modelconfig import parse_config_json
 from provision.spec.models import Spec
-
-Location = tuple[int, int]  # 1-based line, 1-based column
 
 
 def load_spec(path: Path) -> Spec:
@@ -32,7 +31,7 @@ def load_spec(path: Path) -> Spec:
     """
     data = _read_yaml(path)
     try:
-        spec = Spec.model_validate(_plain(data))
+        spec = Spec.model_validate(plain_data(data))
     except ValidationError as exc:
         raise SpecError([_format_error(path, data, err) for err in exc.errors()]) from None
     return _with_model_architecture(path, data, spec)
@@ -50,7 +49,7 @@ def _with_model_architecture(path: Path, data: Any, spec: Spec) -> Spec:
     if serve is None or config is None:
         return spec
     key = "config_json" if serve.config_json else "model"
-    line, col = _locate(data, ("serve", key))
+    line, col = locate(data, ("serve", key))
     try:
         text = read_text(Path(config), what="model config.json", error=SpecError)
     except SpecError as exc:
@@ -87,7 +86,7 @@ def _non_string_key(node: Any) -> tuple[Any, Location] | None:
     if isinstance(node, CommentedMap):
         for key, value in node.items():
             if not isinstance(key, str):
-                return key, _key_position(node, key)
+                return key, key_position(node, key)
             if (found := _non_string_key(value)) is not None:
                 return found
     if isinstance(node, CommentedSeq):
@@ -95,49 +94,17 @@ def _non_string_key(node: Any) -> tuple[Any, Location] | None:
     return None
 
 
-def _plain(node: Any) -> Any:
-    """Convert ruamel's round-trip containers to dicts and lists for pydantic."""
-    if isinstance(node, CommentedMap):
-        return {str(k): _plain(v) for k, v in node.items()}
-    if isinstance(node, CommentedSeq):
-        return [_plain(v) for v in node]
-    if hasattr(node, "value") and type(node).__module__.startswith("ruamel"):
-        return node.value if not isinstance(node, str) else str(node)
-    return node
-
-
 def _format_error(path: Path, data: Any, err: Any) -> str:
     loc = tuple(part for part in err["loc"] if not _is_union_tag(part))
-    line, col = _locate(data, loc)
+    line, col = locate(data, loc)
     field = ".".join(str(p) for p in loc) or "(top level)"
     message = err["msg"].removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
-        message = "unknown key (not part of spec v1; see `provision schema`)"
+        hint = did_you_mean(str(loc[-1]), accepted_keys(Spec, loc[:-1])) if loc else ""
+        message = f"unknown key (not part of spec v1; see `provision schema`){hint}"
     return f"{path}:{line}:{col}: {field}: {message}"
 
 
 def _is_union_tag(part: Any) -> bool:
     # pydantic inserts the union member's type name into locations (e.g. 'function-plain[...]').
     return isinstance(part, str) and ("[" in part or part in {"str", "int", "float", "bool"})
-
-
-def _locate(data: Any, loc: tuple[Any, ...]) -> Location:
-    """Line and column of the deepest node of ``loc`` that exists in the YAML."""
-    node, best = data, (1, 1)
-    for part in loc:
-        if isinstance(node, CommentedMap) and part in node:
-            best = _key_position(node, part)
-            node = node[part]
-        elif isinstance(node, CommentedSeq) and isinstance(part, int) and part < len(node):
-            line, col = node.lc.item(part)
-            best, node = (line + 1, col + 1), node[part]
-        else:
-            if isinstance(node, (CommentedMap, CommentedSeq)) and best == (1, 1):
-                best = (node.lc.line + 1, node.lc.col + 1)
-            break
-    return best
-
-
-def _key_position(node: CommentedMap, key: Any) -> Location:
-    line, col = node.lc.key(key)
-    return line + 1, col + 1

@@ -88,12 +88,32 @@ def test_groups_mapping_to_two_specs_are_ambiguous(ini: Path, tmp_path: Path) ->
 
 @pytest.mark.parametrize(
     ("text", "message"),
-    [("specs: [a]\n", "specs: Input should be a valid dictionary"), ("nope: 1\n", "nope: Extra inputs")],
+    [
+        ("specs: [a]\n", "f.yaml:1:1: specs: Input should be a valid dictionary"),
+        ("nope: 1\n", r"f.yaml:1:1: nope: unknown key \(a fleet file has inventory:, specs:\)$"),
+        (
+            "inventory: hosts.ini\nspec:\n  n1: a.yaml\n",
+            "f.yaml:2:1: spec: unknown key .*; did you mean 'specs'\\?",
+        ),
+        ("- a\n", "f.yaml:1:1: a fleet file is a mapping"),
+    ],
 )
-def test_bad_fleet_files(tmp_path: Path, text: str, message: str) -> None:
-    (tmp_path / "f.yaml").write_text(text)
+def test_bad_fleet_files_are_one_located_line(ini: Path, text: str, message: str) -> None:
+    (ini.parent / "f.yaml").write_text(text)
     with pytest.raises(FleetError, match=message):
-        load_fleet(tmp_path / "hosts.ini", tmp_path / "f.yaml")
+        load_fleet(ini, ini.parent / "f.yaml")
+
+
+def test_a_specs_key_naming_no_host_or_group_is_refused(ini: Path) -> None:
+    # A typo left n3 on no spec, or the group's hosts on their inventory variable, without a word.
+    fleet_file = ini.parent / "f.yaml"
+    fleet_file.write_text("inventory: hosts.ini\nspecs:\n  gpu: g.yaml\n  h20: h.yaml\n")
+    names = r"\(its hosts: n1, n2, n3; groups: a100, h200, gpu\)"
+    with pytest.raises(
+        FleetError,
+        match=rf"f.yaml:4:3: specs.h20: no host or group 'h20' in .*hosts.ini {names}; did you mean 'h200'",
+    ):
+        load_fleet(None, fleet_file, limit="n1")  # a key outside the limit is checked too
 
 
 def test_no_host_matches_and_missing_inventory(ini: Path, tmp_path: Path) -> None:

@@ -250,3 +250,14 @@ def test_contradictory_sources_of_facts_are_refused_in_one_line(
     assert result.exit_code == 1
     assert result.output.startswith(f"error: {line}") and len(result.output.strip().splitlines()) == 1
     assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+def test_an_unknown_spec_key_says_which_key_was_meant(tmp_path: Path) -> None:
+    spec = tmp_path / "typo.yaml"
+    spec.write_text(Path(A100X_SPEC).read_text().replace("  branch: 580", "  brnach: 580", 1))
+    result = run("validate", str(spec))
+    assert result.exit_code == 2
+    assert (
+        "driver.brnach: unknown key (not part of spec v1; see `provision schema`); did you mean 'branch'?"
+        in (result.output)
+    )
