@@ -37,11 +37,15 @@ class HostState(StrEnum):
     REFUSED = "refused"
     UNREACHABLE = "unreachable"
     FAILED = "failed"
-    """Reached, but a detection task failed there; the reason is the module's own message."""
+    """Reached, but a detection task failed there (the reason is the module's own message); or, in
+    the fleet form, its own spec could not be loaded (:data:`SPEC_FAILED`), so it was not detected."""
 
 
 DETECTION_FAILED = "host failed at "
 """How a detection failure's reason starts (:func:`provision.detect.runner.collector_results`)."""
+SPEC_FAILED = "spec not loaded: "
+"""How the reason starts for a fleet host whose own spec is missing or invalid: that host fails, the
+others are planned (:func:`provision.fleet.orchestrate.planned_fleet`)."""
 
 
 @dataclass(frozen=True)
@@ -120,7 +124,8 @@ class HostPlan:
         host: The inventory hostname.
         spec_path: The spec planned for it (None: a saved plan's spec that names no file).
         plan: The plan (on all-Unknown facts for an unreachable host); None when none was made.
-        unreachable: Ansible's reason when the host could not be detected, else None.
+        unreachable: Why the host could not be planned: Ansible's reason when it could not be
+            detected, or why its spec could not be loaded (:data:`SPEC_FAILED`); else None.
     """
 
     host: str
@@ -130,7 +135,7 @@ class HostPlan:
 
     @property
     def state(self) -> HostState:
-        if self.unreachable is not None and self.unreachable.startswith(DETECTION_FAILED):
+        if self.unreachable is not None and self.unreachable.startswith((DETECTION_FAILED, SPEC_FAILED)):
             return HostState.FAILED
         if self.plan is None or self.unreachable is not None:
             return HostState.UNREACHABLE

@@ -23,9 +23,9 @@ from provision.apply.views import Stop, reboot_json, show_reboots
 from provision.apply.workflow import ApplyOptions, apply_planned
 from provision.errors import ProvisionError
 from provision.fleet.mapping import Fleet
-from provision.fleet.orchestrate import fleet_hosts
+from provision.fleet.orchestrate import planned_fleet
 from provision.fleet.summary import fleet_plan_json, render_fleet_plan
-from provision.hosts import FleetPlan, plan_hosts
+from provision.hosts import FleetPlan
 from provision.plan.models import Plan
 
 FleetOptions = ApplyOptions
@@ -37,10 +37,10 @@ def apply_fleet(fleet: Fleet, options: ApplyOptions, console: Console, *, as_jso
 
     With ``as_json`` the outcome is written to stdout as one document (:class:`FleetJsonReport`).
     """
-    hosts = fleet_hosts(fleet)
     report = FleetJsonReport(reboot=options.reboot.enabled)
     try:
-        return apply_planned(hosts, plan_hosts(hosts), options, FleetView(console, report))
+        hosts, planned = planned_fleet(fleet)  # a host whose spec cannot be loaded fails alone
+        return apply_planned(hosts, planned, options, FleetView(console, report))
     finally:
         if as_json and report.data:
             jsonout.emit(report.data)

@@ -7,9 +7,11 @@ from pathlib import Path
 
 from provision.catalog import Catalog
 from provision.detect.facts import Facts
+from provision.errors import SpecError
 from provision.fleet.mapping import Fleet
 from provision.hosts import (
     NO_RESULT,
+    SPEC_FAILED,
     FleetPlan,
     HostPlan,
     Hosts,
@@ -31,6 +33,7 @@ __all__ = [
     "fleet_hosts",
     "load_specs",
     "plan_fleet",
+    "planned_fleet",
     "unreachable_reason",
 ]
 
@@ -58,6 +61,40 @@ def detect_fleet(
     return detect_by_venv(fleet_hosts(fleet, specs), hosts)
 
 
-def plan_fleet(fleet: Fleet, catalog: Catalog | None = None, hosts: Iterable[str] | None = None) -> FleetPlan:
-    """Detect ``hosts`` (default: the whole fleet) and plan each against its spec."""
-    return plan_hosts(fleet_hosts(fleet), hosts, catalog)
+def plan_fleet(fleet: Fleet, catalog: Catalog | None = None) -> FleetPlan:
+    """Detect the fleet and plan each host against its spec (:func:`planned_fleet`)."""
+    return planned_fleet(fleet, catalog)[1]
+
+
+def planned_fleet(fleet: Fleet, catalog: Catalog | None = None) -> tuple[Hosts, FleetPlan]:
+    """The hosts whose spec loads, and the fleet plan: each of them detected and planned, and each
+    host whose own spec is missing or invalid failed with the reason (:data:`SPEC_FAILED`), the others
+    planned all the same; inventory order.
+
+    Raises:
+        SpecError: Every host is held to one spec, and it cannot be loaded: the command's error.
+    """
+    loaded = {path: _try_load(path) for path in dict.fromkeys(fleet.specs.values())}
+    if len(loaded) == 1 and isinstance(error := next(iter(loaded.values())), SpecError):
+        raise error
+    good = {h: HostSpec(s, str(p)) for h, p in fleet.specs.items() if isinstance(s := loaded[p], Spec)}
+    hosts = Hosts(fleet.inventory, good, fleet.forks, fleet.from_raw, fleet.save_raw)
+    planned = plan_hosts(hosts, None, catalog).hosts
+    failed = {
+        h: HostPlan(h, p, None, _spec_failure(loaded[p])) for h, p in fleet.specs.items() if h not in good
+    }
+    return hosts, FleetPlan({h: planned[h] if h in good else failed[h] for h in fleet.specs})
+
+
+def _try_load(path: Path) -> Spec | SpecError:
+    try:
+        return load_spec(path)
+    except SpecError as exc:
+        return exc
+
+
+def _spec_failure(error: Spec | SpecError) -> str:
+    """The one-line reason of a host whose spec could not be loaded: the first problem, and how many more."""
+    problems = error.problems if isinstance(error, SpecError) else []
+    more = f" (and {len(problems) - 1} more; `provision validate` lists them)" if len(problems) > 1 else ""
+    return f"{SPEC_FAILED}{problems[0] if problems else error}{more}"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from pytest_mock import MockerFixture
 
-from tests.unit.factories import H200, ROOT, invoke
+from tests.unit.factories import A100X, H200, ROOT, invoke, mock_detection
 
 INPUTS = ROOT / "tests" / "fixtures" / "verify" / "h200-ubuntu2404" / "inputs.json"
 
@@ -131,3 +131,72 @@ def test_a_limit_naming_an_unknown_host_is_refused_before_ansible(
         assert result.stdout == ""
     assert not play.called and not detect.called
     assert sorted(p.name for p in tmp_path.iterdir()) == ["hosts.ini"]
+
+
+# One host's bad provision_spec fails that host alone; the others are planned (README, "Exit codes").
+
+
+@pytest.fixture()
+def bad_spec_fleet(tmp_path: Path) -> Path:
+    """``a`` on the A100X spec, ``c`` on a spec with a misspelt key, ``d`` on a spec file that is not there."""
+    (tmp_path / "typo.yaml").write_text(Path(A100X).read_text().replace("  branch: 580", "  brnach: 580", 1))
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text(
+        f"a provision_spec={A100X}\nc provision_spec=typo.yaml\nd provision_spec=gone.yaml\n"
+    )
+    return inventory
+
+
+def test_a_host_with_a_bad_spec_fails_alone_in_the_fleet_plan(
+    bad_spec_fleet: Path, mocker: MockerFixture
+) -> None:
+    mock_detection(mocker, "host unreachable: not used")
+    result = invoke("plan", "-i", str(bad_spec_fleet), "--json")
+    assert result.exit_code == 1, result.output
+    doc = json.loads(result.stdout)
+    assert doc["summary"]["to change"] == ["a"] and doc["summary"]["failed"] == ["c", "d"]
+    assert doc["hosts"]["a"]["plan"]["host"] == "a"
+    typo = bad_spec_fleet.parent / "typo.yaml"
+    assert doc["hosts"]["c"]["summary"] == (
+        f"spec not loaded: {typo}:20:1: driver.branch: Field required (and 1 more; `provision validate` lists them)"
+    )
+    assert (
+        doc["hosts"]["d"]["summary"]
+        == f"spec not loaded: {bad_spec_fleet.parent / 'gone.yaml'}: no such spec file"
+    )
+    assert doc["hosts"]["d"]["plan"] is None
+    text = invoke("plan", "-i", str(bad_spec_fleet))
+    assert text.exit_code == 1
+    assert f"d: spec not loaded: {bad_spec_fleet.parent / 'gone.yaml'}: no such spec file" in text.stdout
+    assert "Fleet: 3 host(s)" in text.stdout
+
+
+def test_a_host_with_a_bad_spec_fails_alone_in_a_fleet_apply(
+    bad_spec_fleet: Path, mocker: MockerFixture
+) -> None:
+    mock_detection(mocker, "host unreachable: not used")
+    result = invoke("apply", "-i", str(bad_spec_fleet), "--dry-run", "--json")
+    assert result.exit_code == 1, result.output
+    doc = json.loads(result.stdout)
+    assert doc["outcome"] == "dry-run"
+    assert doc["hosts"]["a"]["outcome"].startswith("not applied (dry run): ")
+    assert doc["hosts"]["d"]["planned"] == "failed"
+    assert doc["hosts"]["d"]["outcome"].startswith("spec not loaded: ")
+
+
+def test_one_bad_spec_for_every_host_is_the_command_s_one_line(
+    bad_spec_fleet: Path, mocker: MockerFixture
+) -> None:
+    detect = mock_detection(mocker, "host unreachable: not used")
+    result = invoke(
+        "plan", str(bad_spec_fleet.parent / "gone.yaml"), "--fleet", str(_fleet_file(bad_spec_fleet))
+    )
+    assert result.exit_code == 1
+    assert result.output.strip() == f"error: {bad_spec_fleet.parent / 'gone.yaml'}: no such spec file"
+    assert not detect.called
+
+
+def _fleet_file(inventory: Path) -> Path:
+    path = inventory.parent / "fleet.yaml"
+    path.write_text(f"inventory: {inventory.name}\n")
+    return path
