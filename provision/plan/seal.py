@@ -86,13 +86,21 @@ def check_unchanged(saved: Plan, fresh: Plan) -> None:
     """Refuse to apply ``saved`` unless planning now gives the same plan: apply runs exactly it.
 
     Raises:
-        DriftError: The facts changed (named first), or another part of the plan did.
+        DriftError: The plan was made from another host's facts (named: ``saved.host``, for a
+            capture its directory's name), this host's facts changed, or another part of the plan did.
     """
+    facts = f"facts {saved.facts_fingerprint[:12]} -> {fresh.facts_fingerprint[:12]}"
+    if saved.host != fresh.host:
+        # Made from another host's facts: a capture (`plan --from-raw DIR` records DIR's name), a
+        # facts file, or another inventory host; saying "localhost changed" would name the wrong one.
+        same = "same facts" if saved.facts_fingerprint == fresh.facts_fingerprint else facts
+        raise DriftError(
+            f"the plan was made from the facts of {saved.host}, not of {fresh.host} ({same}); "
+            f"plan {fresh.host} itself with `provision plan` and apply that"
+        )
     if saved.facts_fingerprint != fresh.facts_fingerprint:
         raise DriftError(
-            f"the machine {fresh.host} changed since the plan was made "
-            f"(facts {saved.facts_fingerprint[:12]} -> {fresh.facts_fingerprint[:12]}); "
-            "run `provision plan` again"
+            f"the machine {fresh.host} changed since the plan was made ({facts}); run `provision plan` again"
         )
     before, now = part_digests(saved), part_digests(fresh)
     if differ := [name for name in SEALED_PARTS if before[name] != now[name]]:

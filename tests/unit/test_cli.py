@@ -107,12 +107,17 @@ def test_bad_facts_file_is_one_line(tmp_path: Path) -> None:
     assert "not a provision facts file" in result.output
 
 
-def test_saved_plan_is_refused_when_the_machine_drifted(tmp_path: Path) -> None:
+def test_a_plan_made_from_a_capture_names_the_capture_not_localhost(tmp_path: Path) -> None:
     saved = tmp_path / "plan.json"
     assert run("plan", H200_SPEC, "--from-raw", H200_RAW, "--out", str(saved)).exit_code == 0
     result = run("apply", str(saved), "--yes")  # this machine is not the H200
     assert result.exit_code == 1
-    assert "changed since the plan was made" in result.output
+    line = result.output.strip().splitlines()[-1]
+    assert line.startswith(
+        "error: the plan was made from the facts of h200-ubuntu2404-spec, not of localhost (facts "
+    )
+    assert line.endswith("plan localhost itself with `provision plan` and apply that")
+    assert "localhost changed" not in result.output
 
 
 def test_apply_refusal_is_said_once() -> None:

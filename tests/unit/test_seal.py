@@ -110,8 +110,16 @@ def test_apply_runs_the_saved_plan_only_when_planning_again_gives_the_same(saved
     with pytest.raises(DriftError, match=r"another plan than the saved one \(differs: steps\)"):
         check_drift(plan, other_steps)
     moved = plan.model_copy(update={"facts_fingerprint": "f" * 64})
-    with pytest.raises(DriftError, match="changed since the plan was made"):
+    with pytest.raises(DriftError, match=f"the machine {plan.host} changed since the plan was made"):
         check_drift(plan, moved)
+    elsewhere = moved.model_copy(update={"host": "gpu07"})
+    with pytest.raises(
+        DriftError, match=f"the plan was made from the facts of {plan.host}, not of gpu07 \\(facts "
+    ):
+        check_drift(plan, elsewhere)
+    twin = plan.model_copy(update={"host": "gpu07"})
+    with pytest.raises(DriftError, match=r"not of gpu07 \(same facts\); plan gpu07 itself"):
+        check_drift(plan, twin)
 
 
 def test_sealing_is_stable_through_json(saved: dict[str, Any]) -> None:

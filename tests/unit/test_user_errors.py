@@ -138,7 +138,7 @@ def test_a_limit_naming_an_unknown_host_is_refused_before_ansible(
 
 @pytest.fixture()
 def bad_spec_fleet(tmp_path: Path) -> Path:
-    """``a`` on the A100X spec, ``c`` on a spec with a misspelt key, ``d`` on a spec file that is not there."""
+    """``a`` on the A100X spec, ``c`` on a spec with a misspelt key, ``d`` on a spec file not there."""
     (tmp_path / "typo.yaml").write_text(Path(A100X).read_text().replace("  branch: 580", "  brnach: 580", 1))
     inventory = tmp_path / "hosts.ini"
     inventory.write_text(
@@ -158,7 +158,8 @@ def test_a_host_with_a_bad_spec_fails_alone_in_the_fleet_plan(
     assert doc["hosts"]["a"]["plan"]["host"] == "a"
     typo = bad_spec_fleet.parent / "typo.yaml"
     assert doc["hosts"]["c"]["summary"] == (
-        f"spec not loaded: {typo}:20:1: driver.branch: Field required (and 1 more; `provision validate` lists them)"
+        f"spec not loaded: {typo}:20:1: driver.branch: Field required "
+        "(and 1 more; `provision validate` lists them)"
     )
     assert (
         doc["hosts"]["d"]["summary"]
