@@ -118,7 +118,7 @@ def _manager(inventory: Path, error: type[ProvisionError]) -> Any:
 
 
 def _refuse_unmatched(manager: Any, inventory: Path, limit: str, error: type[ProvisionError]) -> None:
-    from ansible.inventory.manager import split_host_pattern  # type: ignore[import-untyped]
+    from ansible.inventory.manager import split_host_pattern
 
     parts = [one for part in split_host_pattern(limit) for one in split_host_pattern(part)]  # a,b:!c
     for name in (p.lstrip("!&") for p in parts):
