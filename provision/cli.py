@@ -248,13 +248,12 @@ def detect(
     forks: ForksOpt = None,
 ) -> None:
     """Read the machine as it is: OS, kernel, driver, GPUs, topology, packages, CUDA, PyTorch."""
+    _check_outputs(directories={"--save-raw": save_raw})
     if from_raw is None and inventory is None and fleet is None:
         _start_probes()
     from provision import app as workflow
     from provision.detect.summary import render_facts
-    from provision.output import check_outputs
 
-    check_outputs(directories={"--save-raw": save_raw})
     if from_raw is not None and (inventory is not None or fleet is not None):
         raise ProvisionError(
             "detect --from-raw reads one raw directory; for an inventory's saved hosts use "
@@ -281,6 +280,17 @@ def detect(
         err.print(f"[red]{escape(host)}: {escape(reason)}[/]", soft_wrap=True)
     if lost:
         raise typer.Exit(1)  # as plan's fleet form: a host that could not be detected fails the command
+
+
+def _check_outputs(
+    files: dict[str, Path | None] | None = None, directories: dict[str, Path | None] | None = None
+) -> None:
+    """Refuse an output path that could not be written (:func:`provision.output.check_outputs`), before
+    anything starts (this machine's early probes included); imports nothing when no path was given."""
+    if any(p is not None for p in (*(files or {}).values(), *(directories or {}).values())):
+        from provision.output import check_outputs
+
+        check_outputs(files, directories)
 
 
 def _start_probes() -> None:
@@ -326,12 +336,11 @@ def plan(
     and a summary table follows (hosts unchanged / to change / refused / unreachable). With -i and
     --from-raw DIR, each host is planned offline from DIR/<host>/ (`detect -i INVENTORY --save-raw DIR`).
     """
+    _check_outputs(files={"--out": out_file})
     if spec is not None and facts is None and from_raw is None and inventory is None and fleet is None:
         _start_probes()
     from provision import app as workflow
-    from provision.output import check_outputs
 
-    check_outputs(files={"--out": out_file})
     offline_fleet = from_raw is not None and (inventory is not None or fleet is not None)
     if fleet is not None or spec is None or offline_fleet:  # fleet mode, or no target: fleet_mode says
         from provision.fleet import commands as fleet_commands
@@ -597,14 +606,10 @@ def checklist(
 
 def _check_checklist_output(output: Path | None, several: bool) -> None:
     """``-o``: a directory for a fleet's documents (created), else a file or an existing directory."""
-    from provision.output import check_outputs
-
-    if output is None:
-        return
-    if several or output.is_dir():
-        check_outputs(directories={"--output": output})
+    if output is not None and (several or output.is_dir()):
+        _check_outputs(directories={"--output": output})
     else:
-        check_outputs(files={"--output": output})
+        _check_outputs(files={"--output": output})
 
 
 def _refuse_invalid_spec(loaded: Any, catalog: Any, path: Path) -> None:
@@ -679,10 +684,9 @@ def verify(
     redacted) in a new run directory; its path is printed and in --json.
     """
     from provision.ansible import default_runs_dir
-    from provision.output import check_outputs
     from provision.verify.command import emit, run_verify
 
-    check_outputs(files={"--junit": junit}, directories={"--save-raw": save_raw})
+    _check_outputs(files={"--junit": junit}, directories={"--save-raw": save_raw})
     if prometheus is not None:
         from provision.verify.textfile import check_path
 
