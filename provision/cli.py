@@ -741,7 +741,7 @@ def _fleet_verify(
     runs_dir: Path | None = None,
 ) -> int:
     from provision.fleet import commands as fleet_commands
-    from provision.fleet.orchestrate import fleet_hosts
+    from provision.fleet.orchestrate import held_hosts
     from provision.fleet.verify import verify_fleet
     from provision.fleet.verify_report import emit_fleet
 
@@ -752,7 +752,7 @@ def _fleet_verify(
 
         write_textfile(prometheus, {h: v.report for h, v in verified.hosts.items()})
     code = emit_fleet(verified, out, as_json, junit)
-    held = fleet_hosts(hosts)
+    held = held_hosts(hosts)[0]
     reached = {h: (v.report, held.specs[h].spec) for h, v in verified.hosts.items() if v.unreachable is None}
     if reached:
         _record_verify(held.inventory, reached, as_json)

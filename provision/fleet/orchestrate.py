@@ -31,6 +31,7 @@ __all__ = [
     "HostState",
     "detect_fleet",
     "fleet_hosts",
+    "held_hosts",
     "load_specs",
     "plan_fleet",
     "planned_fleet",
@@ -68,8 +69,24 @@ def plan_fleet(fleet: Fleet, catalog: Catalog | None = None) -> FleetPlan:
 
 def planned_fleet(fleet: Fleet, catalog: Catalog | None = None) -> tuple[Hosts, FleetPlan]:
     """The hosts whose spec loads, and the fleet plan: each of them detected and planned, and each
-    host whose own spec is missing or invalid failed with the reason (:data:`SPEC_FAILED`), the others
+    host whose own spec is missing or invalid failed with the reason (:func:`held_hosts`), the others
     planned all the same; inventory order.
+
+    Raises:
+        SpecError: Every host is held to one spec, and it cannot be loaded: the command's error.
+    """
+    hosts, failed = held_hosts(fleet)
+    planned = plan_hosts(hosts, None, catalog).hosts
+    every = {
+        h: planned[h] if h in planned else HostPlan(h, p, None, failed[h]) for h, p in fleet.specs.items()
+    }
+    return hosts, FleetPlan(every)
+
+
+def held_hosts(fleet: Fleet) -> tuple[Hosts, dict[str, str]]:
+    """The hosts whose own spec loads (each spec file loaded once), and host -> why its spec could not
+    be loaded (``spec not loaded: FILE:LINE:COLUMN: ...``, :data:`SPEC_FAILED`) for the others: a
+    fleet command fails those hosts alone.
 
     Raises:
         SpecError: Every host is held to one spec, and it cannot be loaded: the command's error.
@@ -78,12 +95,8 @@ def planned_fleet(fleet: Fleet, catalog: Catalog | None = None) -> tuple[Hosts, 
     if len(loaded) == 1 and isinstance(error := next(iter(loaded.values())), SpecError):
         raise error
     good = {h: HostSpec(s, str(p)) for h, p in fleet.specs.items() if isinstance(s := loaded[p], Spec)}
-    hosts = Hosts(fleet.inventory, good, fleet.forks, fleet.from_raw, fleet.save_raw)
-    planned = plan_hosts(hosts, None, catalog).hosts
-    failed = {
-        h: HostPlan(h, p, None, _spec_failure(loaded[p])) for h, p in fleet.specs.items() if h not in good
-    }
-    return hosts, FleetPlan({h: planned[h] if h in good else failed[h] for h in fleet.specs})
+    failed = {h: _spec_failure(loaded[p]) for h, p in fleet.specs.items() if h not in good}
+    return Hosts(fleet.inventory, good, fleet.forks, fleet.from_raw, fleet.save_raw), failed
 
 
 def _try_load(path: Path) -> Spec | SpecError:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from provision.catalog import Catalog
 from provision.fleet.mapping import Fleet
-from provision.fleet.orchestrate import fleet_hosts
+from provision.fleet.orchestrate import held_hosts
 from provision.verify.hosts import (
     UNREACHABLE_HINT,
     FleetVerify,
@@ -23,6 +23,7 @@ from provision.verify.hosts import (
     verify_hosts,
 )
 from provision.verify.limits import Limits
+from provision.verify.models import CheckResult, Report
 
 __all__ = [
     "UNREACHABLE_HINT",
@@ -31,6 +32,7 @@ __all__ = [
     "check_host",
     "job_for",
     "skip_remote_allreduce",
+    "spec_not_loaded",
     "unreachable_results",
     "verify_fleet",
 ]
@@ -45,7 +47,8 @@ def verify_fleet(
     save_raw: Path | None = None,
     runs_dir: Path | None = None,
 ) -> FleetVerify:
-    """Gather every host's inputs in one play, then check each against its own spec.
+    """Gather every host's inputs in one play, then check each against its own spec; a host whose own
+    spec cannot be loaded is failed with the reason (:func:`spec_not_loaded`), the others verified.
 
     Args:
         fleet: The hosts and the spec of each.
@@ -54,7 +57,29 @@ def verify_fleet(
         limits: Verify thresholds (default: the shipped ``verify.yaml``).
         save_raw: If given, each reachable host's inputs go to ``save_raw/<host>/inputs.json``.
         runs_dir: Where the support bundles of hosts that fail a check go (None: none are written).
+
+    Raises:
+        SpecError: Every host is held to one spec, and it cannot be loaded.
     """
-    return verify_hosts(
-        fleet_hosts(fleet), forks, catalog=catalog, limits=limits, save_raw=save_raw, runs_dir=runs_dir
+    hosts, failed = held_hosts(fleet)
+    verified = (
+        verify_hosts(hosts, forks, catalog=catalog, limits=limits, save_raw=save_raw, runs_dir=runs_dir).hosts
+        if hosts.specs
+        else {}
     )
+    every = {
+        h: verified[h] if h in verified else spec_not_loaded(h, p, failed[h]) for h, p in fleet.specs.items()
+    }
+    return FleetVerify(every)
+
+
+def spec_not_loaded(host: str, spec_path: Path, reason: str) -> HostVerify:
+    """A host whose spec could not be loaded: not read, one failed ``spec`` result with the reason."""
+    result = CheckResult(
+        id="spec",
+        title="The host's spec loads",
+        status="fail",
+        detail=reason,
+        hint=f"Fix the spec (`provision validate {spec_path}` lists its problems), then run verify again.",
+    )
+    return HostVerify(host, spec_path, Report(host=host, spec=str(spec_path), results=(result,)), reason)

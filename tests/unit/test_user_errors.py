@@ -201,3 +201,27 @@ def _fleet_file(inventory: Path) -> Path:
     path = inventory.parent / "fleet.yaml"
     path.write_text(f"inventory: {inventory.name}\n")
     return path
+
+
+def test_a_host_with_a_bad_spec_fails_alone_in_a_fleet_verify(
+    bad_spec_fleet: Path, mocker: MockerFixture
+) -> None:
+    from provision.verify.command import read_inputs
+
+    read = read_inputs(INPUTS)
+    gathered = mocker.patch("provision.verify.hosts.gather", return_value={"a": read})
+    record = mocker.patch("provision.cli._record_verify")
+    junit = bad_spec_fleet.parent / "v.xml"
+    result = invoke("verify", "-i", str(bad_spec_fleet), "--json", "--junit", str(junit))
+    assert result.exit_code == 1, result.output
+    assert list(gathered.call_args.args[0].specs) == ["a"]  # only the host with a spec was read
+    doc = json.loads(result.stdout)
+    gone = f"spec not loaded: {bad_spec_fleet.parent / 'gone.yaml'}: no such spec file"
+    assert doc["hosts"]["d"]["unreachable"] == gone and doc["hosts"]["d"]["failed"] is True
+    assert [(r["id"], r["status"], r["detail"]) for r in doc["hosts"]["d"]["report"]["results"]] == [
+        ("spec", "fail", gone)
+    ]
+    assert doc["hosts"]["a"]["unreachable"] is None and len(doc["hosts"]["a"]["report"]["results"]) > 10
+    assert set(doc["summary"]["failed"]) >= {"c", "d"}
+    assert 'name="provision verify d"' in junit.read_text()
+    assert list(record.call_args.args[1]) == ["a"]  # the lock records only the host that was verified
