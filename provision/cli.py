@@ -642,8 +642,13 @@ def _fleet_checklist(
     if output is None:
         raise ProvisionError("a fleet checklist is one document per host: give --output DIR")
     hosts = fleet_commands.resolve(spec, inventory, fleet, limit, forks=forks, from_raw=from_raw)
-    for path in write_fleet_checklists(hosts, fmt, cast(Literal["a4", "letter"], paper), output):
+    written = write_fleet_checklists(hosts, fmt, cast(Literal["a4", "letter"], paper), output)
+    for path in written.paths:
         err.print(f"Wrote {path}")
+    for host, reason in written.failed.items():  # no document: its spec could not be loaded
+        err.print(f"[red]{escape(host)}: {escape(reason)}[/]", soft_wrap=True)
+    if written.failed:
+        raise typer.Exit(1)
 
 
 @cli.command()

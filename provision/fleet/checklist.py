@@ -20,7 +20,8 @@ from provision.checklist.render import Paper
 from provision.detect.facts import Facts, Unknown
 from provision.detect.runner import unknown_facts
 from provision.fleet.mapping import Fleet
-from provision.fleet.orchestrate import detect_fleet, load_specs, unreachable_reason
+from provision.fleet.orchestrate import held_hosts, unreachable_reason
+from provision.hosts import detect_by_venv
 from provision.output import write_output
 from provision.spec.models import Spec
 
@@ -38,6 +39,8 @@ class IndexRow:
         document: The document's file name, relative to the index.
         counts: Items per observation state (every key of :data:`COLUMNS`).
         unreachable: Ansible's reason when the host could not be detected, else None.
+        failed: Why the host has no document: its spec could not be loaded
+            (``spec not loaded: ...``); ``document`` is empty then.
     """
 
     host: str
@@ -45,6 +48,7 @@ class IndexRow:
     document: str
     counts: dict[str, int]
     unreachable: str | None = None
+    failed: str | None = None
 
 
 def host_facts(host: str, facts: Facts | None) -> tuple[Facts, str | None]:
@@ -63,20 +67,28 @@ def observation_counts(spec: Spec, facts: Facts) -> dict[str, int]:
     return {status: seen.get(status, 0) for status in COLUMNS}
 
 
-def write_fleet_checklists(fleet: Fleet, fmt: Format, paper: Paper, output: Path) -> list[Path]:
-    """Detect every host through Ansible (or read it from ``fleet.from_raw/<host>/``, offline), write
-    ``<host>.<ext>`` per host and ``index.<ext>`` into ``output``.
+@dataclass(frozen=True)
+class Written:
+    """What :func:`write_fleet_checklists` wrote: the paths (the index last), and host -> why it has
+    no document (its spec could not be loaded)."""
 
-    Returns:
-        The paths written, the index last.
+    paths: list[Path]
+    failed: dict[str, str]
+
+
+def write_fleet_checklists(fleet: Fleet, fmt: Format, paper: Paper, output: Path) -> Written:
+    """Detect every host through Ansible (or read it from ``fleet.from_raw/<host>/``, offline), write
+    ``<host>.<ext>`` per host and ``index.<ext>`` into ``output``. A host whose own spec cannot be
+    loaded gets no document, only its row in the index with the reason.
 
     Raises:
         ChecklistError: ``fmt`` is ``pdf`` and Chromium is missing or fails.
         FactsError: ansible-playbook failed before any host reported, or a saved host directory
             cannot be read.
+        SpecError: Every host is held to one spec, and it cannot be loaded.
     """
-    specs = load_specs(fleet)
-    detected = detect_fleet(fleet, specs)
+    hosts, failed = held_hosts(fleet)
+    detected = detect_by_venv(hosts) if hosts.specs else {}
     output.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     rows: list[IndexRow] = []
@@ -86,15 +98,18 @@ def write_fleet_checklists(fleet: Fleet, fmt: Format, paper: Paper, output: Path
         else f"detected through Ansible from {fleet.inventory}"
     )
     for host, path in fleet.specs.items():
+        if host in failed:
+            rows.append(IndexRow(host, path, "", dict.fromkeys(COLUMNS, 0), failed=failed[host]))
+            continue
+        spec = hosts.specs[host].spec
         facts, reason = host_facts(host, detected.get(host))
-        document = _render(specs[path], fmt, paper, facts, origin)
         target = output / f"{host}.{EXTENSIONS[fmt]}"
-        _write(target, document)
+        _write(target, _render(spec, fmt, paper, facts, origin))
         written.append(target)
-        rows.append(IndexRow(host, path, target.name, observation_counts(specs[path], facts), reason))
+        rows.append(IndexRow(host, path, target.name, observation_counts(spec, facts), reason))
     index = output / f"index.{EXTENSIONS[fmt]}"
     _write(index, render_index(rows, fmt, paper, fleet.inventory))
-    return [*written, index]
+    return Written([*written, index], failed)
 
 
 def _render(spec: Spec, fmt: Format, paper: Paper, facts: Facts, origin: str) -> str | bytes:
@@ -124,8 +139,8 @@ def render_index(rows: list[IndexRow], fmt: Format, paper: Paper, inventory: Pat
 
 
 def _cells(row: IndexRow) -> list[str]:
-    state = f"unreachable: {row.unreachable}" if row.unreachable else "detected"
-    return [row.host, str(row.spec), *(str(row.counts[c]) for c in COLUMNS), state, row.document]
+    state = row.failed or (f"unreachable: {row.unreachable}" if row.unreachable else "detected")
+    return [row.host, str(row.spec), *(str(row.counts[c]) for c in COLUMNS), state, row.document or "-"]
 
 
 HEADERS = ("host", "spec", "confirmed", "not confirmed", "observed", "not observable", "state", "document")
@@ -143,7 +158,7 @@ def index_markdown(rows: list[IndexRow], inventory: Path) -> str:
     ]
     for row in rows:
         cells = [c.replace("|", "\\|") for c in _cells(row)]
-        cells[-1] = f"[{cells[-1]}]({row.document})"
+        cells[-1] = f"[{cells[-1]}]({row.document})" if row.document else cells[-1]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -164,5 +179,6 @@ def index_html(rows: list[IndexRow], inventory: Path, paper: Paper) -> str:
 
 def _html_row(row: IndexRow) -> str:
     cells = [html.escape(c) for c in _cells(row)]
-    cells[-1] = f'<a href="{html.escape(row.document)}">{cells[-1]}</a>'
+    if row.document:
+        cells[-1] = f'<a href="{html.escape(row.document)}">{cells[-1]}</a>'
     return "<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"

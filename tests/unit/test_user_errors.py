@@ -8,12 +8,13 @@ that step is replaced (pytest-mock) so that a test can assert it was never reach
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 from pytest_mock import MockerFixture
 
-from tests.unit.factories import A100X, H200, ROOT, invoke, mock_detection
+from tests.unit.factories import A100X, H200, H200_SPEC_RAW, ROOT, invoke, mock_detection
 
 INPUTS = ROOT / "tests" / "fixtures" / "verify" / "h200-ubuntu2404" / "inputs.json"
 
@@ -62,7 +63,7 @@ def test_checklist_fleet_output_onto_a_file_is_refused_before_detection(
 ) -> None:
     taken = tmp_path / "taken.txt"
     taken.write_text("x\n")
-    detect = mocker.patch("provision.fleet.checklist.detect_fleet")
+    detect = mocker.patch("provision.fleet.checklist.detect_by_venv")
     result = invoke("checklist", "-i", str(tmp_path / "hosts.ini"), "-o", str(taken))
     assert result.exit_code == 1
     assert result.output.strip() == f"error: --output {taken}: exists and is not a directory"
@@ -225,3 +226,18 @@ def test_a_host_with_a_bad_spec_fails_alone_in_a_fleet_verify(
     assert set(doc["summary"]["failed"]) >= {"c", "d"}
     assert 'name="provision verify d"' in junit.read_text()
     assert list(record.call_args.args[1]) == ["a"]  # the lock records only the host that was verified
+
+
+def test_a_host_with_a_bad_spec_fails_alone_in_a_fleet_checklist(tmp_path: Path) -> None:
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text(f"a provision_spec={H200}\nd provision_spec=gone.yaml\n")
+    shutil.copytree(H200_SPEC_RAW, tmp_path / "raw" / "a")
+    out = tmp_path / "out"
+    result = invoke("checklist", "-i", str(inventory), "--from-raw", str(tmp_path / "raw"), "-o", str(out))
+    assert result.exit_code == 1, result.output
+    gone = f"spec not loaded: {tmp_path / 'gone.yaml'}: no such spec file"
+    assert result.stderr.strip().splitlines()[-1] == f"d: {gone}"
+    assert sorted(p.name for p in out.iterdir()) == ["a.md", "index.md"]
+    index = (out / "index.md").read_text()
+    assert f"| d | {tmp_path / 'gone.yaml'} | 0 | 0 | 0 | 0 | {gone} | - |" in index
+    assert "[a.md](a.md)" in index
