@@ -65,10 +65,10 @@ def read_inventory(
         ProvisionError: ``error`` when the inventory is missing or unreadable, or a part of ``limit``
             names no host or group (:func:`check_limit`).
     """
-    manager = _manager(inventory, error)
+    manager, loader = _manager(inventory, error)
     from ansible.vars.manager import VariableManager  # type: ignore[import-untyped]
 
-    variables = VariableManager(loader=manager._loader, inventory=manager)
+    variables = VariableManager(loader=loader, inventory=manager)
     with _quiet():
         names = [str(h.name) for h in manager.get_hosts("all")]
         if limit:
@@ -99,12 +99,13 @@ def check_limit(inventory: Path, limit: str | None, *, error: type[ProvisionErro
             inventory's hosts; or the inventory is missing or unreadable.
     """
     if limit:
-        manager = _manager(inventory, error)
+        manager = _manager(inventory, error)[0]
         with _quiet():
             _refuse_unmatched(manager, inventory, limit, error)
 
 
-def _manager(inventory: Path, error: type[ProvisionError]) -> Any:
+def _manager(inventory: Path, error: type[ProvisionError]) -> tuple[Any, Any]:
+    """Ansible's ``InventoryManager`` over ``inventory`` and its ``DataLoader``."""
     if not inventory.exists():
         raise error(f"{inventory}: no such inventory")
     if not inventory.is_dir():
@@ -114,7 +115,8 @@ def _manager(inventory: Path, error: type[ProvisionError]) -> Any:
     from ansible.inventory.manager import InventoryManager  # type: ignore[import-untyped]
     from ansible.parsing.dataloader import DataLoader  # type: ignore[import-untyped]
 
-    return InventoryManager(loader=DataLoader(), sources=[str(inventory)])
+    loader = DataLoader()
+    return InventoryManager(loader=loader, sources=[str(inventory)]), loader
 
 
 def _refuse_unmatched(manager: Any, inventory: Path, limit: str, error: type[ProvisionError]) -> None:
