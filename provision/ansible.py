@@ -30,6 +30,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from provision import gcpolicy
 from provision.errors import ApplyError
 
 Event = dict[str, Any]
@@ -118,6 +119,7 @@ def run_play(
     """
     import ansible_runner  # deferred: slow to import, and detect and plan work without Ansible
 
+    gcpolicy.long_running()
     with (
         tempfile.TemporaryDirectory(prefix="provision-cp-", ignore_cleanup_errors=True) as control,
         _interruptible() as interrupted,

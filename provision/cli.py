@@ -106,8 +106,14 @@ RunsDirOpt = Annotated[
 
 
 def main() -> None:
-    """Console-script entry point."""
-    cli()
+    """Console-script entry point (with the garbage-collection policy of :mod:`provision.gcpolicy`)."""
+    from provision import gcpolicy
+
+    gcpolicy.start_up()
+    try:
+        cli()
+    finally:
+        gcpolicy.exiting()
 
 
 def _print_version(value: bool) -> None:
