@@ -1,16 +1,26 @@
-"""Ctrl-C during an Ansible run (issue 13, item 6): the run ends ``canceled`` and no process of
-ansible-playbook is left behind. Real ansible-playbook, local connection, a real SIGINT."""
+"""Ctrl-C during an Ansible run (issue 13, item 6): the run ends ``canceled`` and no process of it
+is left behind. Real ansible-playbook, local connection, a real SIGINT, sent once the task's own
+child process is running (it writes its pid, then becomes ``sleep``); the task also leaves a
+detached grandchild (its own session, its parent gone), the kind a daemonising command makes."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from provision import ansible
 
+SCRIPT = (
+    # A grandchild in its own session whose parent (the subshell) exits: reparented, detached.
+    '(setsid sleep 61.2346 & echo $! > "$0.detached"); '
+    # Then this process's pid, written whole (rename), and this process becomes the task's sleep.
+    'echo $$ > "$0.part" && mv "$0.part" "$0" && exec sleep 61.2345'
+)
 PLAYBOOK = """\
 - name: Wait long enough to be interrupted
   hosts: localhost
@@ -18,49 +28,85 @@ PLAYBOOK = """\
   tasks:
     - name: Sleep in a child process, as apt or pip would run
       ansible.builtin.command:
-        argv: [sleep, "61.2345"]  # a duration no other process uses: found by it below
+        argv: [sh, -c, {script}, {pidfile}]
 """
 
 
-def _alive_under(marker: str) -> list[int]:
-    """Pids whose command line names ``marker`` (this test's private data dir)."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and int(entry.name) != os.getpid():
-            try:
-                if marker in (entry / "cmdline").read_bytes().decode(errors="replace"):
-                    pids.append(int(entry.name))
-            except OSError:
-                continue
-    return pids
+def _stat(pid: int) -> tuple[int, int] | None:
+    """(parent pid, start time in clock ticks) of a live process; None when gone or a zombie."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return None
+    return None if fields[0] in "ZX" else (int(fields[1]), int(fields[19]))
 
 
-def test_ctrl_c_cancels_the_run_and_leaves_no_process(tmp_path: Path) -> None:
+def _descendants(root: int) -> dict[int, int]:
+    """Every live descendant of ``root``: pid -> start time (which tells a reused pid apart)."""
+    pids = [int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit()]
+    procs = {pid: stat for pid in pids if (stat := _stat(pid))}
+    found: dict[int, int] = {}
+    queue = [root]
+    while queue:
+        parent = queue.pop()
+        for pid, (ppid, start) in procs.items():
+            if ppid == parent and pid not in found:
+                found[pid] = start
+                queue.append(pid)
+    return found
+
+
+def _wait_for(what: str, ready: float, check: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + ready
+    while not check():
+        assert time.monotonic() < deadline, f"no {what} after {ready} s"
+        time.sleep(0.01)
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def test_ctrl_c_once_the_task_child_runs_leaves_no_process_of_the_run(tmp_path: Path) -> None:
     project = tmp_path / "project"
     project.mkdir()
     (tmp_path / "run").mkdir()
-    (project / "wait.yml").write_text(PLAYBOOK)
+    pidfile = tmp_path / "task.pid"
+    playbook = PLAYBOOK.format(script=json.dumps(SCRIPT), pidfile=json.dumps(str(pidfile)))
+    (project / "wait.yml").write_text(playbook)
     inventory = "localhost ansible_connection=local ansible_python_interpreter=/usr/bin/python3\n"
-    started = threading.Event()
-
-    def on_event(event: ansible.Event) -> None:
-        if event.get("event") == "runner_on_start":
-            started.set()
+    seen: dict[int, int] = {}  # every process of the run when Ctrl-C is sent: pid -> start time
+    failures: list[str] = []
 
     def interrupt() -> None:
-        started.wait(60)
-        time.sleep(0.5)
+        try:
+            _wait_for("pid file from the task", 60, pidfile.exists)
+            task = int(pidfile.read_text())
+            _wait_for("sleep in the task's process", 10, lambda: _cmdline(task) == b"sleep\x0061.2345\x00")
+            detached = int(Path(f"{pidfile}.detached").read_text())
+            _wait_for("detached sleep", 10, lambda: _cmdline(detached) == b"sleep\x0061.2346\x00")
+            seen.update(_descendants(os.getpid()))
+            for pid in (task, detached):
+                if stat := _stat(pid):
+                    seen[pid] = stat[1]
+        except AssertionError as exc:
+            failures.append(str(exc))
         os.kill(os.getpid(), signal.SIGINT)
 
     before = signal.getsignal(signal.SIGINT)
-    threading.Thread(target=interrupt, daemon=True).start()
+    watcher = threading.Thread(target=interrupt, daemon=True)
+    watcher.start()
     began = time.monotonic()
-    played = ansible.run_play(tmp_path / "run", "wait.yml", inventory, project_dir=project, on_event=on_event)
+    played = ansible.run_play(tmp_path / "run", "wait.yml", inventory, project_dir=project)
+    watcher.join(5)
+    assert failures == []
     assert played.interrupted, played.status
     assert time.monotonic() - began < 45, "the run must stop at Ctrl-C, not after the 61 s task"
-    left = {
-        pid: Path(f"/proc/{pid}/cmdline").read_bytes()[:300] for pid in _alive_under(str(tmp_path / "run"))
-    }
-    assert left == {}
-    assert _alive_under("sleep\x0061.2345") == []  # the task's command, in ansible's worker session
+    assert len(seen) >= 4, seen  # ansible-playbook, its worker, the task's sleep, the detached sleep
+    left = {pid: _cmdline(pid)[:200] for pid, start in seen.items() if (s := _stat(pid)) and s[1] == start}
+    assert left == {}, "processes of the interrupted run still alive after run_play returned"
+    assert played.left_running == ()
     assert signal.getsignal(signal.SIGINT) is before  # the handler in place before the run is back
