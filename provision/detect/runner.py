@@ -148,8 +148,8 @@ def detect_remote(
         with tempfile.TemporaryDirectory(prefix="provision-detect-") as tmp:
             play_limit = limit if play_hosts is None else ",".join(play_hosts)
             rc, tail, interrupted = _run_play(Path(tmp), inventory, play_limit, probes, forks, take)
-        if interrupted:
-            raise Interrupted()
+        if interrupted is not None:
+            raise Interrupted(left_running=interrupted)
         if not found and rc != 0:
             raise FactsError(f"ansible-playbook failed (rc {rc}) before any host reported: {tail}")
     return {h: found[h] for h in order if h in found} | found
@@ -228,9 +228,9 @@ def _run_play(
     probes: list[Probe],
     forks: int | None,
     on_event: Callable[[dict[str, Any]], None],
-) -> tuple[int, str, bool]:
+) -> tuple[int, str, tuple[str, ...] | None]:
     """Run the detection play through the one ansible-runner call site; (rc, last stdout line,
-    whether Ctrl-C stopped it).
+    None, or when Ctrl-C stopped it the processes of it still running: normally none).
 
     Events go to ``on_event`` as they arrive and are not kept. Host keys are checked
     (:func:`provision.ansible.ansible_env`): detection must not silently trust a new machine.
@@ -248,7 +248,7 @@ def _run_play(
         keep=False,
         pipelining=True,
     )
-    return run.rc, run.stdout_tail, run.interrupted
+    return run.rc, run.stdout_tail, run.left_running if run.interrupted else None
 
 
 def _write_project(project: Path, probes: list[Probe]) -> None:

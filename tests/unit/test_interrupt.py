@@ -1,7 +1,8 @@
 """Ctrl-C during an Ansible run (issue 13, item 6): the run ends ``canceled`` and no process of it
 is left behind. Real ansible-playbook, local connection, a real SIGINT, sent once the task's own
-child process is running (it writes its pid, then becomes ``sleep``); the task also leaves a
-detached grandchild (its own session, its parent gone), the kind a daemonising command makes."""
+child process is running (it writes its pid, then becomes ``sleep``). The task also leaves two
+orphans (their parent gone, reparented): one detached in its own session, the kind a daemonising
+command makes, and one with an empty environment, as sudo's children have, in its own group."""
 
 from __future__ import annotations
 
@@ -12,12 +13,24 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+from pytest_mock import MockerFixture
 
 from provision import ansible
+from provision.errors import Interrupted
+from provision.reboot.remote import INTERRUPTED
+from provision.reboot.remote import outcomes as reboot_outcomes
+from tests.unit.factories import mock_detection, two_host_inventory
 
 SCRIPT = (
     # A grandchild in its own session whose parent (the subshell) exits: reparented, detached.
     '(setsid sleep 61.2346 & echo $! > "$0.detached"); '
+    # One with an empty environment, as sudo's children have, in a process group of its own (so not
+    # ended with its parent's group), its parent gone too.
+    "(env -i /usr/bin/python3 -c "
+    "\"import os; os.setpgid(0, 0); os.execv('/bin/sleep', ['sleep', '61.2347'])\" "
+    '& echo $! > "$0.bare"); '
     # Then this process's pid, written whole (rename), and this process becomes the task's sleep.
     'echo $$ > "$0.part" && mv "$0.part" "$0" && exec sleep 61.2345'
 )
@@ -88,8 +101,10 @@ def test_ctrl_c_once_the_task_child_runs_leaves_no_process_of_the_run(tmp_path: 
             _wait_for("sleep in the task's process", 10, lambda: _cmdline(task) == b"sleep\x0061.2345\x00")
             detached = int(Path(f"{pidfile}.detached").read_text())
             _wait_for("detached sleep", 10, lambda: _cmdline(detached) == b"sleep\x0061.2346\x00")
+            bare = int(Path(f"{pidfile}.bare").read_text())
+            _wait_for("sleep without environment", 10, lambda: _cmdline(bare) == b"sleep\x0061.2347\x00")
             seen.update(_descendants(os.getpid()))
-            for pid in (task, detached):
+            for pid in (task, detached, bare):
                 if stat := _stat(pid):
                     seen[pid] = stat[1]
         except AssertionError as exc:
@@ -105,8 +120,78 @@ def test_ctrl_c_once_the_task_child_runs_leaves_no_process_of_the_run(tmp_path: 
     assert failures == []
     assert played.interrupted, played.status
     assert time.monotonic() - began < 45, "the run must stop at Ctrl-C, not after the 61 s task"
-    assert len(seen) >= 4, seen  # ansible-playbook, its worker, the task's sleep, the detached sleep
+    assert len(seen) >= 5, seen  # ansible-playbook, its worker, the task's sleep, the two orphans
     left = {pid: _cmdline(pid)[:200] for pid, start in seen.items() if (s := _stat(pid)) and s[1] == start}
     assert left == {}, "processes of the interrupted run still alive after run_play returned"
     assert played.left_running == ()
     assert signal.getsignal(signal.SIGINT) is before  # the handler in place before the run is back
+
+
+ROOT = Path(__file__).resolve().parents[2]
+LEFT = ("pid 4242: /usr/bin/dpkg --configure -a",)
+
+
+class _CanceledRunner:
+    """What ``ansible_runner.run`` returns for a canceled run, as far as provision reads it."""
+
+    status, rc, events, stats = "canceled", 254, (), None
+
+    def __init__(self, stdout: Path) -> None:
+        stdout.write_text("")
+        self._stdout = stdout
+
+    @property
+    def stdout(self) -> Any:
+        return self._stdout.open()
+
+
+def test_processes_that_outlive_the_stop_are_named_in_the_result_and_the_error(
+    mocker: MockerFixture, tmp_path: Path
+) -> None:
+    import ansible_runner
+
+    stopped_with: list[str] = []
+
+    def end_run(run_id: str) -> list[str]:
+        stopped_with.append(run_id)
+        return list(LEFT)
+
+    def run(**kwargs: Any) -> _CanceledRunner:  # ansible-runner's loop: Ctrl-C, then its next poll
+        os.kill(os.getpid(), signal.SIGINT)
+        _wait_for("the Ctrl-C seen by the cancel callback", 10, kwargs["cancel_callback"])
+        assert stopped_with == [kwargs["envvars"][ansible.RUN_ID_VAR]]  # this run's processes only
+        return _CanceledRunner(tmp_path / "stdout")
+
+    mocker.patch.object(ansible, "_end_run", side_effect=end_run)
+    mocker.patch.object(ansible_runner, "run", side_effect=run)
+    played = ansible.run_play(tmp_path, "site.yml", "localhost")
+    assert played.interrupted and played.left_running == LEFT
+    assert ansible.RUN_ID_VAR not in os.environ  # the mark is the run's, not this process's
+    error = Interrupted(left_running=played.left_running)
+    assert error.exit_code == 130 and LEFT[0] in str(error) and "could not be ended" in str(error)
+    assert str(Interrupted()) == "Ctrl-C stopped the run; nothing of it is left running"
+    assert (
+        reboot_outcomes(played, ["a"])["a"] == f"{INTERRUPTED}; still running, could not be ended: {LEFT[0]}"
+    )
+
+
+def test_apply_names_what_outlived_ctrl_c_and_exits_130(mocker: MockerFixture, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from provision.apply import runner
+    from provision.cli import cli
+
+    inventory = two_host_inventory(
+        tmp_path, str(Path(__file__).resolve().parents[2] / "specs" / "dual-a100x.yaml")
+    )
+    mock_detection(mocker, "host unreachable")
+    ran = runner.ApplyResult(run_dir=tmp_path / "run", status="canceled", rc=254, hosts={}, left_running=LEFT)
+    mocker.patch.object(runner, "run_playbook", return_value=ran)
+    args = ["apply", "-i", str(inventory), "--yes", "--runs-dir", str(tmp_path)]
+    shown = CliRunner().invoke(cli, args)
+    assert shown.exit_code == 130, shown.output
+    assert "Interrupted" in shown.output and LEFT[0] in shown.output.replace("\n", "")
+    assert "nothing of it is left running" not in shown.output
+    doc = json.loads(CliRunner().invoke(cli, [*args, "--json"]).stdout)
+    assert doc["hosts"]["a"]["outcome"].startswith("interrupted (Ctrl-C)")
+    assert doc["left_running"] == list(LEFT)
