@@ -248,6 +248,8 @@ def detect(
     forks: ForksOpt = None,
 ) -> None:
     """Read the machine as it is: OS, kernel, driver, GPUs, topology, packages, CUDA, PyTorch."""
+    if from_raw is None and inventory is None and fleet is None:
+        _start_probes()
     from provision import app as workflow
     from provision.detect.summary import render_facts
 
@@ -277,6 +279,13 @@ def detect(
         err.print(f"[red]{escape(host)}: {escape(reason)}[/]", soft_wrap=True)
     if lost:
         raise typer.Exit(1)  # as plan's fleet form: a host that could not be detected fails the command
+
+
+def _start_probes() -> None:
+    """This machine's probes start now, while the command loads (:mod:`provision.detect.early`)."""
+    from provision.detect import early
+
+    early.start()
 
 
 def _undetected(facts: dict[str, Any]) -> dict[str, str]:
@@ -315,6 +324,8 @@ def plan(
     and a summary table follows (hosts unchanged / to change / refused / unreachable). With -i and
     --from-raw DIR, each host is planned offline from DIR/<host>/ (`detect -i INVENTORY --save-raw DIR`).
     """
+    if spec is not None and facts is None and from_raw is None and inventory is None and fleet is None:
+        _start_probes()
     from provision import app as workflow
 
     offline_fleet = from_raw is not None and (inventory is not None or fleet is not None)

@@ -36,6 +36,7 @@ from provision.catalog.models import (
 )
 from provision.catalog.packages import PackageNaming
 from provision.catalog.prebuilt import DATA_DIR, catalog_data, files_digest, read_data
+from provision.catalog.snapshot import load as load_snapshot
 from provision.errors import CatalogError
 from provision.models import Frozen
 from provision.versions import DottedVersion
@@ -281,15 +282,19 @@ def load_catalog_from(directory: Path, *, prebuilt: bool = True) -> Catalog:
     """Load and validate the catalog files in ``directory`` (uncached; tests use it on edited copies).
 
     With ``prebuilt`` (the default), files identical to the shipped ones are served from the
-    catalog assembled in ``prebuilt.json`` (:mod:`provision.catalog.prebuilt`), validated by the
-    one :class:`Catalog` model; anything else is read file by file.
+    catalog pickled at build time (:mod:`provision.catalog.snapshot`), else from the catalog
+    assembled in ``prebuilt.json`` (:mod:`provision.catalog.prebuilt`), validated by the one
+    :class:`Catalog` model; anything else is read file by file.
 
     Raises:
         CatalogError: Naming the file and the problem, for unreadable YAML, a row failing its model,
             an undefined source key, a duplicate id or a torch variant without an arch list.
     """
     if prebuilt:
-        data = catalog_data(files_digest(directory, catalog_files(directory)))
+        digest = files_digest(directory, catalog_files(directory))
+        if (pickled := load_snapshot(digest)) is not None:
+            return pickled
+        data = catalog_data(digest)
         if data is not None:
             try:
                 return Catalog.model_validate(data)

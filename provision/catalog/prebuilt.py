@@ -15,7 +15,7 @@ the 2-core machine). It is used only while the digest matches and the document v
 ``tests/unit/test_prebuilt.py`` fails while the JSON disagrees with the YAML or with what the
 loader makes of it. Regenerate after editing any data file or the catalog's models::
 
-    python3 -m provision.catalog.regenerate
+    python3 -m provision.regenerate
 
 Nothing is written anywhere else (no cache in the user's home).
 """

@@ -39,6 +39,17 @@ def _result(argv: list[str], output: str, rc: int) -> dict[str, Any]:
     return {"command": shlex.join(argv), "output": output, "rc": rc}
 
 
+_RUNNING: set[subprocess.Popen[bytes]] = set()
+"""Probes running now (their sessions), for :func:`kill_running`."""
+
+
+def kill_running() -> None:
+    """Kill every probe still running (each one's whole session): for a process exiting before
+    it collected them."""
+    for proc in list(_RUNNING):
+        _kill_group(proc)
+
+
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     # Kill the whole session: `sh -c` pipelines leave children holding the pipe open.
     with contextlib.suppress(ProcessLookupError):
@@ -69,7 +80,11 @@ def run_probe(argv: list[str], timeout: float) -> dict[str, Any]:
         return _result(argv, f"{argv[0]}: not found\n", NOT_FOUND_RC)
     except PermissionError:
         return _result(argv, f"{argv[0]}: permission denied\n", NOT_EXECUTABLE_RC)
-    return _wait(proc, argv, timeout)
+    _RUNNING.add(proc)
+    try:
+        return _wait(proc, argv, timeout)
+    finally:
+        _RUNNING.discard(proc)
 
 
 def _wait(proc: subprocess.Popen[bytes], argv: list[str], timeout: float) -> dict[str, Any]:

@@ -65,6 +65,15 @@ def run_probes(probes: Iterable[Probe]) -> dict[str, ProbeOutput]:
     return outputs_from_json(collector.collect([p.to_json() for p in probes]))
 
 
+def _run_local(probes: Iterable[Probe]) -> tuple[dict[str, ProbeOutput], datetime | None]:
+    """Like :func:`run_probes`, taking over what :func:`provision.detect.early.start` already ran
+    (and when it started), once."""
+    from provision.detect import early
+
+    results, started = early.collect([p.to_json() for p in probes])
+    return outputs_from_json(results), started
+
+
 def detect_local(venv: str | None = None, save_raw: Path | None = None) -> Facts:
     """Detect this machine.
 
@@ -76,7 +85,8 @@ def detect_local(venv: str | None = None, save_raw: Path | None = None) -> Facts
         Facts for ``localhost``, stamped with the collection time (UTC).
     """
     started = datetime.now(UTC)
-    outputs = run_probes(all_probes(venv))
+    outputs, early_start = _run_local(all_probes(venv))
+    started = early_start or started
     if save_raw is not None:
         write_raw(save_raw, outputs)
     return facts_from_outputs(outputs, collected_at=started)

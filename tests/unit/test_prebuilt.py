@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import hashlib
+import io
+import os
+import pickle
 import shutil
 from pathlib import Path
 
 import pytest
 
-from provision.catalog import loader, prebuilt, regenerate
+from provision.catalog import loader, prebuilt, regenerate, snapshot, snapshot_key
 from provision.catalog.loader import load_catalog_from
 from provision.errors import CatalogError
 
-REGENERATE = "python3 -m provision.catalog.regenerate"
+REGENERATE = "python3 -m provision.regenerate"
 
 
 def test_prebuilt_json_matches_the_yaml_files() -> None:
@@ -98,3 +102,82 @@ def test_a_value_that_json_would_change_is_refused(tmp_path: Path) -> None:
     (tmp_path / "dated.yaml").write_text("eol: 2026-01-01\n", encoding="utf-8")
     with pytest.raises(ValueError, match="quote it"):
         prebuilt.build(tmp_path)
+
+
+def _shipped_digest() -> str:
+    return prebuilt.files_digest(prebuilt.DATA_DIR, loader.catalog_files(prebuilt.DATA_DIR))
+
+
+def test_the_snapshot_is_current_and_loads_to_the_catalog_the_files_make() -> None:
+    assert regenerate.snapshot_current(), (
+        f"provision/catalog/data/catalog.pickle is stale: run `{REGENERATE}`"
+    )
+    _, key = regenerate.snapshot_files()
+    shipped = snapshot.KEY_MODULE.read_text(encoding="utf-8")
+    assert [line for line in shipped.splitlines() if not line.startswith("PICKLE_SHA256")] == [
+        line for line in key.splitlines() if not line.startswith("PICKLE_SHA256")
+    ]
+
+
+def test_the_shipped_catalog_is_unpickled_not_validated(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_validation(digest: str) -> object:
+        raise AssertionError("validated prebuilt.json although the snapshot matches")
+
+    monkeypatch.setattr(loader, "catalog_data", no_validation)
+    assert load_catalog_from(prebuilt.DATA_DIR) == load_catalog_from(prebuilt.DATA_DIR, prebuilt=False)
+
+
+def _with_pickle(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, data: bytes, **key: object) -> None:
+    path = tmp_path / "catalog.pickle"
+    path.write_bytes(data)
+    monkeypatch.setattr(snapshot, "PICKLE", path)
+    for name, value in key.items():
+        monkeypatch.setattr(snapshot_key, name, value)
+
+
+def test_a_changed_pickle_is_not_read(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    data = bytearray(snapshot.PICKLE.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    _with_pickle(monkeypatch, tmp_path, bytes(data))
+    assert snapshot.load(_shipped_digest()) is None
+    assert load_catalog_from(prebuilt.DATA_DIR) == load_catalog_from(prebuilt.DATA_DIR, prebuilt=False)
+
+
+class _Evil:
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        return (os.system, ("touch /nonexistent/provision-pwned",))
+
+
+def test_the_unpickler_resolves_only_catalog_classes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    evil = pickle.dumps(_Evil(), protocol=snapshot.PROTOCOL)
+    modules = (*snapshot_key.MODULES, os.system.__module__, "os")
+    sources = snapshot.source_digest(modules)
+    digest = hashlib.sha256(evil).hexdigest()
+    _with_pickle(monkeypatch, tmp_path, evil, PICKLE_SHA256=digest, MODULES=modules, SOURCES_SHA256=sources)
+    with pytest.raises(pickle.UnpicklingError, match="is not a catalog class"):
+        snapshot._Unpickler(evil, frozenset(modules)).load()
+    assert snapshot.load(_shipped_digest()) is None
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("SOURCES_SHA256", "0" * 64), ("PYDANTIC_MAJOR", "1"), ("FILES_SHA256", "0" * 64)],
+)
+def test_a_snapshot_of_other_models_files_or_pydantic_is_not_used(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str
+) -> None:
+    monkeypatch.setattr(snapshot_key, name, value)
+    assert snapshot.load(_shipped_digest()) is None
+
+
+def test_versions_are_pickled_as_their_text() -> None:
+    named: set[tuple[str, str]] = set()
+
+    class Recorder(pickle.Unpickler):
+        def find_class(self, module: str, name: str) -> object:
+            named.add((module, name))
+            return super().find_class(module, name)
+
+    catalog = load_catalog_from(prebuilt.DATA_DIR)
+    assert Recorder(io.BytesIO(snapshot.dumps(catalog))).load() == catalog
+    assert {name for module, name in named if module.startswith("packaging")} == {"Version"}

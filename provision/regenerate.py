@@ -1,0 +1,37 @@
+"""Write every generated file: ``python3 -m provision.regenerate``.
+
+Run after editing a file under ``provision/catalog/data/``, the catalog's models, or a probe of the
+fact registry; the unit tests fail while a generated file disagrees with its source:
+
+- ``provision/catalog/data/prebuilt.json`` and the catalog snapshot (:mod:`provision.catalog.regenerate`);
+- ``provision/detect/probes.json``: the probes :mod:`provision.detect.early` starts before a
+  command has loaded, from the fact registry.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from provision.catalog import regenerate as catalog_files
+from provision.detect import early
+
+
+def early_probes_text() -> str:
+    """``provision/detect/probes.json``: the registry's probes that need no venv, in the collector's
+    input form."""
+    from provision.detect.registry import all_probes
+
+    return json.dumps([p.to_json() for p in all_probes(None)], indent=1) + "\n"
+
+
+def main() -> None:
+    """Regenerate the catalog's files and the early probe list."""
+    catalog_files.main()
+    probes = early_probes_text()
+    early.PROBES.write_text(probes, encoding="utf-8")
+    sys.stdout.write(f"wrote {early.PROBES} ({len(json.loads(probes))} probes)\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,128 @@
+"""This machine's probes start before the command has loaded, and are taken over exactly once."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from provision import regenerate
+from provision.detect import collector, early
+
+RAW = Path(__file__).resolve().parents[1] / "fixtures" / "raw" / "h200-ubuntu2404-spec"
+
+
+def _probe(probe_id: str, script: str, timeout: float = 10.0) -> dict[str, Any]:
+    return {"id": probe_id, "argv": ["sh", "-c", script], "timeout": timeout}
+
+
+@pytest.fixture
+def probes_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "probes.json"
+    monkeypatch.setattr(early, "PROBES", path)
+    monkeypatch.setattr(early, "_pending", None)
+    return path
+
+
+def _runs(log: Path) -> list[str]:
+    return log.read_text(encoding="utf-8").split() if log.exists() else []
+
+
+def test_the_shipped_list_is_the_registrys_probes_that_need_no_venv() -> None:
+    assert early.PROBES.read_text(encoding="utf-8") == regenerate.early_probes_text(), (
+        "provision/detect/probes.json is stale: run `python3 -m provision.regenerate`"
+    )
+    ids = {p["id"] for p in early.read_probes()}
+    assert "nvidia-smi-q" in ids and not ids & {"venv", "torch"}
+
+
+def test_a_started_probe_is_taken_over_not_run_again(probes_file: Path, tmp_path: Path) -> None:
+    log = tmp_path / "log"
+    started = _probe("a", f"echo a >> {log}; echo early")
+    probes_file.write_text(json.dumps([started]), encoding="utf-8")
+    early.start()
+    later = _probe("b", f"echo b >> {log}; echo late")
+    results, when = early.collect([started, later])
+    assert list(results) == ["a", "b"]
+    assert results["a"]["output"] == "early\n" and results["b"]["output"] == "late\n"
+    assert sorted(_runs(log)) == ["a", "b"] and when is not None
+    again, when_again = early.collect([started])  # taken once: a second detection runs afresh
+    assert again["a"]["output"] == "early\n" and when_again is None
+    assert sorted(_runs(log)) == ["a", "a", "b"]
+
+
+def test_a_probe_asked_for_with_another_argv_or_timeout_runs_afresh(
+    probes_file: Path, tmp_path: Path
+) -> None:
+    log = tmp_path / "log"
+    probes_file.write_text(json.dumps([_probe("a", f"echo old >> {log}; echo old")]), encoding="utf-8")
+    early.start()
+    asked = [_probe("a", f"echo new >> {log}; echo new", timeout=5.0)]
+    results, _ = early.collect(asked)
+    assert results["a"]["output"] == "new\n"
+    assert "new" in _runs(log)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "not json", "{}", '[{"id": 1}]', '[{"id": "a", "argv": "uname", "timeout": 1}]', "[" * 100000],
+    ids=["empty", "not-json", "object", "bad-id", "argv-string", "deep"],
+)
+def test_a_missing_or_broken_list_starts_nothing(probes_file: Path, text: str) -> None:
+    probes_file.write_text(text, encoding="utf-8")
+    assert early.read_probes() == []
+    early.start()
+    assert early._pending is None
+    results, when = early.collect([_probe("a", "echo fine")])
+    assert results["a"]["output"] == "fine\n" and when is None
+
+
+def test_probes_a_command_never_collected_are_killed_at_exit(probes_file: Path, tmp_path: Path) -> None:
+    pid_file = tmp_path / "pid"
+    probes_file.write_text(json.dumps([_probe("slow", f"echo $$ > {pid_file}; exec sleep 60", 120)]), "utf-8")
+    early.start()
+    deadline = time.monotonic() + 10
+    while not (pid_file.exists() and pid_file.read_text(encoding="utf-8").strip()):
+        assert time.monotonic() < deadline, "the early probe never started"
+        time.sleep(0.01)
+    pid = int(pid_file.read_text(encoding="utf-8"))
+    early._stop()
+    results, _ = early.collect([])  # joins the early run: its probe was killed, not left to time out
+    assert results == {}
+    assert not collector._RUNNING
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+def test_live_detect_and_plan_start_the_probes_first_offline_ones_do_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from provision.cli import cli
+
+    calls: list[str] = []
+    monkeypatch.setattr(early, "start", lambda: calls.append("start"))
+    runner = CliRunner()
+    spec = str(Path(__file__).resolve().parents[2] / "specs" / "h200-ubuntu2404.yaml")
+    runner.invoke(cli, ["plan", spec, "--from-raw", str(RAW)])
+    runner.invoke(cli, ["detect", "--from-raw", str(RAW), "--json"])
+    assert calls == []
+    runner.invoke(cli, ["detect", "--json"])
+    runner.invoke(cli, ["plan", spec, "--json"])
+    assert calls == ["start", "start"]
+
+
+def test_detection_is_stamped_when_the_early_probes_started(probes_file: Path) -> None:
+    from provision.detect.registry import all_probes
+    from provision.detect.runner import detect_local
+
+    probes_file.write_text(json.dumps([p.to_json() for p in all_probes(None)]), encoding="utf-8")
+    early.start()
+    assert early._pending is not None
+    started = early._pending.started
+    facts = detect_local()
+    assert facts.collected_at == started
