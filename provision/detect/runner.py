@@ -157,9 +157,9 @@ def detect_remote(
     if play_hosts != []:
         with tempfile.TemporaryDirectory(prefix="provision-detect-") as tmp:
             play_limit = limit if play_hosts is None else ",".join(play_hosts)
-            rc, tail, interrupted = _run_play(Path(tmp), inventory, play_limit, probes, forks, take)
-        if interrupted is not None:
-            raise Interrupted(left_running=interrupted)
+            rc, tail, left = _run_play(Path(tmp), inventory, play_limit, probes, forks, take)
+        if left is not None:  # Ctrl-C; ``left``: processes of the play it could not end (normally none)
+            raise Interrupted(left_running=left)
         if not found and rc != 0:
             raise FactsError(f"ansible-playbook failed (rc {rc}) before any host reported: {tail}")
     return {h: found[h] for h in order if h in found} | found
