@@ -25,7 +25,7 @@ def _probe(probe_id: str, script: str, timeout: float = 10.0) -> dict[str, Any]:
 def probes_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "probes.json"
     monkeypatch.setattr(early, "PROBES", path)
-    monkeypatch.setattr(early, "_pending", None)
+    monkeypatch.setattr(early, "_pending", [])
     return path
 
 
@@ -33,12 +33,45 @@ def _runs(log: Path) -> list[str]:
     return log.read_text(encoding="utf-8").split() if log.exists() else []
 
 
-def test_the_shipped_list_is_the_registrys_probes_that_need_no_venv() -> None:
+def test_the_shipped_list_is_the_registrys_probes_with_the_venv_as_a_placeholder() -> None:
     assert early.PROBES.read_text(encoding="utf-8") == regenerate.early_probes_text(), (
         "provision/detect/probes.json is stale: run `python3 -m provision.regenerate`"
     )
-    ids = {p["id"] for p in early.read_probes()}
-    assert "nvidia-smi-q" in ids and not ids & {"venv", "torch"}
+    listed = early.read_probes()
+    with_venv = {p["id"] for p in listed if early.VENV in p["argv"]}
+    assert with_venv == {"venv", "torch"}
+    assert "nvidia-smi-q" in {p["id"] for p in listed}
+
+
+def test_venv_probes_start_with_the_spec_venv_and_are_taken_over(probes_file: Path, tmp_path: Path) -> None:
+    from provision.detect.registry import all_probes
+
+    venv = str(tmp_path / "venv with 'quotes'")
+    probes_file.write_text(regenerate.early_probes_text(), encoding="utf-8")
+    early.start_venv(venv)  # before start(): nothing to add to
+    assert early._pending == []
+    early.start()
+    early.start_venv(venv)
+    assert len(early._pending) == 2
+    assert [p["argv"][-1] for p in early._pending[1].probes] == [venv, venv]
+    asked = [p.to_json() for p in all_probes(venv)]
+    results, _ = early.collect(asked)
+    assert results["torch"]["output"].startswith(f"venv {venv}\n")
+    assert list(results) == [p["id"] for p in asked]
+
+
+def test_a_venv_holding_a_nul_or_a_placeholder_inside_an_argument_is_not_substituted(
+    probes_file: Path,
+) -> None:
+    inside = {"id": "x", "argv": ["sh", "-c", f"echo {early.VENV}"], "timeout": 5.0}
+    whole = {"id": "y", "argv": ["echo", early.VENV], "timeout": 5.0}
+    probes_file.write_text(json.dumps([_probe("a", "true"), inside, whole]), encoding="utf-8")
+    early.start()
+    early.start_venv("/opt/v\x00x")
+    assert len(early._pending) == 1
+    early.start_venv("/opt/v")
+    assert [p["id"] for p in early._pending[1].probes] == ["y"]
+    assert early._pending[1].probes[0]["argv"] == ["echo", "/opt/v"]
 
 
 def test_a_started_probe_is_taken_over_not_run_again(probes_file: Path, tmp_path: Path) -> None:
@@ -77,7 +110,7 @@ def test_a_missing_or_broken_list_starts_nothing(probes_file: Path, text: str) -
     probes_file.write_text(text, encoding="utf-8")
     assert early.read_probes() == []
     early.start()
-    assert early._pending is None
+    assert early._pending == []
     results, when = early.collect([_probe("a", "echo fine")])
     assert results["a"]["output"] == "fine\n" and when is None
 
@@ -106,6 +139,7 @@ def test_live_detect_and_plan_start_the_probes_first_offline_ones_do_not(
 
     calls: list[str] = []
     monkeypatch.setattr(early, "start", lambda: calls.append("start"))
+    monkeypatch.setattr(early, "start_venv", lambda venv: calls.append(venv))
     runner = CliRunner()
     spec = str(Path(__file__).resolve().parents[2] / "specs" / "h200-ubuntu2404.yaml")
     runner.invoke(cli, ["plan", spec, "--from-raw", str(RAW)])
@@ -113,7 +147,7 @@ def test_live_detect_and_plan_start_the_probes_first_offline_ones_do_not(
     assert calls == []
     runner.invoke(cli, ["detect", "--json"])
     runner.invoke(cli, ["plan", spec, "--json"])
-    assert calls == ["start", "start"]
+    assert calls == ["start", "start", "/opt/torch/.venv"]
 
 
 def test_detection_is_stamped_when_the_early_probes_started(probes_file: Path) -> None:
@@ -122,7 +156,7 @@ def test_detection_is_stamped_when_the_early_probes_started(probes_file: Path) -
 
     probes_file.write_text(json.dumps([p.to_json() for p in all_probes(None)]), encoding="utf-8")
     early.start()
-    assert early._pending is not None
-    started = early._pending.started
+    assert early._pending
+    started = early._pending[0].started
     facts = detect_local()
     assert facts.collected_at == started
