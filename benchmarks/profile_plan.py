@@ -1,7 +1,8 @@
 """Where one live ``provision plan SPEC`` spends its wall time, phase by phase, and each probe's duration.
 
 Usage: ``python3 benchmarks/profile_plan.py SPEC [--runs N]``. Prints one JSON document: per run, the
-seconds from process start to each phase's end (imports, spec, detection, planning, output), and
+seconds from process start to each phase's end, in the order ``provision plan SPEC`` runs them
+(probes started; spec loaded and venv probes started; the rest imported; facts; plan; text), and
 each probe's wall seconds when run alone (the collector's own timing, sequentially) -- what
 README's "Speed" section quotes for the H200.
 """
@@ -19,14 +20,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 _PHASES = r"""
-import time, sys, io, contextlib, json
+import time, sys, io, json
+from pathlib import Path
 t0 = time.perf_counter()
+from provision import gcpolicy
+gcpolicy.start_up()
 from provision.detect import early
 early.start()
+from provision.spec.loader import load_spec
+spec = load_spec(Path(sys.argv[1]))
+if spec.python is not None:
+    early.start_venv(spec.python.venv)
+t_spec = time.perf_counter()
 from provision import app
 t_imports = time.perf_counter()
-spec, _ = app.spec_from(__import__("pathlib").Path(sys.argv[1]))
-t_spec = time.perf_counter()
 facts = app.gather(spec, app.Target())
 t_detect = time.perf_counter()
 plans = app.plan_all(spec, facts, sys.argv[1])
@@ -37,15 +44,18 @@ console = Console(file=io.StringIO())
 for p in plans.values():
     render_plan(p, console)
 t_out = time.perf_counter()
-print(json.dumps({"imports": t_imports - t0, "spec": t_spec - t0, "detect": t_detect - t0,
+print(json.dumps({"spec": t_spec - t0, "imports": t_imports - t0, "detect": t_detect - t0,
                   "plan": t_plan - t0, "output": t_out - t0}))
+gcpolicy.exiting()
 """
 
 
 def phases(spec: str) -> dict[str, float]:
     """One live run's cumulative seconds at each phase's end (in a fresh interpreter)."""
     start = time.perf_counter()
-    out = subprocess.run([sys.executable, "-c", _PHASES, spec], capture_output=True, text=True, check=True, cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, "-c", _PHASES, spec], capture_output=True, text=True, check=True, cwd=ROOT
+    )
     result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
     result["process"] = time.perf_counter() - start
     return result
