@@ -114,6 +114,8 @@ def main() -> None:
     try:
         cli()
     finally:
+        if (early := sys.modules.get("provision.detect.early")) is not None:
+            early.stop()  # probes started for a command that ended before it collected them
         gcpolicy.exiting()
 
 

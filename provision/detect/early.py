@@ -19,7 +19,6 @@ Stdlib only (it is imported before anything else a command needs).
 
 from __future__ import annotations
 
-import atexit
 import json
 import threading
 from datetime import UTC, datetime
@@ -88,8 +87,6 @@ def _needs_venv(probe: dict[str, Any]) -> bool:
 def _start(probes: list[dict[str, Any]]) -> None:
     with _lock:
         if probes:
-            if not _pending:
-                atexit.register(_stop)
             _pending.append(_Collection(probes))
 
 
@@ -119,8 +116,11 @@ def start_venv(venv: str) -> None:
     )
 
 
-def _stop() -> None:
-    """At exit: kill the probes a command that ended early (an error) never collected."""
+def stop() -> None:
+    """Kill the probes a command that is ending never collected (it failed, or was interrupted,
+    before detecting), and any still starting; called by :func:`provision.cli.main` as the command
+    returns. Not an ``atexit`` hook: the interpreter joins the probes' worker threads before it
+    runs those, so a hung probe would hold the exit up to its timeout (20 s for ``nvidia-smi -q``)."""
     from provision.detect import collector
 
     collector.kill_running()
@@ -150,4 +150,4 @@ def collect(probes: list[dict[str, Any]]) -> tuple[dict[str, dict[str, Any]], da
     return {p["id"]: merged[p["id"]] for p in probes}, early[0].started
 
 
-__all__ = ["PROBES", "VENV", "collect", "read_probes", "start", "start_venv"]
+__all__ = ["PROBES", "VENV", "collect", "read_probes", "start", "start_venv", "stop"]

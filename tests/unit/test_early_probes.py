@@ -115,7 +115,10 @@ def test_a_missing_or_broken_list_starts_nothing(probes_file: Path, text: str) -
     assert results["a"]["output"] == "fine\n" and when is None
 
 
-def test_probes_a_command_never_collected_are_killed_at_exit(probes_file: Path, tmp_path: Path) -> None:
+def test_probes_a_command_never_collected_are_killed_at_exit(
+    probes_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(collector, "_STOPPED", [False])  # stop() is final for the process
     pid_file = tmp_path / "pid"
     probes_file.write_text(json.dumps([_probe("slow", f"echo $$ > {pid_file}; exec sleep 60", 120)]), "utf-8")
     early.start()
@@ -124,7 +127,7 @@ def test_probes_a_command_never_collected_are_killed_at_exit(probes_file: Path, 
         assert time.monotonic() < deadline, "the early probe never started"
         time.sleep(0.01)
     pid = int(pid_file.read_text(encoding="utf-8"))
-    early._stop()
+    early.stop()
     results, _ = early.collect([])  # joins the early run: its probe was killed, not left to time out
     assert results == {}
     assert not collector._RUNNING
@@ -160,3 +163,50 @@ def test_detection_is_stamped_when_the_early_probes_started(probes_file: Path) -
     started = early._pending[0].started
     facts = detect_local()
     assert facts.collected_at == started
+
+
+_FAILING_COMMAND = """
+import json, sys, time
+from pathlib import Path
+from provision.detect import early
+early.PROBES = Path(sys.argv[1])
+from provision import cli
+def failing() -> None:
+    early.start()
+    while not Path(sys.argv[2]).exists():  # the hung probe runs
+        time.sleep(0.01)
+    raise SystemExit(3)  # a command refusing its input before it detects
+cli.cli = failing
+cli.main()
+"""
+
+
+def test_a_command_failing_before_it_detects_exits_at_once_not_after_its_probes(tmp_path: Path) -> None:
+    """The console entry point kills the uncollected probes before the interpreter joins their
+    threads (an atexit hook runs after that join: the exit waited for the probe's timeout)."""
+    import subprocess
+    import sys
+
+    probes = tmp_path / "probes.json"
+    running = tmp_path / "running"
+    hung = _probe("hung", f"touch {running}; exec sleep 30", 60)
+    probes.write_text(json.dumps([hung, _probe("ok", "true")]), "utf-8")
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-c", _FAILING_COMMAND, str(probes), str(running)],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 3, done.stderr
+    assert time.monotonic() - started < 10, "the exit waited for a probe the command never collected"
+
+
+def test_a_probe_starting_after_the_stop_is_killed_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(collector, "_STOPPED", [False])
+    collector.kill_running()
+    started = time.monotonic()
+    result = collector.run_probe(["sleep", "30"], 60)
+    assert result["rc"] == -9 and time.monotonic() - started < 10
