@@ -123,6 +123,8 @@ def stop() -> None:
     runs those, so a hung probe would hold the exit up to its timeout (20 s for ``nvidia-smi -q``)."""
     from provision.detect import collector
 
+    with _lock:
+        _pending.clear()  # their outputs are killed probes' now: nothing may take them over
     collector.kill_running()
 
 

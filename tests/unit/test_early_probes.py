@@ -127,9 +127,10 @@ def test_probes_a_command_never_collected_are_killed_at_exit(
         assert time.monotonic() < deadline, "the early probe never started"
         time.sleep(0.01)
     pid = int(pid_file.read_text(encoding="utf-8"))
+    run = early._pending[0]
     early.stop()
-    results, _ = early.collect([])  # joins the early run: its probe was killed, not left to time out
-    assert results == {}
+    assert early._pending == []  # a killed probe's output is never taken over
+    assert run.wait()["slow"]["rc"] == -9  # killed, not left to time out
     assert not collector._RUNNING
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
