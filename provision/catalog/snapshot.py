@@ -150,9 +150,7 @@ def source_modules(modules: tuple[str, ...]) -> tuple[str, ...]:
                 if base.split(".")[0] != "provision":
                     continue
                 todo.append(base)
-                todo.extend(
-                    f"{base}.{a.name}" for a in node.names if _source(f"{base}.{a.name}") is not None
-                )
+                todo.extend(f"{base}.{a.name}" for a in node.names if _source(f"{base}.{a.name}") is not None)
     return tuple(sorted(found))
 
 
