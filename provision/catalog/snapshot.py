@@ -179,6 +179,8 @@ def key_text(files_digest: str, data: bytes) -> str:
     """The text of :mod:`provision.catalog.snapshot_key` for the pickle ``data`` of files ``files_digest``."""
     modules = modules_in(data)
     sources = source_modules(modules)
+    if source_digest(sources) is None:
+        raise ValueError(f"no readable source for one of {', '.join(sources)}: no snapshot key")
     listed = "".join(f"    {json.dumps(m)},\n" for m in modules)
     hashed = "".join(f"    {json.dumps(m)},\n" for m in sources)
     return (
@@ -199,25 +201,42 @@ def load(files_digest: str) -> Catalog | None:
 
     Never raises: a missing, changed, stale or unreadable snapshot is None.
     """
-    try:
-        import provision.catalog.snapshot_key as key
-    except ImportError:
+    key = _key()
+    if key is None or files_digest != key["FILES_SHA256"] or pydantic_major() != key["PYDANTIC_MAJOR"]:
         return None
-    if files_digest != key.FILES_SHA256 or pydantic_major() != key.PYDANTIC_MAJOR:
-        return None
-    sources = getattr(key, "SOURCES", None)
-    if not isinstance(sources, tuple) or source_digest(sources) != key.SOURCES_SHA256:
+    if source_digest(key["SOURCES"]) != key["SOURCES_SHA256"]:
         return None
     try:
         data = PICKLE.read_bytes()
     except OSError:
         return None
-    if hashlib.sha256(data).hexdigest() != key.PICKLE_SHA256:
+    if hashlib.sha256(data).hexdigest() != key["PICKLE_SHA256"]:
         return None
     from provision.catalog.catalog import Catalog
 
     try:
-        catalog = _Unpickler(data, frozenset(key.MODULES)).load()
+        catalog = _Unpickler(data, frozenset(key["MODULES"])).load()
     except Exception:
         return None
     return catalog if type(catalog) is Catalog else None
+
+
+_TEXT_KEYS = ("PICKLE_SHA256", "FILES_SHA256", "SOURCES_SHA256", "PYDANTIC_MAJOR")
+
+
+def _key() -> dict[str, Any] | None:
+    """The values of :mod:`provision.catalog.snapshot_key`, or None when it is missing, does not
+    import (a torn write: a ``SyntaxError``) or lacks a value (one of an older layout)."""
+    try:
+        module = importlib.import_module(__name__ + "_key")
+    except Exception:
+        return None
+    values = {name: getattr(module, name, None) for name in (*_TEXT_KEYS, "MODULES", "SOURCES")}
+    if not all(isinstance(values[name], str) for name in _TEXT_KEYS):
+        return None
+    if not all(
+        isinstance(values[name], tuple) and all(isinstance(m, str) for m in values[name])
+        for name in ("MODULES", "SOURCES")
+    ):
+        return None
+    return values

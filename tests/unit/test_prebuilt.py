@@ -257,3 +257,29 @@ def test_the_hashed_sources_hold_every_project_module_the_catalog_classes_come_f
     modules = {base.__module__ for cls in seen for base in cls.__mro__}
     assert {m for m in modules if m.startswith("provision.")} <= set(snapshot_key.SOURCES)
     assert "provision.models" in snapshot_key.SOURCES  # Frozen: the base of every catalog model
+
+
+@pytest.mark.parametrize(
+    "problem",
+    [SyntaxError("torn write"), ImportError("missing")],
+    ids=["does-not-import", "missing"],
+)
+def test_a_key_module_that_does_not_import_falls_back_to_validation(
+    monkeypatch: pytest.MonkeyPatch, problem: Exception
+) -> None:
+    real = snapshot.importlib.import_module
+
+    def failing(name: str, package: str | None = None) -> object:
+        if name == "provision.catalog.snapshot_key":
+            raise problem
+        return real(name, package)
+
+    monkeypatch.setattr(snapshot.importlib, "import_module", failing)
+    assert snapshot.load(_shipped_digest()) is None
+    assert load_catalog_from(prebuilt.DATA_DIR) == load_catalog_from(prebuilt.DATA_DIR, prebuilt=False)
+
+
+@pytest.mark.parametrize("name", ["SOURCES", "MODULES", "PICKLE_SHA256"])
+def test_a_key_of_another_layout_is_not_used(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    monkeypatch.delattr(snapshot_key, name)
+    assert snapshot.load(_shipped_digest()) is None
