@@ -231,12 +231,10 @@ def _key() -> dict[str, Any] | None:
         module = importlib.import_module(__name__ + "_key")
     except Exception:
         return None
-    values = {name: getattr(module, name, None) for name in (*_TEXT_KEYS, "MODULES", "SOURCES")}
-    if not all(isinstance(values[name], str) for name in _TEXT_KEYS):
-        return None
-    if not all(
-        isinstance(values[name], tuple) and all(isinstance(m, str) for m in values[name])
-        for name in ("MODULES", "SOURCES")
-    ):
-        return None
-    return values
+    values: dict[str, Any] = {name: getattr(module, name, None) for name in _TEXT_KEYS}
+    for name in ("MODULES", "SOURCES"):
+        listed = getattr(module, name, None)
+        if not isinstance(listed, tuple) or not all(isinstance(m, str) for m in listed):
+            return None
+        values[name] = listed
+    return values if all(isinstance(values[name], str) for name in _TEXT_KEYS) else None
