@@ -27,7 +27,6 @@ Regenerate with ``python3 -m provision.regenerate``. Nothing is written anywhere
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import importlib.util
 import io
@@ -131,6 +130,8 @@ def source_modules(modules: tuple[str, ...]) -> tuple[str, ...]:
     is kept (then :func:`source_digest` is None and the snapshot is not used). The loader that
     assembled the catalog is not among them: like ``prebuilt.json``, the snapshot is its output,
     checked by ``tests/unit/test_prebuilt.py``."""
+    import ast  # only when the key is written
+
     found: set[str] = set()
     todo = [m for m in modules if m.split(".")[0] == "provision"]
     while todo:
