@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import signal
 import sys
 import tempfile
@@ -30,6 +31,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from provision import gcpolicy
 from provision.errors import ApplyError
 
 Event = dict[str, Any]
@@ -52,6 +54,8 @@ class PlayResult:
             empty when the play never reached its end.
         stdout_tail: The last line ansible-playbook printed (``no output`` when it printed none),
             the one line worth showing when the run failed before any host reported.
+        left_running: After Ctrl-C, each process of the run still alive when it returned, as
+            ``pid <n>: <command line>`` (one it may not signal, e.g. another user's); normally empty.
     """
 
     status: str
@@ -59,6 +63,7 @@ class PlayResult:
     events: tuple[Event, ...] = ()
     stats: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     stdout_tail: str = "no output"
+    left_running: tuple[str, ...] = ()
 
     @property
     def succeeded(self) -> bool:
@@ -118,6 +123,9 @@ def run_play(
     """
     import ansible_runner  # deferred: slow to import, and detect and plan work without Ansible
 
+    gcpolicy.long_running()
+    run_id = secrets.token_hex(16)
+    left: list[str] = []  # processes of an interrupted run still alive after it was stopped
     with (
         tempfile.TemporaryDirectory(prefix="provision-cp-", ignore_cleanup_errors=True) as control,
         _interruptible() as interrupted,
@@ -132,16 +140,17 @@ def run_play(
             tags=",".join(tags) or None,
             forks=forks,
             envvars=ansible_env(private_data_dir, Path(control))
+            | {RUN_ID_VAR: run_id}
             | ({"ANSIBLE_PIPELINING": "True"} if pipelining else {}),
             suppress_env_files=True,
             quiet=True,
             event_handler=_keep(on_event, keep),
-            cancel_callback=_stop_on(interrupted, private_data_dir),
-            # How often ansible-runner asks cancel_callback (seconds); the callback then stops the whole
-            # process tree of ansible-playbook, so nothing is left running behind an interrupted apply.
+            cancel_callback=_stop_on(interrupted, run_id, left),
+            # How often ansible-runner asks cancel_callback (seconds); the callback then stops every
+            # process of the run, so nothing is left running behind an interrupted apply.
             settings={"pexpect_timeout": CANCEL_POLL_S},
         )
-        return result_of(runner)
+        return result_of(runner, tuple(left))
 
 
 CANCEL_POLL_S = 0.5
@@ -149,74 +158,170 @@ CANCEL_POLL_S = 0.5
 
 
 STOP_GRACE_S = 3.0
-"""Seconds ansible-playbook's processes get to end after SIGTERM before SIGKILL."""
+"""Seconds the processes of an interrupted run get to end after SIGTERM before SIGKILL."""
+
+GONE_WAIT_S = 5.0
+"""Seconds to wait, after SIGKILL, for the processes of an interrupted run to be gone."""
+
+RUN_ID_VAR = "PROVISION_RUN_ID"
+"""The environment variable that marks every process of one run (its value is unique per run)."""
 
 
-def _stop_on(interrupted: threading.Event, private_data_dir: Path) -> Callable[[], bool]:
-    """ansible-runner's cancel callback: once ``interrupted`` is set, stop every process of this run.
+def _stop_on(interrupted: threading.Event, run_id: str, left: list[str]) -> Callable[[], bool]:
+    """ansible-runner's cancel callback: once ``interrupted`` is set, end every process of this run.
 
     ansible-runner kills only ansible-playbook's own process group, but ansible-core's workers
     start their own sessions (2.19: ``WorkerProcess`` calls ``setsid``), so they and the commands
-    they run (ssh, sleep, apt on a local host) would outlive it. The whole tree under this run's
-    ansible-playbook is read before anything is signalled, then ended: SIGTERM, then SIGKILL.
+    they run (ssh, sleep, apt on a local host) would outlive it; see :func:`_end_run`. What is
+    still alive afterwards goes to ``left`` (``pid <n>: <command line>``).
     """
 
     def cancel() -> bool:
         if not interrupted.is_set():
             return False
-        marker = str(private_data_dir)
-        roots = [pid for pid, (ppid, cmd) in _processes().items() if ppid == os.getpid() and marker in cmd]
-        _end(_tree(roots))
+        left[:] = _end_run(run_id)
         return True
 
     return cancel
 
 
-def _processes() -> dict[int, tuple[int, str]]:
-    """Every live process: pid -> (parent pid, command line), read from /proc."""
-    found: dict[int, tuple[int, str]] = {}
+@dataclass(frozen=True)
+class _Proc:
+    """The fields of ``/proc/<pid>/stat`` (proc(5)) that tie a process to a run."""
+
+    state: str
+    ppid: int
+    pgrp: int
+    session: int
+    start: int
+    """Start time after boot, in clock ticks: a pid's reuse by another process changes it."""
+
+
+def _end_run(run_id: str) -> list[str]:
+    """End every process of the run marked ``run_id``; those still alive after all (normally none).
+
+    A process belongs to the run when its environment holds ``RUN_ID_VAR=run_id`` (set for
+    ansible-playbook, inherited by all it starts, detached or reparented ones included, unless a
+    command clears its environment, as sudo does), or when its parent, session or process group
+    is a process of the run (which covers those that cleared it). Each phase first stops the run
+    (SIGSTOP, reading /proc again until no new process appears: a stopped process can neither
+    fork nor exit, so nothing forked meanwhile is missed or reparented out of reach), then sends
+    its signal and SIGCONT: SIGTERM, with :data:`STOP_GRACE_S` to end (processes found then get
+    it too), then SIGKILL, waiting up to :data:`GONE_WAIT_S` until all are gone. A pid is only
+    signalled while its start time is the one first seen, so a reused pid is never hit.
+
+    Returns:
+        ``pid <n>: <command line>`` for each process of the run still alive at the end.
+    """
+    members: dict[int, int] = {}  # pid -> start time
+    try:
+        for sig, wait_s in ((signal.SIGTERM, STOP_GRACE_S), (signal.SIGKILL, GONE_WAIT_S)):
+            _freeze(run_id, members)
+            _signal(members, sig)
+            _signal(members, signal.SIGCONT)
+            deadline = time.monotonic() + wait_s
+            while time.monotonic() < deadline:
+                _signal(_gather(run_id, members), sig)
+                if not any(_alive(pid, start) for pid, start in members.items()):
+                    return []
+                time.sleep(0.05)
+    except BaseException:  # a second Ctrl-C (KeyboardInterrupt): leave nothing stopped behind
+        _signal(members, signal.SIGKILL)
+        raise
+    return [f"pid {pid}: {_cmdline(pid)}" for pid, start in members.items() if _alive(pid, start)]
+
+
+def _freeze(run_id: str, members: dict[int, int]) -> None:
+    """SIGSTOP the run's processes, and any found since, until a read of /proc finds no new one.
+
+    Each round waits (briefly) until the processes signalled are stopped: one still in ``fork``
+    when signalled would otherwise start a child after the read that looked for it.
+    """
+    new = dict(members)
+    for _ in range(100):  # bounded, should anything fork faster than it is stopped
+        stopping = _signal(new, signal.SIGSTOP)
+        deadline = time.monotonic() + 1.0  # a process in uninterruptible sleep stops when it leaves it
+        while time.monotonic() < deadline and any(_running(pid, stopping[pid]) for pid in stopping):
+            time.sleep(0.005)
+        new = _gather(run_id, members)
+        if not new:
+            return
+
+
+def _gather(run_id: str, members: dict[int, int]) -> dict[int, int]:
+    """Add the run's processes not yet in ``members`` to it; returns those (pid -> start time)."""
+    procs = _processes()
+    marker = f"\0{RUN_ID_VAR}={run_id}\0".encode()
+
+    def ours(pid: int) -> bool:  # a member, and not another process that got its pid since
+        return pid in members and (pid not in procs or procs[pid].start == members[pid])
+
+    procs.pop(os.getpid(), None)
+    new: dict[int, int] = {}
+    for pid, proc in procs.items():
+        if pid not in members and marker in b"\0" + _read(pid, "environ"):
+            new[pid] = members[pid] = proc.start
+    grew = True
+    while grew:  # the children of a new member are members too
+        grew = False
+        for pid, proc in procs.items():
+            if pid not in members and any(map(ours, (proc.ppid, proc.session, proc.pgrp))):
+                new[pid] = members[pid] = proc.start
+                grew = True
+    return new
+
+
+def _signal(pids: Mapping[int, int], sig: signal.Signals) -> dict[int, int]:
+    """Send ``sig`` to each pid still alive with the start time given (pid -> start time); those
+    it reached (a process of another user, e.g. under sudo, is not)."""
+    sent: dict[int, int] = {}
+    for pid, start in pids.items():
+        if _alive(pid, start):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+                sent[pid] = start
+    return sent
+
+
+def _processes() -> dict[int, _Proc]:
+    """Every process: pid -> its /proc/<pid>/stat fields (proc(5))."""
+    found: dict[int, _Proc] = {}
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        found[int(entry.name)] = (int(stat.rpartition(")")[2].split()[1]), cmd)
+        if entry.name.isdigit() and (proc := _stat(int(entry.name))):
+            found[int(entry.name)] = proc
     return found
 
 
-def _tree(roots: list[int]) -> list[int]:
-    """``roots`` and all their descendants, parents first."""
-    children: dict[int, list[int]] = {}
-    for pid, (ppid, _) in _processes().items():
-        children.setdefault(ppid, []).append(pid)
-    tree, queue = [], list(roots)
-    while queue:
-        pid = queue.pop(0)
-        tree.append(pid)
-        queue.extend(children.get(pid, []))
-    return tree
+def _stat(pid: int) -> _Proc | None:
+    # After the command name in parentheses (which may hold spaces and parentheses): state (3),
+    # ppid (4), pgrp (5), session (6), ..., starttime (22), as numbered in proc(5).
+    fields = _read(pid, "stat").decode(errors="replace").rpartition(")")[2].split()
+    if len(fields) < 20:
+        return None
+    return _Proc(fields[0], int(fields[1]), int(fields[2]), int(fields[3]), int(fields[19]))
 
 
-def _end(pids: list[int]) -> None:
-    """SIGTERM each of ``pids``, then SIGKILL those still alive after :data:`STOP_GRACE_S`."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, sig)
-        deadline = time.monotonic() + STOP_GRACE_S
-        while sig == signal.SIGTERM and time.monotonic() < deadline and any(_alive(p) for p in pids):
-            time.sleep(0.05)
-
-
-def _alive(pid: int) -> bool:
+def _read(pid: int, name: str) -> bytes:
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
+        return Path(f"/proc/{pid}/{name}").read_bytes()
+    except OSError:  # gone, or another user's
+        return b""
+
+
+def _alive(pid: int, start: int) -> bool:
+    """Whether ``pid`` is still the process that started at ``start`` and has not exited."""
+    proc = _stat(pid)
+    return proc is not None and proc.start == start and proc.state not in ("Z", "X", "x")
+
+
+def _running(pid: int, start: int) -> bool:
+    """Whether ``pid`` (started at ``start``) is alive and not stopped yet."""
+    proc = _stat(pid)
+    return proc is not None and proc.start == start and proc.state not in ("Z", "X", "x", "T", "t")
+
+
+def _cmdline(pid: int) -> str:
+    return _read(pid, "cmdline").replace(b"\0", b" ").decode(errors="replace").strip() or "?"
 
 
 @contextlib.contextmanager
@@ -281,8 +386,8 @@ def _keep(on_event: EventHandler | None, keep: bool = True) -> Callable[[Event],
     return handle
 
 
-def result_of(runner: Any) -> PlayResult:
-    """A :class:`PlayResult` from a finished ``ansible_runner.Runner``."""
+def result_of(runner: Any, left_running: tuple[str, ...] = ()) -> PlayResult:
+    """A :class:`PlayResult` from a finished ``ansible_runner.Runner`` (``left_running``: see there)."""
     stats = runner.stats or {}
     return PlayResult(
         status=str(runner.status),
@@ -290,6 +395,7 @@ def result_of(runner: Any) -> PlayResult:
         events=tuple(runner.events),
         stats={key: dict(stats.get(key) or {}) for key in STAT_KEYS if key in stats},
         stdout_tail=_stdout_tail(runner),
+        left_running=left_running,
     )
 
 

@@ -21,6 +21,7 @@ from provision.errors import Interrupted, ProvisionError, SpecError
 
 if TYPE_CHECKING:
     from provision.plan.models import Plan
+    from provision.spec.models import Spec
 
 # Start-up is most of a command's time (benchmarks/bench_startup.py): each command imports what it
 # uses inside its function, so `--help` or `validate` never load Ansible, the planner or the
@@ -106,8 +107,16 @@ RunsDirOpt = Annotated[
 
 
 def main() -> None:
-    """Console-script entry point."""
-    cli()
+    """Console-script entry point (with the garbage-collection policy of :mod:`provision.gcpolicy`)."""
+    from provision import gcpolicy
+
+    gcpolicy.start_up()
+    try:
+        cli()
+    finally:
+        if (early := sys.modules.get("provision.detect.early")) is not None:
+            early.stop()  # probes started for a command that ended before it collected them
+        gcpolicy.exiting()
 
 
 def _print_version(value: bool) -> None:
@@ -249,8 +258,7 @@ def detect(
 ) -> None:
     """Read the machine as it is: OS, kernel, driver, GPUs, topology, packages, CUDA, PyTorch."""
     _check_outputs(directories={"--save-raw": save_raw})
-    if from_raw is None and inventory is None and fleet is None:
-        _start_probes()
+    preloaded = _start_probes(spec) if from_raw is None and inventory is None and fleet is None else None
     from provision import app as workflow
     from provision.detect.summary import render_facts
 
@@ -259,7 +267,7 @@ def detect(
             "detect --from-raw reads one raw directory; for an inventory's saved hosts use "
             "`provision plan -i INVENTORY --from-raw DIR`"
         )
-    loaded = workflow.spec_from(spec)[0] if spec else None
+    loaded = preloaded or (workflow.spec_from(spec)[0] if spec else None)
     if fleet is not None:
         from provision.fleet import commands as fleet_commands
 
@@ -293,11 +301,25 @@ def _check_outputs(
         check_outputs(files, directories)
 
 
-def _start_probes() -> None:
-    """This machine's probes start now, while the command loads (:mod:`provision.detect.early`)."""
+def _start_probes(spec: Path | None) -> Spec | None:
+    """Start this machine's probes now, while the command loads (:mod:`provision.detect.early`),
+    and the venv probes as soon as ``spec`` (a spec file, not a saved plan) is loaded: the spec
+    loaded, or None when there is none or it is a saved plan.
+
+    Raises:
+        SpecError: The spec file is not a valid spec (as loading it later would).
+    """
     from provision.detect import early
 
     early.start()
+    if spec is None or spec.suffix == ".json":  # a saved plan: app.spec_from checks its seal
+        return None
+    from provision.spec.loader import load_spec
+
+    loaded = load_spec(spec)
+    if loaded.python is not None:
+        early.start_venv(loaded.python.venv)
+    return loaded
 
 
 def _undetected(facts: dict[str, Any]) -> dict[str, str]:
@@ -337,8 +359,8 @@ def plan(
     --from-raw DIR, each host is planned offline from DIR/<host>/ (`detect -i INVENTORY --save-raw DIR`).
     """
     _check_outputs(files={"--out": out_file})
-    if spec is not None and facts is None and from_raw is None and inventory is None and fleet is None:
-        _start_probes()
+    live = spec is not None and facts is None and from_raw is None and inventory is None and fleet is None
+    preloaded = _start_probes(spec) if live else None
     from provision import app as workflow
 
     offline_fleet = from_raw is not None and (inventory is not None or fleet is not None)
@@ -349,7 +371,7 @@ def plan(
         raw = from_raw if offline_fleet else None
         hosts = fleet_commands.resolve(spec, inventory, fleet, limit, forks=forks, from_raw=raw)
         raise typer.Exit(fleet_commands.plan_command(hosts, out, as_json, detailed_exitcode, out_file))
-    loaded, _ = workflow.spec_from(spec)
+    loaded = preloaded or workflow.spec_from(spec)[0]
     target = workflow.Target(
         facts_file=facts, from_raw=from_raw, inventory=inventory, limit=limit, forks=forks
     )

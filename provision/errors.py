@@ -12,6 +12,8 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from pydantic import ValidationError
 
 
@@ -81,10 +83,21 @@ def name_list(names: Sequence[str], most: int = 8) -> str:
 
 
 class Interrupted(ProvisionError):
-    """Ctrl-C stopped the command; an Ansible run it started ended ``canceled`` (its process group
-    killed). Exit 130, as a shell reports SIGINT (README, "Exit codes")."""
+    """Ctrl-C stopped the command; an Ansible run it started ended ``canceled`` (every process of
+    it ended). Exit 130, as a shell reports SIGINT (README, "Exit codes").
+
+    ``left_running``: processes of the run that could not be ended (``pid <n>: <command line>``,
+    :attr:`provision.ansible.PlayResult.left_running`); the message names them when there are any.
+    """
 
     exit_code = 130
 
-    def __init__(self, message: str = "Ctrl-C stopped the run; nothing of it is left running") -> None:
+    def __init__(self, message: str | None = None, left_running: Sequence[str] = ()) -> None:
+        self.left_running = tuple(left_running)
+        if message is None:
+            message = "Ctrl-C stopped the run; " + (
+                f"still running, could not be ended: {'; '.join(self.left_running)}"
+                if self.left_running
+                else "nothing of it is left running"
+            )
         super().__init__(message)

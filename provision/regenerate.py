@@ -18,11 +18,11 @@ from provision.detect import early
 
 
 def early_probes_text() -> str:
-    """``provision/detect/probes.json``: the registry's probes that need no venv, in the collector's
-    input form."""
+    """``provision/detect/probes.json``: the registry's probes in the collector's input form, the
+    venv written as :data:`provision.detect.early.VENV`."""
     from provision.detect.registry import all_probes
 
-    return json.dumps([p.to_json() for p in all_probes(None)], indent=1) + "\n"
+    return json.dumps([p.to_json() for p in all_probes(early.VENV)], indent=1) + "\n"
 
 
 def main() -> None:

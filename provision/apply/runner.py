@@ -50,10 +50,12 @@ class ApplyResult:
     status: str
     rc: int
     hosts: dict[str, HostResult] = field(default_factory=dict)
+    left_running: tuple[str, ...] = ()
+    """After Ctrl-C, processes of the run that could not be ended (``pid <n>: <command line>``)."""
 
     @property
     def interrupted(self) -> bool:
-        """Stopped by Ctrl-C: ansible-runner killed ansible-playbook's process group (``canceled``)."""
+        """Stopped by Ctrl-C: every process of the run was ended (``canceled``)."""
         return self.status == "canceled"
 
     @property
@@ -98,7 +100,13 @@ def run_playbook(
         forks=forks,
         on_event=on_event,
     )
-    return ApplyResult(run_dir=run_dir, status=played.status, rc=played.rc, hosts=host_results(played))
+    return ApplyResult(
+        run_dir=run_dir,
+        status=played.status,
+        rc=played.rc,
+        hosts=host_results(played),
+        left_running=played.left_running,
+    )
 
 
 def _save_plans(plans: dict[str, Plan], run_dir: Path) -> None:

@@ -115,6 +115,8 @@ class SingleView:
         converged = not left and applied.result.succeeded
         self.report.data["run_dir"] = str(applied.result.run_dir)
         self.report.data["hosts"] = {h.host: dataclasses.asdict(h) for h in applied.result.hosts.values()}
+        if applied.result.interrupted:  # processes of the run that outlived Ctrl-C (normally none)
+            self.report.data["left_running"] = list(applied.result.left_running)
         ended = "interrupted" if applied.result.interrupted else "applied" if converged else "failed"
         return self.report.outcome(ended, converged=converged)
 

@@ -142,9 +142,15 @@ def apply_planned(hosts: Hosts, planned: FleetPlan, options: ApplyOptions, view:
     again = applied.again
     code = view.show_applied(planned, applied)
     if result.interrupted:
+        left = escape("; ".join(result.left_running))
+        ended = (
+            f"but processes of it could not be ended: {left}; end them, then"
+            if result.left_running
+            else "(every process of it was ended, nothing of it is left running);"
+        )
         view.console.print(
-            "[bold red]Interrupted[/]: Ctrl-C stopped Ansible (its process group was killed, nothing of it "
-            "is left running); run the same apply again to finish."
+            f"[bold red]Interrupted[/]: Ctrl-C stopped Ansible {ended} run the same apply again to finish.",
+            soft_wrap=True,
         )
         code = INTERRUPTED
     else:  # after Ctrl-C no other play is started: no lock, no support bundle

@@ -12,5 +12,12 @@ MODULES = (
     "provision.catalog.packages",
     "provision.versions",
 )
-SOURCES_SHA256 = "e86ca682e9301fb5d7b0223b321631a3e0b4692f53af21cd957de00365a8a2aa"
+SOURCES = (
+    "provision.catalog.catalog",
+    "provision.catalog.models",
+    "provision.catalog.packages",
+    "provision.models",
+    "provision.versions",
+)
+SOURCES_SHA256 = "6dfbf39eb6b9ca64e65b7d8ab87bdfe962b1c6e0831c54b9bb574b3b6f5572fb"
 PYDANTIC_MAJOR = "2"

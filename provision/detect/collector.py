@@ -41,11 +41,15 @@ def _result(argv: list[str], output: str, rc: int) -> dict[str, Any]:
 
 _RUNNING: set[subprocess.Popen[bytes]] = set()
 """Probes running now (their sessions), for :func:`kill_running`."""
+_STOPPED = [False]
+"""Set by :func:`kill_running`: a probe started afterwards is killed at once."""
 
 
 def kill_running() -> None:
-    """Kill every probe still running (each one's whole session): for a process exiting before
-    it collected them."""
+    """Kill every probe still running (each one's whole session), and any started from now on:
+    for a process exiting before it collected them (its probe threads are joined before it exits,
+    so a probe left running would hold the exit up to its timeout)."""
+    _STOPPED[0] = True
     for proc in list(_RUNNING):
         _kill_group(proc)
 
@@ -81,6 +85,8 @@ def run_probe(argv: list[str], timeout: float) -> dict[str, Any]:
     except PermissionError:
         return _result(argv, f"{argv[0]}: permission denied\n", NOT_EXECUTABLE_RC)
     _RUNNING.add(proc)
+    if _STOPPED[0]:  # kill_running ran while this probe was starting: it may have missed it
+        _kill_group(proc)
     try:
         return _wait(proc, argv, timeout)
     finally:

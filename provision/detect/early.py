@@ -19,7 +19,6 @@ Stdlib only (it is imported before anything else a command needs).
 
 from __future__ import annotations
 
-import atexit
 import json
 import threading
 from datetime import UTC, datetime
@@ -27,13 +26,16 @@ from pathlib import Path
 from typing import Any
 
 PROBES = Path(__file__).resolve().parent / "probes.json"
+VENV = "\x00venv\x00"
+"""Stands for the venv in ``probes.json``: an argv element equal to it is replaced by the spec's
+venv (a NUL can never be in a real argument, so no real probe carries it)."""
 
 _lock = threading.Lock()
-_pending: _Collection | None = None
+_pending: list[_Collection] = []
 
 
 class _Collection:
-    """The static probes running in a background thread, and when they started."""
+    """Probes running in a background thread, and when they started."""
 
     def __init__(self, probes: list[dict[str, Any]]) -> None:
         self.probes = probes
@@ -78,43 +80,76 @@ def _is_probe(item: object) -> bool:
     )
 
 
-def start() -> None:
-    """Start running the static probes in the background (once; later calls do nothing until
-    :func:`collect` took the outputs)."""
-    global _pending
+def _needs_venv(probe: dict[str, Any]) -> bool:
+    return any(VENV in a for a in probe["argv"])
+
+
+def _start(probes: list[dict[str, Any]]) -> None:
     with _lock:
-        if _pending is None and (probes := read_probes()):
-            _pending = _Collection(probes)
-            atexit.register(_stop)
+        if probes:
+            _pending.append(_Collection(probes))
 
 
-def _stop() -> None:
-    """At exit: kill the probes a command that ended early (an error) never collected."""
+def start() -> None:
+    """Start running the probes that need no venv in the background (once until :func:`collect`)."""
+    with _lock:
+        if _pending:
+            return
+    _start([p for p in read_probes() if not _needs_venv(p)])
+
+
+def start_venv(venv: str) -> None:
+    """Start running the venv probes for ``venv`` too (after :func:`start`, once the spec names its
+    venv). A probe whose argv holds the placeholder other than as a whole element is skipped."""
+    if "\x00" in venv:
+        return
+    with _lock:
+        if not _pending:
+            return
+    chosen = [p for p in read_probes() if _needs_venv(p) and VENV in p["argv"]]
+    _start(
+        [
+            {**p, "argv": [venv if a == VENV else a for a in p["argv"]]}
+            for p in chosen
+            if all(a == VENV or VENV not in a for a in p["argv"])
+        ]
+    )
+
+
+def stop() -> None:
+    """Kill the probes a command that is ending never collected (it failed, or was interrupted,
+    before detecting), and any still starting; called by :func:`provision.cli.main` as the command
+    returns. Not an ``atexit`` hook: the interpreter joins the probes' worker threads before it
+    runs those, so a hung probe would hold the exit up to its timeout (20 s for ``nvidia-smi -q``)."""
     from provision.detect import collector
 
+    with _lock:
+        _pending.clear()  # their outputs are killed probes' now: nothing may take them over
     collector.kill_running()
 
 
 def collect(probes: list[dict[str, Any]]) -> tuple[dict[str, dict[str, Any]], datetime | None]:
     """Outputs of ``probes`` (collector input form), in their order, and when the early run started.
 
-    Probes the early run holds exactly (id, argv, timeout) are taken from it; the others run now,
+    Probes an early run holds exactly (id, argv, timeout) are taken from it; the others run now,
     concurrently. Without an early run everything runs now and the time is None.
     """
     from provision.detect import collector
 
-    global _pending
     with _lock:
-        early, _pending = _pending, None
-    if early is None:
+        early = list(_pending)
+        _pending.clear()
+    if not early:
         return collector.collect(probes), None
-    held = {p["id"]: p for p in early.probes}
+    held = {p["id"]: p for run in early for p in run.probes}
     rest = [p for p in probes if held.get(p["id"]) != p]
     fresh = collector.collect(rest) if rest else {}
-    done = early.wait()
-    lacking = [p for p in probes if p["id"] not in fresh and p["id"] not in done]  # the early run failed
+    done: dict[str, dict[str, Any]] = {}
+    for run in early:
+        done.update(run.wait())
+    lacking = [p for p in probes if p["id"] not in fresh and p["id"] not in done]  # an early run failed
     merged = {**done, **fresh, **(collector.collect(lacking) if lacking else {})}
-    return {p["id"]: merged[p["id"]] for p in probes}, early.started
+    return {p["id"]: merged[p["id"]] for p in probes}, early[0].started
 
 
-__all__ = ["PROBES", "collect", "read_probes", "start"]
+__all__ = ["PROBES", "VENV", "collect", "read_probes", "start", "start_venv", "stop"]

@@ -157,9 +157,9 @@ def detect_remote(
     if play_hosts != []:
         with tempfile.TemporaryDirectory(prefix="provision-detect-") as tmp:
             play_limit = limit if play_hosts is None else ",".join(play_hosts)
-            rc, tail, interrupted = _run_play(Path(tmp), inventory, play_limit, probes, forks, take)
-        if interrupted:
-            raise Interrupted()
+            rc, tail, left = _run_play(Path(tmp), inventory, play_limit, probes, forks, take)
+        if left is not None:  # Ctrl-C; ``left``: processes of the play it could not end (normally none)
+            raise Interrupted(left_running=left)
         if not found and rc != 0:
             raise FactsError(f"ansible-playbook failed (rc {rc}) before any host reported: {tail}")
     return {h: found[h] for h in order if h in found} | found
@@ -238,9 +238,9 @@ def _run_play(
     probes: list[Probe],
     forks: int | None,
     on_event: Callable[[dict[str, Any]], None],
-) -> tuple[int, str, bool]:
+) -> tuple[int, str, tuple[str, ...] | None]:
     """Run the detection play through the one ansible-runner call site; (rc, last stdout line,
-    whether Ctrl-C stopped it).
+    None, or when Ctrl-C stopped it the processes of it still running: normally none).
 
     Events go to ``on_event`` as they arrive and are not kept. Host keys are checked
     (:func:`provision.ansible.ansible_env`): detection must not silently trust a new machine.
@@ -258,7 +258,7 @@ def _run_play(
         keep=False,
         pipelining=True,
     )
-    return run.rc, run.stdout_tail, run.interrupted
+    return run.rc, run.stdout_tail, run.left_running if run.interrupted else None
 
 
 def _write_project(project: Path, probes: list[Probe]) -> None:

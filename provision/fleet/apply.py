@@ -125,6 +125,8 @@ class FleetView:
         self.console.print(outcome_table(applied.outcomes))
         ok = all(o.ok for o in applied.outcomes)
         self.report.applied(planned, applied, ok)
+        if applied.result.interrupted:  # processes of the run that outlived Ctrl-C (normally none)
+            self.report.data["left_running"] = list(applied.result.left_running)
         return 0 if ok else 1
 
     def after_reboot(self) -> FleetView:

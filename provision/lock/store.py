@@ -91,7 +91,7 @@ def run_lock_play(
         limit=limit if default is not None else ",".join(args),
     )
     if played.interrupted:
-        raise Interrupted()
+        raise Interrupted(left_running=played.left_running)
     results = _results(played.events)
     if not results and played.rc != 0:
         raise LockReadError(

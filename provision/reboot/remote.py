@@ -80,5 +80,6 @@ def outcomes(played: ansible.PlayResult, hosts: Iterable[str]) -> dict[str, str 
             word = "unreachable" if kind == "runner_on_unreachable" else "reboot failed"
             found[host] = f"{word}: {ansible.failure_message(data.get('res') or {})}"
     if played.interrupted:
-        return {h: found.get(h, INTERRUPTED) for h in hosts}
+        left = f"; still running, could not be ended: {'; '.join(played.left_running)}"
+        return {h: found.get(h, INTERRUPTED + (left if played.left_running else "")) for h in hosts}
     return {h: found.get(h, f"no result from Ansible ({played.stdout_tail})") for h in hosts}

@@ -134,7 +134,7 @@ def verify_remote(
         with tempfile.TemporaryDirectory(prefix="provision-verify-") as tmp:
             played = _run_play(Path(tmp), inventory, jobs, forks)
     if played.interrupted:
-        raise Interrupted()
+        raise Interrupted(left_running=played.left_running)
     collected = collector_results(played.events)
     if not collected and played.rc != 0:
         raise FactsError(

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 
+from provision import gcpolicy
 from provision.catalog import Catalog
 from provision.detect.facts import Facts, Unknown
 from provision.errors import FactsError
@@ -69,6 +70,7 @@ def collect(spec: Spec, facts: Facts) -> VerifyInputs:
     The GPU program runs only when nvidia-smi sees GPUs and the venv has an interpreter;
     otherwise the reason is recorded and the GPU checks fail or skip with it.
     """
+    gcpolicy.long_running()  # the loads and the sampler run for seconds
     gpu_run = _gpu_run(spec, facts)
     serve, monitoring = services.collect(spec.serve, spec.monitoring)
     return VerifyInputs(

@@ -25,7 +25,7 @@ def _probe(probe_id: str, script: str, timeout: float = 10.0) -> dict[str, Any]:
 def probes_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "probes.json"
     monkeypatch.setattr(early, "PROBES", path)
-    monkeypatch.setattr(early, "_pending", None)
+    monkeypatch.setattr(early, "_pending", [])
     return path
 
 
@@ -33,12 +33,45 @@ def _runs(log: Path) -> list[str]:
     return log.read_text(encoding="utf-8").split() if log.exists() else []
 
 
-def test_the_shipped_list_is_the_registrys_probes_that_need_no_venv() -> None:
+def test_the_shipped_list_is_the_registrys_probes_with_the_venv_as_a_placeholder() -> None:
     assert early.PROBES.read_text(encoding="utf-8") == regenerate.early_probes_text(), (
         "provision/detect/probes.json is stale: run `python3 -m provision.regenerate`"
     )
-    ids = {p["id"] for p in early.read_probes()}
-    assert "nvidia-smi-q" in ids and not ids & {"venv", "torch"}
+    listed = early.read_probes()
+    with_venv = {p["id"] for p in listed if early.VENV in p["argv"]}
+    assert with_venv == {"venv", "torch"}
+    assert "nvidia-smi-q" in {p["id"] for p in listed}
+
+
+def test_venv_probes_start_with_the_spec_venv_and_are_taken_over(probes_file: Path, tmp_path: Path) -> None:
+    from provision.detect.registry import all_probes
+
+    venv = str(tmp_path / "venv with 'quotes'")
+    probes_file.write_text(regenerate.early_probes_text(), encoding="utf-8")
+    early.start_venv(venv)  # before start(): nothing to add to
+    assert early._pending == []
+    early.start()
+    early.start_venv(venv)
+    assert len(early._pending) == 2
+    assert [p["argv"][-1] for p in early._pending[1].probes] == [venv, venv]
+    asked = [p.to_json() for p in all_probes(venv)]
+    results, _ = early.collect(asked)
+    assert results["torch"]["output"].startswith(f"venv {venv}\n")
+    assert list(results) == [p["id"] for p in asked]
+
+
+def test_a_venv_holding_a_nul_or_a_placeholder_inside_an_argument_is_not_substituted(
+    probes_file: Path,
+) -> None:
+    inside = {"id": "x", "argv": ["sh", "-c", f"echo {early.VENV}"], "timeout": 5.0}
+    whole = {"id": "y", "argv": ["echo", early.VENV], "timeout": 5.0}
+    probes_file.write_text(json.dumps([_probe("a", "true"), inside, whole]), encoding="utf-8")
+    early.start()
+    early.start_venv("/opt/v\x00x")
+    assert len(early._pending) == 1
+    early.start_venv("/opt/v")
+    assert [p["id"] for p in early._pending[1].probes] == ["y"]
+    assert early._pending[1].probes[0]["argv"] == ["echo", "/opt/v"]
 
 
 def test_a_started_probe_is_taken_over_not_run_again(probes_file: Path, tmp_path: Path) -> None:
@@ -77,12 +110,15 @@ def test_a_missing_or_broken_list_starts_nothing(probes_file: Path, text: str) -
     probes_file.write_text(text, encoding="utf-8")
     assert early.read_probes() == []
     early.start()
-    assert early._pending is None
+    assert early._pending == []
     results, when = early.collect([_probe("a", "echo fine")])
     assert results["a"]["output"] == "fine\n" and when is None
 
 
-def test_probes_a_command_never_collected_are_killed_at_exit(probes_file: Path, tmp_path: Path) -> None:
+def test_probes_a_command_never_collected_are_killed_at_exit(
+    probes_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(collector, "_STOPPED", [False])  # stop() is final for the process
     pid_file = tmp_path / "pid"
     probes_file.write_text(json.dumps([_probe("slow", f"echo $$ > {pid_file}; exec sleep 60", 120)]), "utf-8")
     early.start()
@@ -91,9 +127,10 @@ def test_probes_a_command_never_collected_are_killed_at_exit(probes_file: Path, 
         assert time.monotonic() < deadline, "the early probe never started"
         time.sleep(0.01)
     pid = int(pid_file.read_text(encoding="utf-8"))
-    early._stop()
-    results, _ = early.collect([])  # joins the early run: its probe was killed, not left to time out
-    assert results == {}
+    run = early._pending[0]
+    early.stop()
+    assert early._pending == []  # a killed probe's output is never taken over
+    assert run.wait()["slow"]["rc"] == -9  # killed, not left to time out
     assert not collector._RUNNING
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
@@ -106,6 +143,7 @@ def test_live_detect_and_plan_start_the_probes_first_offline_ones_do_not(
 
     calls: list[str] = []
     monkeypatch.setattr(early, "start", lambda: calls.append("start"))
+    monkeypatch.setattr(early, "start_venv", lambda venv: calls.append(venv))
     runner = CliRunner()
     spec = str(Path(__file__).resolve().parents[2] / "specs" / "h200-ubuntu2404.yaml")
     runner.invoke(cli, ["plan", spec, "--from-raw", str(RAW)])
@@ -113,7 +151,7 @@ def test_live_detect_and_plan_start_the_probes_first_offline_ones_do_not(
     assert calls == []
     runner.invoke(cli, ["detect", "--json"])
     runner.invoke(cli, ["plan", spec, "--json"])
-    assert calls == ["start", "start"]
+    assert calls == ["start", "start", "/opt/torch/.venv"]
 
 
 def test_detection_is_stamped_when_the_early_probes_started(probes_file: Path) -> None:
@@ -122,7 +160,54 @@ def test_detection_is_stamped_when_the_early_probes_started(probes_file: Path) -
 
     probes_file.write_text(json.dumps([p.to_json() for p in all_probes(None)]), encoding="utf-8")
     early.start()
-    assert early._pending is not None
-    started = early._pending.started
+    assert early._pending
+    started = early._pending[0].started
     facts = detect_local()
     assert facts.collected_at == started
+
+
+_FAILING_COMMAND = """
+import json, sys, time
+from pathlib import Path
+from provision.detect import early
+early.PROBES = Path(sys.argv[1])
+from provision import cli
+def failing() -> None:
+    early.start()
+    while not Path(sys.argv[2]).exists():  # the hung probe runs
+        time.sleep(0.01)
+    raise SystemExit(3)  # a command refusing its input before it detects
+cli.cli = failing
+cli.main()
+"""
+
+
+def test_a_command_failing_before_it_detects_exits_at_once_not_after_its_probes(tmp_path: Path) -> None:
+    """The console entry point kills the uncollected probes before the interpreter joins their
+    threads (an atexit hook runs after that join: the exit waited for the probe's timeout)."""
+    import subprocess
+    import sys
+
+    probes = tmp_path / "probes.json"
+    running = tmp_path / "running"
+    hung = _probe("hung", f"touch {running}; exec sleep 30", 60)
+    probes.write_text(json.dumps([hung, _probe("ok", "true")]), "utf-8")
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-c", _FAILING_COMMAND, str(probes), str(running)],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 3, done.stderr
+    assert time.monotonic() - started < 10, "the exit waited for a probe the command never collected"
+
+
+def test_a_probe_starting_after_the_stop_is_killed_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(collector, "_STOPPED", [False])
+    collector.kill_running()
+    started = time.monotonic()
+    result = collector.run_probe(["sleep", "30"], 60)
+    assert result["rc"] == -9 and time.monotonic() - started < 10

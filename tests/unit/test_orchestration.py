@@ -279,3 +279,18 @@ def test_verify_this_machine_and_inventory_hosts_the_same_way(tmp_path: Path) ->
     same = [(r.id, r.status) for r in fleet.hosts["h200"].report.results]
     assert same == [(r.id, r.status) for r in local.hosts[LOCALHOST].report.results]
     assert json.loads(local.hosts[LOCALHOST].report.model_dump_json())["spec"] == "h200.yaml"
+
+
+@pytest.mark.parametrize("left", [(), ("pid 4242: /usr/bin/dpkg --configure -a",)])
+def test_ctrl_c_is_interrupted_and_130_and_names_any_process_that_outlived_it(
+    tmp_path: Path, console: Console, ansible_run: Any, replan: Any, left: tuple[str, ...]
+) -> None:
+    hosts, planned = two_hosts(tmp_path)
+    ansible_run.return_value = runner.ApplyResult(tmp_path / "run", "canceled", 254, {}, left_running=left)
+    report = JsonReport(True)
+    code = apply_planned(hosts, planned, options(tmp_path), SingleView(console, report, "s"))
+    text = console.export_text()
+    assert code == 130 and report.data["outcome"] == "interrupted" and "Interrupted" in text
+    assert report.data["left_running"] == list(left)
+    assert ("nothing of it is left running" in text) == (not left)
+    assert all(pid in text for pid in left)

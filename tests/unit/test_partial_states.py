@@ -193,3 +193,29 @@ def test_apply_refuses_a_held_driver_replacement_without_consent() -> None:
     check_consent({"gpu1": plan}, replace_held=True)
     consenting = make_plan(spec(driver__replace_held=True), fresh_ubuntu(packages=held), CATALOG)
     check_consent({"gpu1": consenting}, replace_held=False)
+
+
+def test_the_venv_probe_finds_a_wheel_whose_files_are_gone_on_a_real_tree(tmp_path: Path) -> None:
+    from provision.detect import collector
+    from provision.detect.registry import all_probes
+
+    site = tmp_path / "lib" / "python3.12" / "site-packages"
+    (tmp_path / "bin").mkdir(parents=True)
+    (tmp_path / "pyvenv.cfg").write_text("version = 3.12.3\n", encoding="utf-8")
+    for name, present in (("whole", True), ("torn", False)):
+        info = site / f"{name}-1.0.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text(f"Name: {name}\n", encoding="utf-8")
+        (info / "RECORD").write_text(
+            f"{name}/__init__.py,,\n{name}-1.0.dist-info/RECORD,,\n../../../bin/{name},,\n", encoding="utf-8"
+        )
+        if present:
+            (site / name).mkdir()
+    venv_probe = next(p for p in all_probes(str(tmp_path)) if p.id == "venv")
+    result = collector.run_probe(list(venv_probe.argv), venv_probe.timeout)
+    assert result["rc"] == 0, result["output"]
+    assert f"incomplete {site}/torn-1.0.dist-info" in result["output"].splitlines()
+    assert "whole-1.0.dist-info" not in result["output"].replace(f"{site}/whole-1.0.dist-info\n", "")
+    venv = parse_venv(result["output"], result["rc"])
+    assert isinstance(venv, Venv)
+    assert venv.incomplete == {"torn": "1.0"} and venv.distributions.get("whole") == "1.0"

@@ -7,6 +7,7 @@ import io
 import os
 import pickle
 import shutil
+import typing
 from pathlib import Path
 
 import pytest
@@ -181,3 +182,104 @@ def test_versions_are_pickled_as_their_text() -> None:
     catalog = load_catalog_from(prebuilt.DATA_DIR)
     assert Recorder(io.BytesIO(snapshot.dumps(catalog))).load() == catalog
     assert {name for module, name in named if module.startswith("packaging")} == {"Version"}
+
+
+def _global(module: str, name: str) -> bytes:
+    """A protocol 4 pickle of the global ``module``.``name`` alone."""
+
+    def text(value: str) -> bytes:
+        raw = value.encode()
+        return b"\x8c" + bytes([len(raw)]) + raw  # SHORT_BINUNICODE
+
+    return b"\x80\x04" + text(module) + text(name) + b"\x93."  # PROTO 4, STACK_GLOBAL, STOP
+
+
+@pytest.mark.parametrize(
+    ("module", "name"),
+    [
+        ("packaging.version", "InvalidVersion.__class__"),  # `type`, through a dotted name
+        ("provision.catalog.catalog", "re.functools.partial"),  # another module's class
+        ("provision.catalog.catalog", "Frozen"),  # a class the module imported
+        ("provision.catalog.models", "functools.partial"),
+    ],
+)
+def test_the_unpickler_resolves_no_class_outside_the_modules_it_names(module: str, name: str) -> None:
+    assert pickle.loads(_global(module, name)) is not None  # plain pickle resolves every one
+    with pytest.raises(pickle.UnpicklingError, match="is not a catalog class"):
+        snapshot._Unpickler(_global(module, name), frozenset(snapshot_key.MODULES)).load()
+
+
+def test_the_unpickler_resolves_the_classes_defined_in_the_modules_it_names() -> None:
+    from packaging.version import Version
+
+    from provision.catalog.catalog import Catalog
+
+    allowed = frozenset(snapshot_key.MODULES)
+    assert snapshot._Unpickler(_global("provision.catalog.catalog", "Catalog"), allowed).load() is Catalog
+    assert snapshot._Unpickler(_global("packaging.version", "Version"), allowed).load() is Version
+
+
+def test_a_change_to_a_module_the_catalog_classes_build_on_makes_the_snapshot_unused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``provision.models.Frozen`` (the base of every catalog model, its config) is in no pickled
+    global, yet changing it can change what validating the YAML makes."""
+    assert snapshot.load(_shipped_digest()) is not None
+    real = snapshot._source
+
+    def edited(name: str) -> bytes | None:
+        raw = real(name)
+        return raw + b"\n# edited\n" if name == "provision.models" and raw is not None else raw
+
+    monkeypatch.setattr(snapshot, "_source", edited)
+    assert snapshot.load(_shipped_digest()) is None
+    assert load_catalog_from(prebuilt.DATA_DIR) == load_catalog_from(prebuilt.DATA_DIR, prebuilt=False)
+
+
+def _project_classes(annotation: object) -> set[type]:
+    """The project's classes an annotation names, through ``dict[str, X]``, ``X | None`` etc."""
+    found = {annotation} if isinstance(annotation, type) else set()
+    for arg in typing.get_args(annotation):
+        found |= _project_classes(arg)
+    return {c for c in found if c.__module__.startswith("provision.")}
+
+
+def test_the_hashed_sources_hold_every_project_module_the_catalog_classes_come_from() -> None:
+    from provision.catalog.catalog import Catalog
+
+    seen: set[type] = set()
+    todo: list[type] = [Catalog]
+    while todo:
+        cls = todo.pop()
+        seen.add(cls)
+        for field in getattr(cls, "model_fields", {}).values():
+            todo.extend(_project_classes(field.annotation) - seen)
+    modules = {base.__module__ for cls in seen for base in cls.__mro__}
+    assert {m for m in modules if m.startswith("provision.")} <= set(snapshot_key.SOURCES)
+    assert "provision.models" in snapshot_key.SOURCES  # Frozen: the base of every catalog model
+
+
+@pytest.mark.parametrize(
+    "problem",
+    [SyntaxError("torn write"), ImportError("missing")],
+    ids=["does-not-import", "missing"],
+)
+def test_a_key_module_that_does_not_import_falls_back_to_validation(
+    monkeypatch: pytest.MonkeyPatch, problem: Exception
+) -> None:
+    real = snapshot.importlib.import_module
+
+    def failing(name: str, package: str | None = None) -> object:
+        if name == "provision.catalog.snapshot_key":
+            raise problem
+        return real(name, package)
+
+    monkeypatch.setattr(snapshot.importlib, "import_module", failing)
+    assert snapshot.load(_shipped_digest()) is None
+    assert load_catalog_from(prebuilt.DATA_DIR) == load_catalog_from(prebuilt.DATA_DIR, prebuilt=False)
+
+
+@pytest.mark.parametrize("name", ["SOURCES", "MODULES", "PICKLE_SHA256"])
+def test_a_key_of_another_layout_is_not_used(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    monkeypatch.delattr(snapshot_key, name)
+    assert snapshot.load(_shipped_digest()) is None
