@@ -1,7 +1,8 @@
 """What a spec may name, as ``provision catalog`` lists it: one table per spec field family.
 
 Pure: each table is a list of rows (plain data, JSON-ready) built from the loaded catalog, with
-the spec field it feeds and each row's source keys (``data/sources.yaml``).
+the spec field it feeds and each row's source keys (``data/sources.yaml``); the listing closes
+with those keys' citations and URLs, so that every key a row (or a finding) names can be opened.
 """
 
 from __future__ import annotations
@@ -126,13 +127,29 @@ ROWS: dict[Table, Callable[[Catalog], list[dict[str, Any]]]] = {
 
 
 def listing(cat: Catalog, tables: tuple[Table, ...] = TABLES) -> dict[str, Any]:
-    """``{table: {"spec_field": str, "rows": [row, ...]}}`` for ``tables``, in that order."""
-    return {t: {"spec_field": SPEC_FIELDS[t], "rows": ROWS[t](cat)} for t in tables}
+    """``{table: {"spec_field": str, "rows": [row, ...]}, ..., "sources": {key: {"cite", "url"}}}``.
+
+    The tables are ``tables``, in that order; ``sources`` holds every key their rows cite, in order
+    of first citation, with its citation and URL (``None`` for a document in this repository).
+    """
+    data: dict[str, Any] = {t: {"spec_field": SPEC_FIELDS[t], "rows": ROWS[t](cat)} for t in tables}
+    cited = dict.fromkeys(k for t in tables for row in data[t]["rows"] for k in row["source"])
+    data["sources"] = {k: {"cite": cat.sources[k].cite, "url": cat.sources[k].url} for k in cited}
+    return data
 
 
 def render_listing(data: dict[str, Any], console: Console) -> None:
-    """Each table of :func:`listing` as a rich table titled with the spec field it feeds."""
+    """Each table of :func:`listing` as a rich table titled with the spec field it feeds, then the
+    source keys with their citations and URLs."""
     for name, table in data.items():
+        if name == "sources":
+            view = RichTable(title="sources (the keys above)", title_justify="left")
+            for column in ("key", "cite", "url"):
+                view.add_column(column)
+            for key, source in table.items():
+                view.add_row(escape(key), escape(source["cite"]), escape(_cell(source["url"])))
+            console.print(view)
+            continue
         rows = table["rows"]
         view = RichTable(title=f"{name} ({table['spec_field']})", title_justify="left")
         for column in rows[0] if rows else ():

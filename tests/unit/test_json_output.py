@@ -237,7 +237,7 @@ def test_catalog_table(table: str) -> None:
     result = invoke("catalog", table, "--json")
     assert result.exit_code == 0, result.output
     doc = document(result)
-    assert set(doc) == {"format_version", table} and doc[table]["rows"]
+    assert set(doc) == {"format_version", table, "sources"} and doc[table]["rows"]
 
 
 def test_catalog_error_is_a_document() -> None:
