@@ -407,8 +407,14 @@ def _save_plan(plans: dict[str, Plan], path: Path) -> None:
 
     if len(plans) != 1:
         raise ProvisionError("--out saves one reachable host's plan; use --limit to choose one host")
-    write_output(path, sealed(next(iter(plans.values()))).model_dump_json(indent=2))
-    err.print(f"Saved the plan to {path}; run `provision apply {path}` to apply exactly this plan.")
+    plan = next(iter(plans.values()))
+    write_output(path, sealed(plan).model_dump_json(indent=2))
+    if plan.refused:
+        err.print(f"Saved the refused plan to {path} for review: `provision apply` refuses it.")
+    elif not plan.changes:
+        err.print(f"Saved the plan to {path}: it changes nothing.")
+    else:
+        err.print(f"Saved the plan to {path}; run `provision apply {path}` to apply exactly this plan.")
 
 
 def _plan_exit(plans: dict[str, Plan], detailed: bool) -> int:

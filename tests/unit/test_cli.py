@@ -266,3 +266,22 @@ def test_an_unknown_spec_key_says_which_key_was_meant(tmp_path: Path) -> None:
         "driver.brnach: unknown key (not part of spec v1; see `provision schema`); did you mean 'branch'?"
         in (result.output)
     )
+
+
+@pytest.mark.parametrize(
+    ("spec", "raw", "said"),
+    [
+        (A100X_SPEC, H200_RAW, "Saved the refused plan to {out} for review: `provision apply` refuses it"),
+        (H200_SPEC, H200_RAW, "Saved the plan to {out}: it changes nothing"),
+        (
+            H200_SPEC,
+            str(ROOT / "tests" / "fixtures" / "raw" / "h200-ubuntu2404-probes"),
+            "Saved the plan to {out}; run `provision apply {out}` to apply exactly this plan.",
+        ),
+    ],
+)
+def test_plan_out_says_what_the_saved_plan_is_for(spec: str, raw: str, said: str, tmp_path: Path) -> None:
+    out = tmp_path / "plan.json"
+    result = CliRunner().invoke(cli, ["plan", spec, "--from-raw", raw, "--out", str(out)])
+    assert out.is_file(), result.output
+    assert said.format(out=out) in " ".join(result.stderr.split()), result.stderr
