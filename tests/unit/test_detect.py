@@ -91,7 +91,7 @@ def test_facts_from_raw_takes_the_venv_a_capture_did_not_record() -> None:
 
 def test_facts_from_the_real_shared_fixture_dir() -> None:
     if not SHARED_H200.is_dir():
-        pytest.skip("../shared/fixtures is not checked out next to the repository")
+        pytest.skip("developers' check: the originals of the copied H200 captures are not here")
     facts = facts_from_raw(SHARED_H200)
     _assert_h200(facts)
     assert Facts.model_validate_json(facts.model_dump_json()) == facts

@@ -106,7 +106,7 @@ def test_h200_lspci_not_found(name: str) -> None:
 
 def test_shared_copies_match_the_originals() -> None:
     if not SHARED_H200.is_dir():
-        pytest.skip("../shared/fixtures is not checked out next to the repository")
+        pytest.skip("developers' check: the originals of the copied H200 captures are not here")
     for copy in sorted(H200_RAW.glob("*.txt")):
         assert copy.read_text() == (SHARED_H200 / copy.name).read_text(), copy.name
 
