@@ -102,7 +102,34 @@ def _format_error(path: Path, data: Any, err: Any) -> str:
     if err["type"] == "extra_forbidden":
         hint = did_you_mean(str(loc[-1]), accepted_keys(Spec, loc[:-1])) if loc else ""
         message = f"unknown key (not part of spec v1; see `provision schema`){hint}"
+    quotes = err["type"] == "string_type" or message.startswith("write the version in quotes")
+    if quotes and (written := _number_as_written(data, loc)) is not None:
+        message = f'write it in quotes, "{written}": YAML reads an unquoted {written} as a number'
     return f"{path}:{line}:{col}: {field}: {message}"
+
+
+def _number_as_written(data: Any, loc: tuple[Any, ...]) -> str | None:
+    """The number at ``loc`` as the file writes it (``13.10``, not ``13.1``), or None for anything else.
+
+    YAML reads an unquoted ``24.04`` as a float, so a version field gets a number; the round-trip
+    loader keeps the scalar's written form, which dumping it alone gives back.
+    """
+    import io
+
+    from ruamel.yaml import YAML
+
+    node = data
+    for part in loc:
+        in_map = isinstance(node, CommentedMap) and part in node
+        in_seq = isinstance(node, CommentedSeq) and isinstance(part, int) and part < len(node)
+        if not (in_map or in_seq):
+            return None
+        node = node[part]
+    if isinstance(node, bool) or not isinstance(node, int | float):
+        return None
+    text = io.StringIO()
+    YAML(typ="rt").dump(node, text)
+    return text.getvalue().splitlines()[0]
 
 
 def _is_union_tag(part: Any) -> bool:

@@ -269,6 +269,28 @@ def test_an_unknown_spec_key_says_which_key_was_meant(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    ("line", "written", "field"),
+    [
+        ('  version: "24.04"', "  version: 24.04", "os.version"),
+        ('  toolkit: "13.0"', "  toolkit: 13.10", "cuda.toolkit"),
+        ('  interpreter: "3.12"', "  interpreter: 3.10", "python.interpreter"),
+    ],
+)
+def test_a_value_yaml_reads_as_a_number_says_to_quote_it_as_written(
+    line: str, written: str, field: str, tmp_path: Path
+) -> None:
+    spec = tmp_path / "unquoted.yaml"
+    text = Path(A100X_SPEC).read_text()
+    assert line in text
+    spec.write_text(text.replace(line, written, 1))
+    result = run("validate", str(spec))
+    assert result.exit_code == 2
+    token = written.split(": ")[1]
+    said = f'{field}: write it in quotes, "{token}": YAML reads an unquoted {token} as a number'
+    assert said in result.output and len(result.output.splitlines()) == 1, result.output
+
+
+@pytest.mark.parametrize(
     ("spec", "raw", "said"),
     [
         (A100X_SPEC, H200_RAW, "Saved the refused plan to {out} for review: `provision apply` refuses it"),
