@@ -30,6 +30,9 @@ SOURCE = (
     f"field failures FF-02 to FF-05 ({ff_ref(2, 3, 4, 5)})"
 )
 _TAGS = ("repository", "packages")
+FMUG = "NVIDIA Fabric Manager User Guide"
+GDC = "NVIDIA/gpu-driver-container install.sh"
+"""The documents a step's reason names (their addresses are in :data:`SOURCE`)."""
 
 
 class FabricManager(InstallableComponent):
@@ -60,7 +63,7 @@ def fabric_manager_needed(spec: Spec, facts: Facts, catalog: Catalog) -> tuple[b
     seen, evidence = facts.nvswitch()
     if seen is not None:
         verdict = "needs the fabric manager" if seen else "needs no fabric manager"
-        return seen, f"{evidence}: {verdict} (FMUG)"
+        return seen, f"{evidence}: {verdict} ({FMUG})"
     return needed_by_spec(spec, catalog)
 
 
@@ -69,13 +72,16 @@ def needed_by_spec(spec: Spec, catalog: Catalog) -> tuple[bool, str]:
     model with 8 GPUs (FMUG). The spec's GPU model must be in the catalog."""
     model = catalog.gpus[spec.gpus.model]
     if not model.nvswitch:
-        return False, f"{model.name} has no NVSwitch; fabric manager is only for NVSwitch systems (FMUG)"
+        return False, f"{model.name} has no NVSwitch; fabric manager is only for NVSwitch systems ({FMUG})"
     if spec.gpus.count < 8:
         return False, (
             f"{spec.gpus.count} x {model.name}: not an 8-GPU HGX/DGX NVSwitch baseboard; "
-            "fabric manager not needed (FMUG)"
+            f"fabric manager not needed ({FMUG})"
         )
-    return True, f"{spec.gpus.count} x {model.name} on an NVSwitch baseboard needs the fabric manager (FMUG)"
+    return (
+        True,
+        f"{spec.gpus.count} x {model.name} on an NVSwitch baseboard needs the fabric manager ({FMUG})",
+    )
 
 
 def managed_elsewhere(facts: Facts) -> bool:
@@ -90,7 +96,7 @@ def managed_elsewhere(facts: Facts) -> bool:
 
 ELSEWHERE = (
     "the GPU fabric is Completed/Success with no NVSwitch visible and no fabric manager in this OS: "
-    "it is managed outside (shared NVSwitch virtualization); nothing to install here (FMUG)"
+    f"it is managed outside (shared NVSwitch virtualization); nothing to install here ({FMUG})"
 )
 
 
@@ -214,8 +220,8 @@ def _fm_package_step(ctx: PlanContext, version: DriverVersion) -> Step:
         target=str(version),
         packages=((request,) if current != version else ()) + missing_extra,
         tags=_TAGS,
-        reason=f"{name} pinned to the driver version {version} (FMUG: versions must match; FF-02)"
-        + (f"; NVLink 5 also needs {', '.join(extra)} (GDC; FF-05)" if extra else "")
+        reason=f"{name} pinned to the driver version {version} ({FMUG}: versions must match; FF-02)"
+        + (f"; NVLink 5 also needs {', '.join(extra)} ({GDC}; FF-05)" if extra else "")
         + "; GPUs need a reset or reboot after a fabric manager change (NVIDIA/nccl#1488)",
     )
 

@@ -173,7 +173,8 @@ def _fm_version(ctx: Context, why: str) -> CheckResult:
             "skip",
             detail=(
                 "no fabric manager in this OS and every GPU's fabric is Completed/Success: the fabric is "
-                "managed outside it (shared NVSwitch virtualization, e.g. a VM on an HGX host; FMUG)"
+                "managed outside it (shared NVSwitch virtualization, e.g. a VM on an HGX host; NVIDIA Fabric "
+                "Manager User Guide)"
             ),
         )
     if isinstance(loaded, Unknown) or isinstance(fm, Unknown):
