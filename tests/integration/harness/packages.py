@@ -23,8 +23,9 @@ it comes from. Short names used below:
 
 Driver (branch 580 at 580.82.07 and 580.95.05, and branch 590 at 590.48.01):
   - From branch 580 the packages drop the branch suffix: ``nvidia-open``, ``cuda-drivers``,
-    ``nvidia-fabricmanager`` with the branch in the *version* (DIG; GDC; index: branch-suffixed
-    names stop at 580, and 590/595/610 exist only unsuffixed). All three versions are real
+    ``nvidia-fabricmanager`` with the branch in the *version* (DIG; GDC; index: suffixed
+    ``nvidia-open-<b>`` / ``cuda-drivers-<b>`` end at 580, ``nvidia-fabricmanager-<b>`` at 575,
+    and 590/595/610 exist only unsuffixed). All three versions are real
     releases present in the index's driver patch levels. Debian revisions are ``-1`` (GDC:
     ``nvidia-fabricmanager=${DRIVER_VERSION}-1`` from branch 580).
   - ``nvidia-driver-pinning-<branch>`` / ``nvidia-driver-pinning-<version>`` ship an apt
