@@ -29,7 +29,8 @@ LATENCY_MS = {
     "venv": 3,
     "torch": 81,
 }
-"""Median ms per probe on the H200 (measurements.md; unlisted cat/ls-like probes taken as 2-3 ms)."""
+"""Median ms per probe on the H200 (docs/device-runs/h200-measurements.md#probes; unlisted cat/ls-like
+probes taken as 2-3 ms)."""
 
 
 def fake_probes() -> list[dict[str, Any]]:

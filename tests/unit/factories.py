@@ -28,8 +28,6 @@ from provision.versions import DottedVersion
 ROOT = Path(__file__).resolve().parents[2]
 DETECT_FIXTURES = ROOT / "tests" / "fixtures" / "detect"
 H200_RAW = DETECT_FIXTURES / "h200-ubuntu2404"
-# The same capture in the workspace's shared folder, when it is checked out next to the repository.
-SHARED_H200 = ROOT.parent / "shared" / "fixtures" / "h200-ubuntu2404"
 CATALOG = load_catalog()
 SPECS = ROOT / "specs"
 A100X = str(SPECS / "dual-a100x.yaml")

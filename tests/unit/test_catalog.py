@@ -1,4 +1,7 @@
-"""The compatibility catalog: it loads, every row is sourced, and the facts match compat.md."""
+"""The compatibility catalog: it loads, every row is sourced, and the facts match their sources.
+
+The sources are the public documents of ``provision/catalog/data/sources.yaml``.
+"""
 
 from __future__ import annotations
 

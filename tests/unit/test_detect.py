@@ -28,7 +28,10 @@ from provision.detect.runner import (
 )
 from provision.errors import FactsError
 from provision.versions import DriverVersion
-from tests.unit.factories import H200_RAW, SHARED_H200
+from tests.unit.factories import H200_RAW
+
+NEWEST_H200 = Path(__file__).parents[1] / "fixtures" / "raw" / "h200-ubuntu2404-2026-12-01"
+"""The newest full ``detect --save-raw`` capture of the H200 (every probe, extra files included)."""
 
 
 def _script(directory: Path, name: str, body: str) -> None:
@@ -89,11 +92,10 @@ def test_facts_from_raw_takes_the_venv_a_capture_did_not_record() -> None:
     assert isinstance(facts.torch, Torch) and facts.torch.venv == "/opt/torch/.venv"
 
 
-def test_facts_from_the_real_shared_fixture_dir() -> None:
-    if not SHARED_H200.is_dir():
-        pytest.skip("developers' check: the originals of the copied H200 captures are not here")
-    facts = facts_from_raw(SHARED_H200)
+def test_facts_from_the_newest_full_capture_dir() -> None:
+    facts = facts_from_raw(NEWEST_H200)
     _assert_h200(facts)
+    assert isinstance(facts.venv, Venv) and facts.venv.path == "/opt/torch/.venv"
     assert Facts.model_validate_json(facts.model_dump_json()) == facts
 
 
@@ -131,9 +133,8 @@ def test_probe_ids_match_the_fixture_stems() -> None:
     # The newest real capture holds an output of every probe detection runs, except the probes
     # added after it (monitoring's, issue 16, and module-signer, issue 17: their cases are under
     # tests/fixtures/facts/; captured at the next device run: `provision detect --save-raw DIR`).
-    newest = Path(__file__).parents[1] / "fixtures" / "raw" / "h200-ubuntu2404-2026-12-01"
     newer = {"listening", "monitoring-files", "module-signer"}
-    assert ids - newer <= {p.stem for p in newest.glob("*.txt")}
+    assert ids - newer <= {p.stem for p in NEWEST_H200.glob("*.txt")}
 
 
 # --- Collector: real processes ---------------------------------------------------------------------

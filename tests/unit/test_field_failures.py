@@ -1,4 +1,4 @@
-"""One test (or more) per field failure of shared/reference/field-failures.md, FF-01 to FF-16.
+"""One test (or more) per field failure of docs/field-failures.md, FF-01 to FF-16.
 
 Each builds the entry's reproducing input (spec values plus detected facts) and asserts the
 plan's steps, blockers and messages, with the right value (a bound, a package name) exact.

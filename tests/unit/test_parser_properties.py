@@ -34,7 +34,7 @@ ODD = [
 
 
 def case_texts(fact: FactType) -> list[str]:
-    """The captured outputs of ``fact``'s cases, the seeds the strategy mutates."""
+    """The captured outputs of ``fact``'s cases, the examples the strategy mutates."""
     return [probe(c).output for c in sorted((CASES / fact.id).glob("*.txt"))] or [""]
 
 

@@ -239,7 +239,8 @@ def test_library_globs_match_the_packaged_versions(
     assert step(plan, Component.NCCL).packages[0] == f"libnccl2={nccl_glob}"
     prefs = plan.extravars["provision_repository"]["preferences"]
     assert f"Pin: version {cudnn_glob}\n" in prefs and f"Pin: version {nccl_glob}\n" in prefs
-    # The versions NVIDIA's repository ships (H200 capture, compat.md §4c).
+    # The versions NVIDIA's repository ships, as installed on the H200
+    # (tests/fixtures/raw/h200-ubuntu2404-2026-12-01/dpkg-nvidia.txt).
     assert fnmatch.fnmatchcase("9.14.0.64-1", cudnn_glob)
     assert fnmatch.fnmatchcase("2.28.3-1+cuda13.0", nccl_glob)
 

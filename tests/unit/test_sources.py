@@ -2,7 +2,8 @@
 
 A source is a public URL, a named public document (title and publisher), or a document in this
 repository (``docs/...``, ``FF-NN`` = ``docs/field-failures.md#ff-NN``). Nothing may point to the
-developers' reference folder (``../shared``) or name its files.
+developers' reference folder (``../shared``) or name its files: not the product, and not the
+tests, benchmarks and CI scripts either (the sdist ships ``tests/``; a clone holds them all).
 """
 
 from __future__ import annotations
@@ -19,13 +20,24 @@ from provision.fieldfailures import FIELD_FAILURES_DOC, ff_ref
 
 ROOT = Path(__file__).resolve().parents[2]
 SCANNED = ("provision", "playbooks", "templates", "specs", "docs", "README.md")
+DEVELOPER_SCANNED = ("tests", "benchmarks", ".ci", "pyproject.toml")
+"""Shipped in the sdist or run by CI but never printed: held to the same no-pointer rule, every file
+whatever its suffix (fixtures are ``.txt``, ``.json``, ``.xml``, ``.Packages``, ...)."""
+THIS_FILE = Path(__file__).resolve()
+"""The one file left out of the developer scan: it must spell out the patterns it forbids."""
 TEXT_SUFFIXES = {".py", ".yaml", ".yml", ".md", ".j2", ".txt", ".json", ".cfg", ".ini", ".toml", ".sh", ""}
 DATA = ROOT / "provision" / "catalog" / "data"
 
 FORBIDDEN = {
-    "the developers' reference folder": re.compile(r"\bshared/|\.\./shared\b"),
+    "the developers' reference folder": re.compile(
+        # written as a path, built as one (ROOT.parent / "shared", Path("..", "shared")), or named
+        r"\bshared/|\.\./shared\b"
+        r"|(\.parents?(\[\d+\])?|[\"']\.\.[\"'])\s*[/,]\s*[\"']shared[\"']"
+        r"|\bshared (folder|fixtures?|reference)\b"
+    ),
     "a reference document not in the repository": re.compile(
         r"(?<![\w/-])(compat|peers|measurements|harness|new-components|field-failures)\.md"
+        r"|(?<![\w./-])reference/[\w-]+\.md"
     ),
     "a section of the compatibility notes": re.compile(r"\bcompat (§|section )?\d"),
     "the seed articles": re.compile(r"\bseed[- ]articles?\b|\bseeds\b", re.IGNORECASE),
@@ -51,13 +63,35 @@ def _files() -> Iterator[Path]:
                 yield p
 
 
+def _developer_files() -> Iterator[Path]:
+    """Every file of :data:`DEVELOPER_SCANNED` but this one and Python's bytecode caches."""
+    for name in DEVELOPER_SCANNED:
+        path = ROOT / name
+        paths = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+        yield from (p for p in paths if "__pycache__" not in p.parts and p.resolve() != THIS_FILE)
+
+
+def _offences(paths: Iterator[Path], allowed: dict[str, set[str]]) -> list[str]:
+    """``file:line: what: text`` for each line of ``paths`` that matches a :data:`FORBIDDEN` pattern."""
+    offences = []
+    for path in paths:
+        skip = allowed.get(_rel(path), set())
+        for number, line in enumerate(_text(path).splitlines(), start=1):
+            offences += [
+                f"{_rel(path)}:{number}: {what}: {line.strip()[:100]}"
+                for what, pattern in FORBIDDEN.items()
+                if what not in skip and pattern.search(line)
+            ]
+    return offences
+
+
 @cache
 def _text(path: Path) -> str:
     return path.read_text(encoding="utf-8", errors="replace")
 
 
 def _rel(path: Path) -> str:
-    return path.relative_to(ROOT).as_posix()
+    return path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else path.as_posix()
 
 
 @cache
@@ -88,16 +122,48 @@ def test_the_scan_sees_the_product() -> None:
 
 
 def test_nothing_points_outside_the_repository() -> None:
-    offences = []
-    for path in _files():
-        allowed = AWAITING_REWRITE.get(_rel(path), set())
-        for number, line in enumerate(_text(path).splitlines(), start=1):
-            offences += [
-                f"{_rel(path)}:{number}: {what}: {line.strip()[:100]}"
-                for what, pattern in FORBIDDEN.items()
-                if what not in allowed and pattern.search(line)
-            ]
+    offences = _offences(_files(), AWAITING_REWRITE)
     assert not offences, "\n".join(offences)
+
+
+def test_the_developer_scan_sees_tests_benchmarks_and_ci() -> None:
+    names = {_rel(p) for p in _developer_files()}
+    assert {
+        "pyproject.toml",
+        ".ci/lint",
+        "tests/unit/factories.py",
+        "tests/integration/harness/packages.py",
+        "tests/fixtures/raw/h200-ubuntu2404-2026-12-01/dpkg-nvidia.txt",
+    } <= names
+    assert any(n.startswith("benchmarks/") for n in names)
+    assert _rel(THIS_FILE) not in names and not any("__pycache__" in n for n in names)
+
+
+def test_tests_benchmarks_and_ci_point_nowhere_outside_the_repository() -> None:
+    offences = _offences(_developer_files(), {})
+    assert not offences, "\n".join(offences)
+
+
+def test_the_developer_scan_catches_each_kind_of_pointer(tmp_path: Path) -> None:
+    folder = "the developers' reference folder"
+    cases = [
+        (folder, 'SHARED = ROOT.parent / "shared" / "fixtures" / "h200-ubuntu2404"'),
+        (folder, 'os.path.join("..", "shared", "reference")'),
+        (folder, "# The same capture in the workspace's shared folder"),
+        (folder, "it comes from (fixture = /work/shared/fixtures/h200-ubuntu2404/dpkg-nvidia.txt)"),
+        ("a reference document not in the repository", "(compat.md = the compatibility notes)"),
+        ("a reference document not in the repository", "see reference/harness.md, Pitfalls"),
+        ("a section of the compatibility notes", '(compat §4c "Branch >= 580")'),
+        ("the seed articles", "as the seed articles say"),
+        ("a private tag", "measured in H200-RUN"),
+    ]
+    for number, (what, line) in enumerate(cases):
+        path = tmp_path / f"case{number}.py"
+        path.write_text(f'"""Docstring."""\n{line}\n', encoding="utf-8")
+        found = [o for o in _offences(iter([path]), {}) if o.split(": ", 2)[1] == what]
+        assert found, (what, line)
+    # A directory a test makes and happens to call "shared" is no pointer (tests/unit/test_trust.py).
+    assert not _offences(iter([ROOT / "tests" / "unit" / "test_trust.py"]), {})
 
 
 def test_every_field_failure_mentioned_has_an_entry() -> None:
@@ -133,7 +199,7 @@ def test_ff_ref_points_at_the_entries() -> None:
 def test_every_docs_path_cited_exists() -> None:
     problems = sorted(
         f"{_rel(path)}: {problem}"
-        for path in _files()
+        for path in (*_files(), *_developer_files())
         for ref in set(DOCS_PATH.findall(_text(path)))
         if (problem := _docs_ref_problem(ref)) is not None
     )

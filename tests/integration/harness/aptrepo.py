@@ -1,6 +1,9 @@
 """A signed, flat apt repository laid out like NVIDIA's, plus deliberately broken variants.
 
-Layout, as on developer.download.nvidia.com (compat.md §4d)::
+Layout, as NVIDIA's network repository on developer.download.nvidia.com
+(``https://developer.download.nvidia.com/compute/cuda/repos/<distro>/<arch>/``, e.g.
+https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/; NVIDIA Driver
+Installation Guide, https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/)::
 
     <served root>/compute/cuda/repos/debian12/x86_64/
         Packages, Packages.gz, Release, InRelease, Release.gpg, <keyid>.pub, *.deb
@@ -10,7 +13,7 @@ Index with ``apt-ftparchive packages|release``; sign with a throwaway ed25519 ke
 temporary ``GNUPGHOME`` (``--quick-gen-key ... ed25519 sign never``, empty passphrase).
 
 The bad variants (:func:`make_bad_repo`) each cost apt an ``rc=100`` and install nothing
-(harness.md "A signed stand-in", measured again by tests/integration/test_harness.py).
+(measured by tests/integration/test_harness.py::test_apt_refuses_bad_repository).
 """
 
 from __future__ import annotations

@@ -2,35 +2,54 @@
 
 NVIDIA's repository cannot be reached from CI, so the harness publishes tiny packages whose
 *names, versions and dependency relations* follow the real ones. Each fact mirrored, and where
-it comes from (compat.md = /work/shared/reference/compat.md; fixture =
-/work/shared/fixtures/h200-ubuntu2404/dpkg-nvidia.txt):
+it comes from. Short names used below:
+
+- DIG: NVIDIA Driver Installation Guide, Debian and Ubuntu pages ("Selecting a branch or a
+  specific driver version": "All releases beyond driver version 570 will use these packaging
+  conventions"), https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/
+- GDC: NVIDIA/gpu-driver-container ``ubuntu24.04/install.sh`` (fabric manager, NSCQ package
+  names by driver branch), https://github.com/NVIDIA/gpu-driver-container
+- FM packaging: NVIDIA's fabric manager packaging READMEs,
+  https://github.com/NVIDIA/apt-packaging-fabric-manager and
+  https://github.com/NVIDIA/yum-packaging-fabric-manager, with the Fabric Manager User Guide,
+  https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/
+- index: NVIDIA's Ubuntu 24.04 CUDA repository package index as ``apt-cache`` shows it
+  (names, versions, Depends/Provides/Conflicts; catalog source APT-2404),
+  https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64/
+- Debian 12 index: the same repository for Debian 12,
+  https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/
+- fixture: this repository's capture of the real H200 machine,
+  tests/fixtures/raw/h200-ubuntu2404-2026-12-01/ (``dpkg-nvidia.txt`` unless another file is named)
 
 Driver (branch 580 at 580.82.07 and 580.95.05, and branch 590 at 590.48.01):
   - From branch 580 the packages drop the branch suffix: ``nvidia-open``, ``cuda-drivers``,
-    ``nvidia-fabricmanager`` with the branch in the *version* (compat §4c "Branch >= 580",
-    §7 "Branch-suffixed names stop partway"). All three versions are real releases listed in
-    compat §7 "Driver patch levels present". Debian revisions are ``-1`` (compat §4c fabric
-    manager row: ``nvidia-fabricmanager=<ver>-1``).
+    ``nvidia-fabricmanager`` with the branch in the *version* (DIG; GDC; index: suffixed
+    ``nvidia-open-<b>`` / ``cuda-drivers-<b>`` end at 580, ``nvidia-fabricmanager-<b>`` at 575,
+    and 590/595/610 exist only unsuffixed). All three versions are real
+    releases present in the index's driver patch levels. Debian revisions are ``-1`` (GDC:
+    ``nvidia-fabricmanager=${DRIVER_VERSION}-1`` from branch 580).
   - ``nvidia-driver-pinning-<branch>`` / ``nvidia-driver-pinning-<version>`` ship an apt
     preferences file at priority 1000 and Provide/Conflict ``nvidia-driver-pinning`` so only one
-    is installed (compat §7 "Branch lock"). The file's package globs are ours (the real file
-    was not captured); it pins every driver-versioned package of this set.
+    is installed (index). The file's package globs are ours (the real file was not captured);
+    it pins every driver-versioned package of this set.
   - ``nvidia-open`` depends on ``nvidia-driver-open`` and conflicts with ``cuda-drivers`` and
-    ``nvidia-driver`` (compat §7 "Metas"); ``cuda-drivers`` is the proprietary meta
-    (compat §4c, §7) and depends on ``nvidia-driver``. The exact ``(= version)`` relations are
-    how NVIDIA ties a driver release together; the per-flavour kernel packages
+    ``nvidia-driver`` (index: ``nvidia-open``'s Depends and Conflicts); ``cuda-drivers`` is the
+    proprietary meta (DIG; index) and depends on ``nvidia-driver``. The exact ``(= version)``
+    relations are how NVIDIA ties a driver release together; the per-flavour kernel packages
     ``nvidia-kernel-open-dkms`` / ``nvidia-kernel-dkms`` are the Debian 12 NVIDIA-repo names
-    (compat §4c "Debian 12/13 NVIDIA-repo alternatives"). The two flavours conflict with each
-    other here (they build the same module names; inferred).
+    (Debian 12 index). The two flavours conflict with each other here (they build the same
+    module names; inferred).
   - ``nvidia-utils`` ships ``/usr/bin/nvidia-smi``: a script that cannot talk to a GPU. It
     answers ``--query-gpu=driver_version --format=csv,noheader`` and ``--version`` with its
     package version, and anything else with NVIDIA's real no-driver message and exit status 9.
   - ``nvidia-fabricmanager`` exists at every driver version and **depends on nothing
-    driver-specific**. compat §5 "Version match" documents the rule as a *runtime* check (the
-    daemon refuses to start: "fabric manager NVIDIA GPU driver interface version ... don't
-    match"), and the only exact-version package relation it cites is Ubuntu's
-    ``cuda-drivers-fabricmanager-535`` meta depending on ``nvidia-fabricmanager-535``, not the
-    fabric manager depending on the driver. So apt will happily install a mismatched pair:
+    driver-specific**. FM packaging documents the rule ("the version of fabricmanager must
+    match the NVIDIA driver installed") as a *runtime* check (the daemon refuses to start:
+    "fabric manager NVIDIA GPU driver interface version ... don't match"), and the only
+    exact-version package relation in the public sources is Ubuntu's
+    ``cuda-drivers-fabricmanager-535`` meta depending on ``nvidia-fabricmanager-535``
+    (https://packages.ubuntu.com/search?keywords=cuda-drivers-fabricmanager-535), not the fabric
+    manager depending on the driver. So apt will happily install a mismatched pair:
     keeping them equal is the planner's job, and tests can prove it.
 
 CUDA toolkit:
@@ -42,23 +61,28 @@ CUDA toolkit:
     ``cuda-dirs.txt`` shows (which package does it for real is inferred).
   - ``cuda-toolkit-12-8`` 12.8.1-1 -> ``cuda-nvcc-12-8`` 12.8.93-1: a second, older toolkit
     (CUDA 12.8 update 1; nvcc build string approximate).
-  - ``cuda-13-0`` and ``cuda`` are the driver-pulling metas (compat §4c "CUDA toolkit" row:
-    ``cuda-12-8`` is "toolkit + driver meta"): ``cuda`` -> ``cuda-13-0`` -> ``cuda-toolkit-13-0``
-    + ``cuda-drivers``. A planner must never choose them; installing them drags the
-    proprietary driver in.
+  - ``cuda-13-0`` and ``cuda`` are the driver-pulling metas (NVIDIA CUDA Installation Guide for
+    Linux, "Meta Packages": ``cuda-X-Y`` installs toolkit and driver, ``cuda-toolkit-X-Y`` no
+    driver, https://docs.nvidia.com/cuda/cuda-installation-guide-linux/): ``cuda`` ->
+    ``cuda-13-0`` -> ``cuda-toolkit-13-0`` + ``cuda-drivers``. A planner must never choose
+    them; installing them drags the proprietary driver in.
 
 cuDNN and NCCL:
   - ``libcudnn9-cuda-13``, ``libcudnn9-dev-cuda-13``, ``libcudnn9-headers-cuda-13`` at
-    9.14.0.64-1 (fixture) and 9.20.0.48-1 (compat §4c cuDNN row: ``libcudnn9-cuda-13_9.20.0.48-1``
-    in ``repos/debian12/x86_64``); dev depends on the same-version library and headers.
+    9.14.0.64-1 (fixture) and 9.20.0.48-1 (``libcudnn9-cuda-13_9.20.0.48-1_amd64.deb`` in the
+    Debian 12 index; package names from NVIDIA's "Installing cuDNN Backend on Linux",
+    https://docs.nvidia.com/deeplearning/cudnn/installation/linux.html); dev depends on the
+    same-version library and headers.
   - ``libnccl2`` and ``libnccl-dev`` at 2.28.3-1+cuda13.0 (fixture) and 2.29.2-1+cuda13.0
-    (version format from compat §4c NCCL row); dev depends on the same-version library.
+    (version format ``<nccl>-1+cuda<X.Y>`` from NVIDIA's NCCL Installation Guide,
+    https://docs.nvidia.com/deeplearning/nccl/install-guide/index.html); dev depends on the
+    same-version library.
 
 DCGM 4 and dcgm-exporter: see ``dcgm.py`` (stand-ins mirroring NVIDIA's names, versions,
 dependencies and units; the exporter serves real-format metrics).
 
-Maintainer is ``cudatools <cudatools@nvidia.com>`` (compat §7: how to tell NVIDIA's packages
-from Ubuntu's). Payloads are a few bytes each.
+Maintainer is ``cudatools <cudatools@nvidia.com>`` (index: ``apt-cache show`` tells NVIDIA's
+packages from Ubuntu's, whose Maintainer is the Ubuntu Kernel Team). Payloads are a few bytes each.
 """
 
 from __future__ import annotations

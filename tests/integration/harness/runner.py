@@ -1,7 +1,9 @@
 """Driving Ansible against a target through ansible-runner, with the pitfalls handled.
 
 - ``suppress_env_files=True``: otherwise envvars/extravars land in ``env/`` and a later run
-  loads the stale file over its arguments (harness.md "Pitfalls").
+  loads the stale file over its arguments (ansible-runner's ``dump_artifacts`` writes
+  ``env/<name>`` only where none exists yet: ``src/ansible_runner/utils/__init__.py`` in
+  https://github.com/ansible/ansible-runner).
 - A fresh ``private_data_dir`` per run, and a fresh ``ANSIBLE_SSH_CONTROL_PATH_DIR``: ssh's
   ControlPersist sockets otherwise go to ``~/.ansible/cp`` whatever ``ANSIBLE_HOME`` says. It is
   a short ``/tmp/pcp-*`` directory, not one under the private data dir, because a socket path

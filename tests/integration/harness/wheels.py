@@ -20,7 +20,8 @@ import html
 import zipfile
 from pathlib import Path
 
-#: variant -> torch versions published under /whl/<variant>/ (compat §2: cu130 is 2.9+).
+#: variant -> torch versions published under /whl/<variant>/ (cu130 from torch 2.9: pytorch/pytorch
+#: RELEASE.md, "PyTorch CUDA Support Matrix", https://github.com/pytorch/pytorch/blob/main/RELEASE.md).
 TORCH_WHEELS = {"cu130": ("2.11.0+cu130", "2.10.0+cu130"), "cu128": ("2.11.0+cu128",)}
 CUDA_OF_VARIANT = {"cu130": "13.0", "cu128": "12.8", "cu126": "12.6"}
 
