@@ -1,8 +1,10 @@
-"""Locate the playbooks, templates and example specs shipped with the package.
+"""Locate the playbooks, templates, example specs and documents shipped with the package.
 
 A wheel carries them under ``provision/_data/`` (see ``force-include`` in
-pyproject.toml); an editable install or a source checkout reads them from the
-repository's top level, where they are maintained.
+pyproject.toml; ``docs/`` too, so that a printed source such as
+``docs/field-failures.md#ff-01`` can be opened from an installed wheel); an editable
+install or a source checkout reads them from the repository's top level, where they
+are maintained.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ def data_dir(name: str) -> Path:
     """Return the directory holding shipped data ``name``.
 
     Args:
-        name: One of ``"playbooks"``, ``"templates"`` or ``"specs"``.
+        name: One of ``"playbooks"``, ``"templates"``, ``"specs"`` or ``"docs"``.
 
     Returns:
         An existing directory path.
