@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from pytest_mock import MockerFixture
 
+from provision.detect.facts import Facts
 from tests.unit.factories import A100X, H200, H200_SPEC_RAW, ROOT, invoke, mock_detection
 
 INPUTS = ROOT / "tests" / "fixtures" / "verify" / "h200-ubuntu2404" / "inputs.json"
@@ -196,6 +197,59 @@ def test_one_bad_spec_for_every_host_is_the_command_s_one_line(
     assert result.exit_code == 1
     assert result.output.strip() == f"error: {bad_spec_fleet.parent / 'gone.yaml'}: no such spec file"
     assert not detect.called
+
+
+@pytest.mark.parametrize("command", ["plan", "detect"])
+def test_one_bad_spec_for_every_host_is_the_fleet_command_s_one_line(
+    bad_spec_fleet: Path, mocker: MockerFixture, command: str
+) -> None:
+    detect = mock_detection(mocker, "host unreachable: not used")
+    typo = bad_spec_fleet.parent / "typo.yaml"
+    fleet = bad_spec_fleet.parent / "all.yaml"
+    fleet.write_text(f"inventory: {bad_spec_fleet.name}\nspecs:\n  all: typo.yaml\n")
+    result = invoke(command, "--fleet", str(fleet), "--json")
+    assert result.exit_code == 1
+    doc = json.loads(result.stdout)
+    assert doc["outcome"] == "error" and doc["error"]["message"].startswith(f"{typo}:20:1: ")
+    assert not detect.called
+
+
+def test_a_host_with_a_bad_spec_is_still_detected_in_a_fleet_detect(
+    bad_spec_fleet: Path, mocker: MockerFixture
+) -> None:
+    from tests.unit.factories import fresh_ubuntu
+
+    venvs: dict[str, str | None] = {}
+
+    def detect(inventory: Path | None, limit: str | None, venv: str | None, *rest: object) -> dict[str, Facts]:
+        names = (limit or "").split(",")
+        venvs.update(dict.fromkeys(names, venv))
+        return {h: fresh_ubuntu(host=h) for h in names}
+
+    mocker.patch("provision.hosts.detect_hosts", side_effect=detect)
+    fleet = _fleet_file(bad_spec_fleet)
+    result = invoke("detect", "--fleet", str(fleet), "--json")
+    assert result.exit_code == 1, result.output
+    # a is read with its spec's venv; c and d, whose specs do not load, without the venv probes
+    assert venvs == {"a": "/opt/provision/venv", "c": None, "d": None}
+    doc = json.loads(result.stdout)
+    typo = bad_spec_fleet.parent / "typo.yaml"
+    why = {
+        "c": f"spec not loaded: {typo}:20:1: driver.branch: Field required "
+        "(and 1 more; `provision validate` lists them)",
+        "d": f"spec not loaded: {bad_spec_fleet.parent / 'gone.yaml'}: no such spec file",
+    }
+    assert doc["unreachable"] == why
+    hosts = {h["host"]: h for h in doc["hosts"]}
+    assert list(hosts) == ["a", "c", "d"]
+    for host, reason in why.items():  # detected all the same: only torch and the venv are not read
+        assert hosts[host]["os"]["version_id"] == "24.04" and hosts[host]["packages"] == []
+        assert hosts[host]["torch"] == {"unknown": reason} and hosts[host]["venv"] == {"unknown": reason}
+    assert hosts["a"]["torch"] == {"unknown": "no venv"}
+    text = invoke("detect", "--fleet", str(fleet))
+    assert text.exit_code == 1
+    assert text.stderr.strip().splitlines() == [f"{h}: {r}" for h, r in why.items()]
+    assert text.stdout.count("24.04") >= 3
 
 
 def _fleet_file(inventory: Path) -> Path:
