@@ -268,16 +268,17 @@ def detect(
             "`provision plan -i INVENTORY --from-raw DIR`"
         )
     loaded = preloaded or (workflow.spec_from(spec)[0] if spec else None)
+    spec_failed: dict[str, str] = {}
     if fleet is not None:
         from provision.fleet import commands as fleet_commands
 
         hosts = fleet_commands.resolve(spec, inventory, fleet, limit, forks=forks, save_raw=save_raw)
-        facts = fleet_commands.detect_facts(hosts)
+        facts, spec_failed = fleet_commands.detect_facts(hosts)
     else:
         target = workflow.Target(from_raw=from_raw, inventory=inventory, limit=limit, forks=forks)
         facts = workflow.gather(loaded, target, save_raw)
     remote = inventory is not None or fleet is not None
-    lost = _undetected(facts) if remote else {}
+    lost = _undetected(facts, spec_failed) if remote else {}
     if as_json:
         docs = [f.model_dump(mode="json") for f in facts.values()]
         _emit_json({"hosts": docs, "unreachable": lost} if remote else docs[0])
@@ -322,12 +323,15 @@ def _start_probes(spec: Path | None) -> Spec | None:
     return loaded
 
 
-def _undetected(facts: dict[str, Any]) -> dict[str, str]:
-    """Host -> why it could not be detected (``host unreachable: ...``, ``host failed at ...``)."""
+def _undetected(facts: dict[str, Any], spec_failed: dict[str, str] | None = None) -> dict[str, str]:
+    """Host -> why it could not be detected (``host unreachable: ...``, ``host failed at ...``), or else
+    why its own spec could not be loaded (``spec not loaded: ...``, from ``spec_failed``: detected
+    without its venv); in the order of ``facts``."""
     from provision.hosts import unreachable_reason
 
-    reasons = {h: unreachable_reason(f) for h, f in facts.items()}
-    return {h: r for h, r in reasons.items() if r is not None}
+    failed = spec_failed or {}
+    reasons = {h: unreachable_reason(f) or failed.get(h) for h, f in facts.items()}
+    return {h: r for h, r in reasons.items() if r is not None} | {h: r for h, r in failed.items() if h not in facts}
 
 
 @cli.command()

@@ -206,20 +206,28 @@ def detect_hosts(
     return found
 
 
-def detect_by_venv(hosts: Hosts, names: Iterable[str] | None = None) -> dict[str, Facts]:
+def detect_by_venv(
+    hosts: Hosts, names: Iterable[str] | None = None, without_spec: Iterable[str] = ()
+) -> dict[str, Facts]:
     """Facts of the hosts ``names`` (default: all), one detection per distinct venv.
 
     The torch probe takes the venv as its argument, so hosts whose specs share a venv are
     detected in one ansible-runner run (Ansible's forks run them concurrently). Most fleets
     have one venv. With ``hosts.from_raw`` nothing runs: each host is read from its saved directory.
+    ``without_spec``: inventory hosts not in ``hosts.specs`` (their own spec could not be loaded),
+    detected all the same without the venv probes, in the run of the hosts whose spec names no venv.
     """
     chosen = list(hosts.names if names is None else names)
+    groups = hosts.by_venv(chosen)
+    if unheld := [h for h in without_spec if h not in hosts.specs]:
+        groups.setdefault(None, []).extend(unheld)
     if hosts.from_raw is not None:
         from provision.detect.runner import facts_from_raw_hosts
 
-        return facts_from_raw_hosts(hosts.from_raw, chosen, {h: hosts.specs[h].venv for h in chosen})
+        venvs = {h: venv for venv, group in groups.items() for h in group}
+        return facts_from_raw_hosts(hosts.from_raw, list(venvs), venvs)
     facts: dict[str, Facts] = {}
-    for venv, group in hosts.by_venv(chosen).items():
+    for venv, group in groups.items():
         limit = None if hosts.inventory is None else ",".join(group)
         facts |= detect_hosts(hosts.inventory, limit, venv, hosts.save_raw, hosts.forks)
     return facts

@@ -19,7 +19,7 @@ from provision.fleet.apply import FleetOptions, apply_fleet
 
 __all__ = ["FleetOptions", "apply_command", "detect_facts", "fleet_mode", "plan_command", "resolve"]
 from provision.fleet.mapping import Fleet, load_fleet
-from provision.fleet.orchestrate import HostPlan, detect_fleet, load_specs, plan_fleet
+from provision.fleet.orchestrate import HostPlan, detect_fleet, plan_fleet
 from provision.fleet.summary import fleet_plan_json, render_fleet_plan
 from provision.output import write_output
 
@@ -54,9 +54,10 @@ def resolve(
     )
 
 
-def detect_facts(fleet: Fleet) -> dict[str, Facts]:
-    """Facts of every host, the torch probe reading each host's own spec's venv."""
-    return detect_fleet(fleet, load_specs(fleet))
+def detect_facts(fleet: Fleet) -> tuple[dict[str, Facts], dict[str, str]]:
+    """Facts of every host, the torch probe reading each host's own spec's venv, and host -> why its
+    own spec could not be loaded (that host detected without the venv probes): :func:`detect_fleet`."""
+    return detect_fleet(fleet)
 
 
 def plan_command(fleet: Fleet, console: Console, as_json: bool, detailed: bool, out_file: Path | None) -> int:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from provision.catalog import Catalog
-from provision.detect.facts import Facts
+from provision.detect.facts import Facts, Unknown
 from provision.errors import SpecError
 from provision.fleet.mapping import Fleet
 from provision.hosts import (
@@ -30,36 +29,35 @@ __all__ = [
     "HostPlan",
     "HostState",
     "detect_fleet",
-    "fleet_hosts",
     "held_hosts",
-    "load_specs",
     "plan_fleet",
     "planned_fleet",
     "unreachable_reason",
 ]
 
 
-def load_specs(fleet: Fleet) -> dict[Path, Spec]:
-    """Each distinct spec of the fleet, loaded once.
+def detect_fleet(fleet: Fleet) -> tuple[dict[str, Facts], dict[str, str]]:
+    """Facts of every host of the fleet (inventory order), the torch probe reading each host's own
+    spec's venv; and host -> why its own spec could not be loaded (:func:`held_hosts`). Such a host is
+    detected all the same, without the venv probes: its ``torch`` and ``venv`` are Unknown with that
+    reason (``spec not loaded: FILE:LINE:COLUMN: ...``) unless it could not be detected at all.
 
     Raises:
-        SpecError: A spec file is missing or invalid.
+        SpecError: Every host is held to one spec, and it cannot be loaded: the command's error.
+        FactsError: ansible-playbook failed before any host reported, or a saved host directory
+            cannot be read.
     """
-    return {path: load_spec(path) for path in dict.fromkeys(fleet.specs.values())}
+    hosts, failed = held_hosts(fleet)
+    found = detect_by_venv(hosts, without_spec=failed)
+    ordered = {h: found[h] for h in fleet.specs if h in found} | found
+    return {h: _spec_not_loaded(f, failed.get(h)) for h, f in ordered.items()}, failed
 
 
-def fleet_hosts(fleet: Fleet, specs: Mapping[Path, Spec] | None = None) -> Hosts:
-    """The fleet's hosts, each with its own spec (loaded once per file)."""
-    loaded = specs if specs is not None else load_specs(fleet)
-    held = {h: HostSpec(loaded[p], str(p)) for h, p in fleet.specs.items()}
-    return Hosts(fleet.inventory, held, fleet.forks, fleet.from_raw, fleet.save_raw)
-
-
-def detect_fleet(
-    fleet: Fleet, specs: Mapping[Path, Spec], hosts: Iterable[str] | None = None
-) -> dict[str, Facts]:
-    """Facts of ``hosts`` (default: all of the fleet), gathered through Ansible."""
-    return detect_by_venv(fleet_hosts(fleet, specs), hosts)
+def _spec_not_loaded(facts: Facts, reason: str | None) -> Facts:
+    """``facts`` of a detected host whose spec did not load (``reason``): torch and venv not read, for it."""
+    if reason is None or unreachable_reason(facts) is not None:
+        return facts
+    return facts.model_copy(update={"torch": Unknown(unknown=reason), "venv": Unknown(unknown=reason)})
 
 
 def plan_fleet(fleet: Fleet, catalog: Catalog | None = None) -> FleetPlan:

@@ -75,6 +75,20 @@ def test_plan_maps_specs_by_group_and_fleet_file_and_summarises(
     assert "unreachable" in text.output and "gpu2" in text.output
     assert "Fleet: 2 host(s)" in text.output
 
+    # detect: a host whose own spec is not there is still read (no venv probes), and fails the command
+    (d / "detect.yaml").write_text(
+        json.dumps({"inventory": "hosts.ini", "specs": {"h200": "debian.yaml", "gpu4": "gone.yaml"}})
+    )
+    found = provision("detect", "--fleet", str(d / "detect.yaml"), "-l", "gpu3,gpu4", "--json")
+    assert found.exit_code == 1, found.output
+    facts = json.loads(found.stdout)
+    gone = f"spec not loaded: {d / 'gone.yaml'}: no such spec file"
+    assert facts["unreachable"] == {"gpu4": gone}
+    assert [h["host"] for h in facts["hosts"]] == ["gpu3", "gpu4"]
+    assert all(h["os"]["id"] == "debian" and isinstance(h["packages"], list) for h in facts["hosts"])
+    assert facts["hosts"][1]["torch"] == {"unknown": gone} and facts["hosts"][1]["venv"] == {"unknown": gone}
+    assert facts["hosts"][0]["venv"] != {"unknown": gone}
+
 
 def test_apply_isolates_an_unreachable_host_and_a_rerun_converges(
     fleet: FleetTargets,

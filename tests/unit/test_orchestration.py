@@ -7,6 +7,7 @@ form shows are the real code.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -144,6 +145,17 @@ def test_detection_runs_once_per_venv_and_limits_to_the_group(mocker: MockerFixt
     detect.reset_mock()
     hosts_mod.detect_by_venv(Hosts(None, {LOCALHOST: HostSpec(ubuntu_spec(), "s")}))
     assert detect.call_args.args[:2] == (None, None)  # this machine: in-process, no pattern
+
+
+def test_hosts_without_a_spec_are_detected_in_the_run_without_a_venv(mocker: MockerFixture) -> None:
+    detect = mocker.patch.object(hosts_mod, "detect_hosts", side_effect=lambda i, limit, v, *options: {})
+    bare = ubuntu_spec().model_copy(update={"python": None})
+    hosts = Hosts(Path("inv"), {"a": HostSpec(ubuntu_spec(), "a"), "b": HostSpec(bare, "b")})
+    hosts_mod.detect_by_venv(hosts, without_spec=["c", "d"])
+    assert [c.args[1:3] for c in detect.call_args_list] == [("a", "/opt/provision/venv"), ("b,c,d", None)]
+    raw = mocker.patch("provision.detect.runner.facts_from_raw_hosts", return_value={})
+    hosts_mod.detect_by_venv(replace(hosts, from_raw=Path("raw")), without_spec=["c"])
+    assert raw.call_args.args[1:] == (["a", "b", "c"], {"a": "/opt/provision/venv", "b": None, "c": None})
 
 
 def test_fleet_form_runs_pending_hosts_once_and_replans_the_reached(
