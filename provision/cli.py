@@ -331,7 +331,8 @@ def _undetected(facts: dict[str, Any], spec_failed: dict[str, str] | None = None
 
     failed = spec_failed or {}
     reasons = {h: unreachable_reason(f) or failed.get(h) for h, f in facts.items()}
-    return {h: r for h, r in reasons.items() if r is not None} | {h: r for h, r in failed.items() if h not in facts}
+    unread = {h: r for h, r in failed.items() if h not in facts}
+    return {h: r for h, r in reasons.items() if r is not None} | unread
 
 
 @cli.command()

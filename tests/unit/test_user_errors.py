@@ -221,7 +221,7 @@ def test_a_host_with_a_bad_spec_is_still_detected_in_a_fleet_detect(
 
     venvs: dict[str, str | None] = {}
 
-    def detect(inventory: Path | None, limit: str | None, venv: str | None, *rest: object) -> dict[str, Facts]:
+    def detect(inv: Path | None, limit: str | None, venv: str | None, *rest: object) -> dict[str, Facts]:
         names = (limit or "").split(",")
         venvs.update(dict.fromkeys(names, venv))
         return {h: fresh_ubuntu(host=h) for h in names}
