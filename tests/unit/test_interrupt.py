@@ -103,7 +103,8 @@ def test_ctrl_c_once_the_task_child_runs_leaves_no_process_of_the_run(tmp_path: 
             _wait_for("detached sleep", 10, lambda: _cmdline(detached) == b"sleep\x0061.2346\x00")
             bare = int(Path(f"{pidfile}.bare").read_text())
             _wait_for("sleep without environment", 10, lambda: _cmdline(bare) == b"sleep\x0061.2347\x00")
-            seen.update(_descendants(os.getpid()))
+            # this process's children that the run started (not other tests' servers started before it)
+            seen.update({pid: start for pid, start in _descendants(os.getpid()).items() if pid not in earlier})
             for pid in (task, detached, bare):
                 if stat := _stat(pid):
                     seen[pid] = stat[1]
@@ -112,6 +113,7 @@ def test_ctrl_c_once_the_task_child_runs_leaves_no_process_of_the_run(tmp_path: 
         os.kill(os.getpid(), signal.SIGINT)
 
     before = signal.getsignal(signal.SIGINT)
+    earlier = _descendants(os.getpid())  # e.g. a session fixture's http.server, alive for the whole run
     watcher = threading.Thread(target=interrupt, daemon=True)
     watcher.start()
     began = time.monotonic()
