@@ -104,7 +104,8 @@ def test_ctrl_c_once_the_task_child_runs_leaves_no_process_of_the_run(tmp_path: 
             bare = int(Path(f"{pidfile}.bare").read_text())
             _wait_for("sleep without environment", 10, lambda: _cmdline(bare) == b"sleep\x0061.2347\x00")
             # this process's children that the run started (not other tests' servers started before it)
-            seen.update({pid: start for pid, start in _descendants(os.getpid()).items() if pid not in earlier})
+            started = _descendants(os.getpid()).items()
+            seen.update({pid: start for pid, start in started if pid not in earlier})
             for pid in (task, detached, bare):
                 if stat := _stat(pid):
                     seen[pid] = stat[1]
