@@ -164,6 +164,10 @@ def systemd_analyze_verify(unit_file: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+DOWN = "host unreachable: Failed to connect to the host via ssh: ssh: connect to host 192.0.2.7 port 22"
+"""The reason :func:`mock_detection` gives host ``b`` in the ``detected`` fixture (conftest)."""
+
+
 def two_host_inventory(directory: Path, spec_path: str) -> Path:
     """``hosts.ini`` with hosts ``a`` and ``b``, both mapped to ``spec_path``."""
     path = directory / "hosts.ini"

@@ -20,18 +20,16 @@ from provision.fleet.verify import FleetVerify, HostVerify
 from provision.verify.models import Report
 from tests.unit.factories import (
     A100X,
+    DOWN,
     H200,
     H200_SPEC_RAW,
     ROOT,
     fresh_ubuntu,
     invoke,
-    mock_detection,
-    two_host_inventory,
 )
 
 IMPOSSIBLE = str(ROOT / "specs" / "examples" / "impossible-a100x.yaml")
 INPUTS = str(ROOT / "tests" / "fixtures" / "verify" / "h200-ubuntu2404" / "inputs.json")
-DOWN = "host unreachable: Failed to connect to the host via ssh"
 
 pytestmark = pytest.mark.usefixtures("no_colour")
 
@@ -100,17 +98,6 @@ def test_detect_one_host_is_the_facts_document_and_reads_back(tmp_path: Path) ->
 
 def test_detect_error_is_a_document(tmp_path: Path) -> None:
     error_of(invoke("detect", "--from-raw", str(tmp_path), "--json"), 1, "no probe outputs")
-
-
-@pytest.fixture()
-def inventory(tmp_path: Path) -> Path:
-    """Two hosts mapped to the A100X spec: ``a`` a fresh Ubuntu box, ``b`` unreachable."""
-    return two_host_inventory(tmp_path, A100X)
-
-
-@pytest.fixture()
-def detected(mocker: MockerFixture) -> Any:
-    return mock_detection(mocker, DOWN)
 
 
 def test_detect_inventory_is_one_document_of_hosts(inventory: Path, detected: Any, tmp_path: Path) -> None:

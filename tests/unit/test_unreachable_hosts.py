@@ -18,22 +18,9 @@ from typing import Any
 import pytest
 from pytest_mock import MockerFixture
 
-from tests.unit.factories import A100X, H200, H200_SPEC_RAW, invoke, mock_detection, two_host_inventory
-
-DOWN = "host unreachable: Failed to connect to the host via ssh: ssh: connect to host 192.0.2.7 port 22"
+from tests.unit.factories import A100X, DOWN, H200, H200_SPEC_RAW, invoke
 
 pytestmark = pytest.mark.usefixtures("no_colour")
-
-
-@pytest.fixture()
-def inventory(tmp_path: Path) -> Path:
-    """``a`` a fresh Ubuntu box, ``b`` unreachable; both mapped to the A100X spec."""
-    return two_host_inventory(tmp_path, A100X)
-
-
-@pytest.fixture()
-def detected(mocker: MockerFixture) -> Any:
-    return mock_detection(mocker, DOWN)
 
 
 def test_apply_dry_run_with_every_host_unreachable_names_them_and_fails(
