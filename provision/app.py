@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from provision.catalog import Catalog
 from provision.detect.facts import Facts
 from provision.errors import FactsError, first_error
-from provision.files import read_json_text
+from provision.files import is_plan_file, read_json_text
 from provision.hosts import HostSpec, detect_hosts, one_spec, plan_facts
 from provision.plan import seal
 from provision.plan.models import Plan
@@ -117,11 +117,6 @@ def load_plan(path: Path) -> Plan:
         )
     except ValidationError as exc:
         raise FactsError(f"{path}: not a provision plan ({first_error(exc)})") from None
-
-
-def is_plan_file(path: Path) -> bool:
-    """Whether ``path`` looks like a saved plan (JSON) rather than a spec (YAML)."""
-    return path.suffix == ".json"
 
 
 def check_drift(saved: Plan, fresh: Plan) -> None:

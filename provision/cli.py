@@ -311,9 +311,10 @@ def _start_probes(spec: Path | None) -> Spec | None:
         SpecError: The spec file is not a valid spec (as loading it later would).
     """
     from provision.detect import early
+    from provision.files import is_plan_file
 
     early.start()
-    if spec is None or spec.suffix == ".json":  # a saved plan: app.spec_from checks its seal
+    if spec is None or is_plan_file(spec):  # a saved plan: app.spec_from checks its seal
         return None
     from provision.spec.loader import load_spec
 

@@ -201,6 +201,11 @@ def yaml_loader(typ: str) -> YAML:
     return yaml
 
 
+def is_plan_file(path: Path) -> bool:
+    """Whether ``path`` looks like a saved plan (JSON) rather than a spec (YAML)."""
+    return path.suffix == ".json"
+
+
 def parse_yaml(text: str, path: Path, *, error: type[ProvisionError], typ: str = "safe") -> Any:
     """The YAML document ``text`` of ``path``: bounded aliases and depth, unknown tags refused.
 
