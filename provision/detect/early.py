@@ -32,6 +32,7 @@ venv (a NUL can never be in a real argument, so no real probe carries it)."""
 
 _lock = threading.Lock()
 _pending: list[_Collection] = []
+_venv_probes: list[dict[str, Any]] = []  # the list's venv probes, kept by start() for start_venv()
 
 
 class _Collection:
@@ -91,11 +92,14 @@ def _start(probes: list[dict[str, Any]]) -> None:
 
 
 def start() -> None:
-    """Start running the probes that need no venv in the background (once until :func:`collect`)."""
+    """Start running the probes that need no venv in the background (once until :func:`collect`),
+    and keep the list's venv probes for :func:`start_venv`."""
     with _lock:
         if _pending:
             return
-    _start([p for p in read_probes() if not _needs_venv(p)])
+    probes = read_probes()
+    _venv_probes[:] = [p for p in probes if _needs_venv(p)]
+    _start([p for p in probes if not _needs_venv(p)])
 
 
 def start_venv(venv: str) -> None:
@@ -106,14 +110,8 @@ def start_venv(venv: str) -> None:
     with _lock:
         if not _pending:
             return
-    chosen = [p for p in read_probes() if _needs_venv(p) and VENV in p["argv"]]
-    _start(
-        [
-            {**p, "argv": [venv if a == VENV else a for a in p["argv"]]}
-            for p in chosen
-            if all(a == VENV or VENV not in a for a in p["argv"])
-        ]
-    )
+    whole = [p for p in _venv_probes if all(a == VENV or VENV not in a for a in p["argv"])]
+    _start([{**p, "argv": [venv if a == VENV else a for a in p["argv"]]} for p in whole])
 
 
 def stop() -> None:
