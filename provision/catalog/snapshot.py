@@ -180,7 +180,7 @@ def key_text(files_digest: str, data: bytes) -> str:
     """The text of :mod:`provision.catalog.snapshot_key` for the pickle ``data`` of files ``files_digest``."""
     modules = modules_in(data)
     sources = source_modules(modules)
-    if source_digest(sources) is None:
+    if (digest := source_digest(sources)) is None:
         raise ValueError(f"no readable source for one of {', '.join(sources)}: no snapshot key")
     listed = "".join(f"    {json.dumps(m)},\n" for m in modules)
     hashed = "".join(f"    {json.dumps(m)},\n" for m in sources)
@@ -192,7 +192,7 @@ def key_text(files_digest: str, data: bytes) -> str:
         f"FILES_SHA256 = {json.dumps(files_digest)}\n"
         f"MODULES = (\n{listed})\n"
         f"SOURCES = (\n{hashed})\n"
-        f"SOURCES_SHA256 = {json.dumps(source_digest(sources))}\n"
+        f"SOURCES_SHA256 = {json.dumps(digest)}\n"
         f"PYDANTIC_MAJOR = {json.dumps(pydantic_major())}\n"
     )
 
