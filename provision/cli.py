@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 import io
 import json
@@ -111,12 +112,56 @@ def main() -> None:
     from provision import gcpolicy
 
     gcpolicy.start_up()
+    # pydantic looks for plugins (entry points of every installed distribution, through
+    # importlib.metadata) when it builds its first validator: ~10 ms of each command. provision's
+    # models are its own, not meant for instrumentation; a value the user set is kept. Source:
+    # https://docs.pydantic.dev/latest/concepts/plugins/ ("Disabling plugins").
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     try:
-        cli()
+        invoked_only(cli, sys.argv[1:])()
     finally:
         if (early := sys.modules.get("provision.detect.early")) is not None:
             early.stop()  # probes started for a command that ended before it collected them
         gcpolicy.exiting()
+
+
+def invoked_only(app: typer.Typer, args: list[str]) -> typer.Typer:
+    """``app`` with only the command (or sub-app) that ``args`` name first, when they name one.
+
+    typer builds the click command of every registered command before it parses (each one's
+    signature, annotations evaluated and per-parameter coercion): ~10 ms here, for commands that
+    do not run. The command run, its options, its ``--help`` and its errors are the same; an
+    unknown or abbreviated name, a leading option (``--help``, ``--version``) or no argument get
+    the whole app, so the top-level help and click's "No such command" list every command.
+    """
+    if not args or args[0].startswith("-"):
+        return app
+    name = args[0]
+    commands = [c for c in app.registered_commands if _command_name(c) == name]
+    groups = [g for g in app.registered_groups if _group_name(g) == name]
+    if not commands and not groups:
+        return app
+    narrowed = copy.copy(app)
+    narrowed.registered_commands = commands
+    narrowed.registered_groups = groups
+    return narrowed
+
+
+def _command_name(info: Any) -> str:
+    # typer's own rule (typer.main.get_command_from_info): the given name, else the callback's.
+    if isinstance(info.name, str):
+        return info.name
+    from typer.main import get_command_name
+
+    return get_command_name(info.callback.__name__)
+
+
+def _group_name(info: Any) -> str | None:
+    # typer.main.get_group_from_info: add_typer's name, else the sub-app's own.
+    for name in (info.name, info.typer_instance.info.name if info.typer_instance else None):
+        if isinstance(name, str):
+            return name
+    return None
 
 
 def _print_version(value: bool) -> None:

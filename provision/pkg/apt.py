@@ -31,6 +31,13 @@ FILES = ManagedFiles(
     legacy_pins=("/etc/apt/preferences.d/provision-nvidia",),
 )
 _IMAGE = re.compile(r"^linux-image-(\d\S*)$")
+_DEB_VERSION = re.compile(
+    r"^((?P<epoch>\d+):)?(?P<upstream_version>[A-Za-z0-9.+:~-]+?)(-(?P<debian_revision>[A-Za-z0-9+.~]+))?$"
+)
+"""``[epoch:]upstream_version[-debian_revision]`` (Debian Policy 5.6.12,
+https://www.debian.org/doc/debian-policy/ch-controlfields.html#version), split as python-debian's
+``debian_support.Version`` splits it; planning needs only the upstream part, and importing
+python-debian costs ~6 ms (it is loaded for ordering versions, :meth:`Apt.compare`)."""
 _HEADER_METAS = {
     "linux-image-generic": "linux-headers-generic",
     "linux-image-amd64": "linux-headers-amd64",
@@ -47,9 +54,11 @@ class Apt:
     repair_command = "apt-get --fix-broken install"
 
     def upstream(self, version: str) -> str:
-        from debian.debian_support import Version as DebVersion  # ~6 ms: only when planning
-
-        return DebVersion(version).upstream_version or version
+        """The upstream part of a Debian version; ValueError when ``version`` is not one."""
+        m = _DEB_VERSION.match(version)
+        if m is None or (m["epoch"] is None and ":" in m["upstream_version"]):
+            raise ValueError(f"Invalid version string {version!r}")
+        return str(m["upstream_version"]) or version
 
     def compare(self, a: str, b: str) -> int:
         from debian.debian_support import Version as DebVersion  # ~6 ms: only when planning

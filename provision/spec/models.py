@@ -16,11 +16,12 @@ from urllib.parse import urlsplit
 from pydantic import (
     AfterValidator,
     Field,
-    HttpUrl,
+    GetCoreSchemaHandler,
     ValidationInfo,
     field_validator,
     model_validator,
 )
+from pydantic_core import Url, core_schema
 
 from provision.models import Frozen
 from provision.serving.arch import ModelArchitecture
@@ -101,7 +102,22 @@ def _requirement(value: str) -> str:
 PipRequirement = Annotated[str, AfterValidator(_no_template), AfterValidator(_requirement)]
 
 
-def _url_without_braces(value: HttpUrl) -> HttpUrl:
+class _HttpUrl:
+    """pydantic's ``HttpUrl`` check (pydantic-core's URL parser: http or https, at most 2083
+    characters, normalized the same way) as Annotated metadata: the value is a
+    ``pydantic_core.Url``. ``pydantic.HttpUrl`` itself lives in ``pydantic.networks``, an import of
+    2-3 ms (with ``importlib.metadata`` where nothing loaded it yet) for every command that reads a
+    spec.
+    Source: https://docs.pydantic.dev/latest/api/networks/#pydantic.networks.HttpUrl
+    """
+
+    def __get_pydantic_core_schema__(
+        self, source: object, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        return core_schema.url_schema(allowed_schemes=["http", "https"], max_length=2083)
+
+
+def _url_without_braces(value: Url) -> Url:
     _no_template(str(value))
     return value
 
@@ -113,7 +129,7 @@ CREDENTIALS_HELP = (
 )
 
 
-def _url_without_userinfo(value: HttpUrl) -> HttpUrl:
+def _url_without_userinfo(value: Url) -> Url:
     # Any userinfo is refused, not only a password: "https://download.pytorch.org@other.host/"
     # names other.host, with download.pytorch.org as a user name (RFC 3986 §3.2.1).
     if value.username is not None or value.password is not None:
@@ -121,7 +137,9 @@ def _url_without_userinfo(value: HttpUrl) -> HttpUrl:
     return value
 
 
-SafeUrl = Annotated[HttpUrl, AfterValidator(_url_without_braces), AfterValidator(_url_without_userinfo)]
+SafeUrl = Annotated[
+    Url, _HttpUrl(), AfterValidator(_url_without_braces), AfterValidator(_url_without_userinfo)
+]
 """An http(s) URL without ``{`` or ``}`` (RFC 3986 never allows them unencoded) and without userinfo."""
 
 KEY_HOSTS = ("developer.download.nvidia.com",)
@@ -368,7 +386,7 @@ class RepositorySpec(Frozen):
 
     @field_validator("key_url")
     @classmethod
-    def _key_host(cls, value: HttpUrl | None, info: ValidationInfo) -> HttpUrl | None:
+    def _key_host(cls, value: Url | None, info: ValidationInfo) -> Url | None:
         # key_hosts is declared before key_url, so it is validated first and is in info.data.
         if value is not None and (why := key_url_problem(str(value), info.data.get("key_hosts", ()))):
             raise ValueError(why)

@@ -83,6 +83,9 @@ def test_offline_plan_loads_no_ansible_and_no_http_client(as_json: bool) -> None
     modules = loaded("plan", SPEC, "--from-raw", RAW, *(["--json"] if as_json else []))
     assert {"provision.plan.planner", "provision.detect.facts"} <= modules
     assert not NEVER & modules
+    # Neither is needed for this spec (no python.packages; no Debian version ordered), and each
+    # costs 6-60 ms to import; pydantic.networks brings importlib.metadata and email.
+    assert not {"packaging.requirements", "debian.debian_support", "pydantic.networks"} & modules
 
 
 def _subclasses(cls: type[BaseModel]) -> Iterator[type[BaseModel]]:
@@ -101,3 +104,90 @@ def test_every_model_builds_its_validator() -> None:
     assert len(models) > 100
     for model in models:
         assert model.model_rebuild(force=True), model
+
+
+@pytest.mark.parametrize(
+    "version",
+    [
+        *("580.95.05-0ubuntu1", "1:2.3-4", "9.14.0.64-1", "2.28.9-1+cuda13.0", "1.0", "1:1.0-2:3-4"),
+        *("1.0~rc1-1", "a-b-c", "-1", "1.0-", "1:", "", "1.0:2", "1.0 2", "1:2:3", "x:1.0"),
+    ],
+)
+def test_apt_upstream_splits_as_python_debian(version: str) -> None:
+    """Apt.upstream parses without importing python-debian; its answer, or its refusal, is
+    python-debian's."""
+    from debian.debian_support import Version as DebVersion
+
+    from provision.pkg.apt import Apt
+
+    try:
+        expected = DebVersion(version).upstream_version or version
+    except ValueError:
+        with pytest.raises(ValueError, match="Invalid version string"):
+            Apt().upstream(version)
+    else:
+        assert Apt().upstream(version) == expected
+
+
+@pytest.mark.parametrize(
+    "installed",
+    ["2.11.0+cu130", "2.11.0", "2.11.0+cu128", "2.11+cu130", "2.11.0.0+cu130", "2.11.1+cu130", "x", None],
+)
+def test_the_torch_pin_is_matched_as_pip_matches_it(installed: str | None) -> None:
+    """The wheels step compares the torch pin as versions, without packaging.requirements; the
+    answer is packaging's specifier match (PEP 440, local label included when pinned)."""
+    from packaging.requirements import Requirement
+    from packaging.version import InvalidVersion, Version
+
+    from provision.components.python_env import _unsatisfied
+    from provision.spec.models import PythonSpec
+
+    py = PythonSpec.model_validate(
+        {"interpreter": "3.12", "venv": "/opt/venv", "torch": "2.11.0", "cuda_variant": "cu130"}
+    )
+    have = {} if installed is None else {"torch": installed}
+    try:
+        expected = installed is not None and Requirement("torch==2.11.0+cu130").specifier.contains(
+            Version(installed), prereleases=True
+        )
+    except InvalidVersion:
+        expected = False
+    assert _unsatisfied(py, have) == (() if expected else ("torch==2.11.0+cu130",))
+
+
+def test_extra_packages_are_checked_after_torch_in_spec_order() -> None:
+    from provision.components.python_env import _unsatisfied
+    from provision.spec.models import PythonSpec
+
+    py = PythonSpec.model_validate(
+        {
+            "interpreter": "3.12",
+            "venv": "/opt/venv",
+            "torch": "2.11.0",
+            "cuda_variant": "cu130",
+            "packages": ["Numpy>=2", "einops"],
+        }
+    )
+    assert _unsatisfied(py, {"torch": "2.11.0+cu130", "numpy": "2.1.0", "einops": "0.8"}) == ()
+    assert _unsatisfied(py, {"numpy": "1.26"}) == ("torch==2.11.0+cu130", "Numpy>=2", "einops")
+
+
+def test_only_the_named_command_is_built_and_runs_as_in_the_whole_app() -> None:
+    """main() hands typer an app holding only the command argv names (typer builds every
+    registered command before parsing); anything else gets the whole app."""
+    from typer.testing import CliRunner
+
+    from provision.cli import cli, invoked_only
+
+    assert [c.callback.__name__ for c in invoked_only(cli, ["validate", SPEC]).registered_commands] == [
+        "validate"
+    ]
+    lock = invoked_only(cli, ["lock", "show"])
+    assert (lock.registered_commands, len(lock.registered_groups)) == ([], 1)
+    for whole in (["--help"], [], ["vlidate"], ["--version"], ["-x"]):
+        assert invoked_only(cli, whole) is cli
+    runner = CliRunner()
+    for args in (["validate", SPEC], ["validate", "--help"], ["lock", "--help"], ["catalog", "gpus"]):
+        narrowed = runner.invoke(invoked_only(cli, args), args)
+        whole = runner.invoke(cli, args)
+        assert (narrowed.exit_code, narrowed.output) == (whole.exit_code, whole.output), args
