@@ -66,9 +66,11 @@ class _Piped(io.TextIOBase):
 def console(*, stderr: bool = False) -> Console:
     """A rich Console on stdout or stderr: the terminal's width, or no wrapping when redirected."""
     stream = sys.stderr if stderr else sys.stdout
+    # emoji=False: a ":name:" in a path or a message stays as written (and rich's emoji table,
+    # 2-3 ms to import, is never loaded).
     if stream.isatty() or "COLUMNS" in os.environ:
-        return Console(stderr=stderr, highlight=False)
-    return Console(file=cast(IO[str], _Piped(stderr)), highlight=False, width=PIPED_WIDTH)
+        return Console(stderr=stderr, highlight=False, emoji=False)
+    return Console(file=cast(IO[str], _Piped(stderr)), highlight=False, width=PIPED_WIDTH, emoji=False)
 
 
 out = console()

@@ -203,7 +203,11 @@ def _logged(found: record.ResumeRecord, console: Console) -> Iterator[Console]:
     fd = os.open(found.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "a", encoding="utf-8") as log:
         yield Console(
-            file=cast(IO[str], _Tee(console.file, log)), width=console.width, no_color=True, highlight=False
+            file=cast(IO[str], _Tee(console.file, log)),
+            width=console.width,
+            no_color=True,
+            highlight=False,
+            emoji=False,
         )
 
 
