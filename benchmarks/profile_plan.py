@@ -20,9 +20,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 _PHASES = r"""
-import time, sys, io, json
+import time, sys, io, json, os
 from pathlib import Path
 t0 = time.perf_counter()
+os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")  # as provision.cli.main
 from provision import gcpolicy
 gcpolicy.start_up()
 from provision.detect import early
