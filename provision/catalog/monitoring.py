@@ -15,8 +15,8 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from provision.catalog.loader import DATA_DIR, SourcesFile, _check_sources, _load
 from provision.catalog.models import Sourced
+from provision.catalog.tables import DATA_DIR, SourcesFile, _check_sources, _load
 from provision.errors import CatalogError
 from provision.models import Frozen
 from provision.versions import Dotted, DottedVersion

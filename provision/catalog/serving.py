@@ -14,8 +14,8 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 from pydantic import Field, field_validator
 
-from provision.catalog.loader import DATA_DIR, SourcesFile, _check_sources, _load, _unique
 from provision.catalog.models import Sourced
+from provision.catalog.tables import DATA_DIR, SourcesFile, _check_sources, _load, _unique
 from provision.models import Frozen
 from provision.versions import Pep440
 

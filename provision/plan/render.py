@@ -51,7 +51,7 @@ def _add_step(table: Table, step: Step) -> None:
         Text(f" {symbol}", style=style),
         Text(step.component.value, style="bold" if step.changes else "dim"),
         Text(step.action.value, style=style),
-        change,
+        Text(change),
     )
     table.add_row("", "", "", Text(step.reason, style="dim"))
     if step.packages:

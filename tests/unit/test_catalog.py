@@ -12,7 +12,8 @@ import pytest
 from packaging.version import Version
 
 from provision.catalog import Architecture, Catalog, load_catalog, load_catalog_from
-from provision.catalog.loader import DATA_DIR, _sourced, catalog_files
+from provision.catalog.loader import DATA_DIR, catalog_files
+from provision.catalog.tables import _sourced
 from provision.errors import CatalogError
 from provision.versions import DottedVersion, DriverVersion
 

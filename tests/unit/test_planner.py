@@ -270,3 +270,19 @@ def test_gpu_count_other_than_the_spec_is_refused_not_called_a_match(
     assert len(refusal) == 1
     assert f"expects {wanted} GPU(s), nvidia-smi shows {seen}" in refusal[0].message
     assert f"set gpus.count to {seen}" in refusal[0].message
+
+
+def test_a_step_is_printed_as_written_never_read_as_rich_markup() -> None:
+    """A version or a path holding ``[...]`` is text: rich would drop it as a style or fail on
+    ``[/]``."""
+    import io
+
+    from rich.console import Console
+
+    from provision.plan.render import render_plan
+
+    plan = make_plan(spec(), fresh_ubuntu(), CATALOG)
+    odd = plan.steps[0].model_copy(update={"current": "[bold]1.0[/]", "target": "2.0 [/x]"})
+    out = io.StringIO()
+    render_plan(plan.model_copy(update={"steps": (odd, *plan.steps[1:])}), Console(file=out, width=200))
+    assert "[bold]1.0[/] -> 2.0 [/x]" in out.getvalue()

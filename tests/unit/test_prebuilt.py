@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from provision.catalog import loader, prebuilt, regenerate, snapshot, snapshot_key
+from provision.catalog import loader, prebuilt, regenerate, snapshot, snapshot_key, tables
 from provision.catalog.loader import load_catalog_from
 from provision.errors import CatalogError
 
@@ -59,12 +59,22 @@ def test_catalog_from_prebuilt_equals_catalog_parsed_from_yaml(monkeypatch: pyte
     assert load_catalog_from(prebuilt.DATA_DIR, prebuilt=False) == fast
 
 
+def _imported_by_a_fresh_load() -> set[str]:
+    import subprocess
+    import sys
+
+    program = "import sys; from provision.catalog import load_catalog; load_catalog(); print(*sys.modules)"
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True)
+    return set(done.stdout.split())
+
+
 def test_the_shipped_catalog_is_the_assembled_document_not_the_files(monkeypatch: pytest.MonkeyPatch) -> None:
     def no_files(directory: Path) -> object:
         raise AssertionError("validated the files one by one although prebuilt.json holds the catalog")
 
-    monkeypatch.setattr(loader, "_read_all", no_files)
+    monkeypatch.setattr(tables, "read_catalog", no_files)
     assert load_catalog_from(prebuilt.DATA_DIR).gpu("h200-sxm") is not None
+    assert "provision.catalog.tables" not in _imported_by_a_fresh_load(), "the file models were imported"
 
 
 def test_an_edited_copy_is_read_file_by_file(tmp_path: Path) -> None:
