@@ -198,7 +198,11 @@ def failure(tool: str, output: str, rc: int) -> Unknown | None:
         rc: Its exit status (127 not found, 124 timed out, -1 never ran).
     """
     # A pipeline (`sh -c 'modinfo nvidia | head'`) exits 0 even when its first command is missing.
-    if rc == NOT_FOUND_RC or re.search(rf"^(sh: \d+: )?{re.escape(tool)}: not found$", output, re.MULTILINE):
+    # The substring test first: a pattern per tool compiled on every parse cost ~2 ms a command.
+    said = f"{tool}: not found" in output
+    if rc == NOT_FOUND_RC or (
+        said and re.search(rf"^(sh: \d+: )?{re.escape(tool)}: not found$", output, re.MULTILINE)
+    ):
         return Unknown(unknown=f"{tool}: not found")
     if rc == 0:
         return None
