@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+from pathlib import Path
 
 import pytest
 
@@ -286,3 +287,53 @@ def test_a_step_is_printed_as_written_never_read_as_rich_markup() -> None:
     out = io.StringIO()
     render_plan(plan.model_copy(update={"steps": (odd, *plan.steps[1:])}), Console(file=out, width=200))
     assert "[bold]1.0[/] -> 2.0 [/x]" in out.getvalue()
+
+
+def _rendered(plan: Plan, width: int, *, rich_only: bool, plain: bool = True) -> str:
+    import io
+
+    from rich.console import Console
+
+    from provision.plan import render
+
+    out = io.StringIO()
+    console = Console(file=out, width=width, highlight=False, emoji=False)
+    if rich_only:  # every grid laid out by rich, as before the plain-text path existed
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(render, "_grid", render.rich_grid)
+            render.render_plan(plan, console)
+    else:
+        with pytest.MonkeyPatch.context() as patch:
+            if width == 10_000 and plain:  # the lines fit: rich is not asked
+                patch.setattr(render, "rich_grid", lambda *a: pytest.fail("laid out by rich"))
+            render.render_plan(plan, console)
+    return out.getvalue()
+
+
+_SPECS = sorted((ROOT / "specs").glob("*.yaml"))
+_RAWS = sorted(p for p in (ROOT / "tests" / "fixtures" / "raw").iterdir() if p.is_dir())
+
+
+@pytest.mark.parametrize("raw", _RAWS, ids=[p.name for p in _RAWS])
+@pytest.mark.parametrize("spec_path", _SPECS, ids=[p.stem for p in _SPECS])
+def test_plan_text_is_what_rich_lays_out(spec_path: Path, raw: Path) -> None:
+    """Without colour, render_plan composes the grid's lines itself; they are rich's, character
+    for character (trailing spaces included), on every spec x capture, wide and narrow."""
+    plan = make_plan(load_spec(spec_path), facts_from_raw(raw), CATALOG)
+    for width in (10_000, 120, 40):
+        assert _rendered(plan, width, rich_only=False) == _rendered(plan, width, rich_only=True), width
+
+
+def test_plan_text_with_wide_characters_tabs_and_newlines_is_what_rich_lays_out() -> None:
+    plan = make_plan(spec(), fresh_ubuntu(), CATALOG)
+    odd = (
+        plan.steps[0].model_copy(update={"current": "版本 1.0", "target": "二"}),
+        plan.steps[1].model_copy(update={"reason": "a\ttab"}),
+        plan.steps[2].model_copy(update={"reason": "two\nlines"}),
+    )
+    plan = plan.model_copy(update={"steps": (*odd, *plan.steps[3:])})
+    for width in (10_000, 60):
+        mine = _rendered(plan, width, rich_only=False, plain=False)
+        assert mine == _rendered(plan, width, rich_only=True), width
+    wide_only = plan.model_copy(update={"steps": (odd[0], *plan.steps[3:])})
+    assert _rendered(wide_only, 10_000, rich_only=False) == _rendered(wide_only, 10_000, rich_only=True)
