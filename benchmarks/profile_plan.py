@@ -20,9 +20,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 _PHASES = r"""
-import time, sys, io, json, os
+import time, sys, json, os
 from pathlib import Path
 t0 = time.perf_counter()
+from provision.cli import out  # the console script imports the CLI (typer, rich) first
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")  # as provision.cli.main
 from provision import gcpolicy
 gcpolicy.start_up()
@@ -39,11 +40,10 @@ facts = app.gather(spec, app.Target())
 t_detect = time.perf_counter()
 plans = app.plan_all(spec, facts, sys.argv[1])
 t_plan = time.perf_counter()
-from provision.plan.render import render_plan
-from rich.console import Console
-console = Console(file=io.StringIO())
+from provision.plan.render import render_plan  # to the command's own console: stdout, a pipe here
 for p in plans.values():
-    render_plan(p, console)
+    render_plan(p, out)
+sys.stdout.flush()
 t_out = time.perf_counter()
 print(json.dumps({"spec": t_spec - t0, "imports": t_imports - t0, "detect": t_detect - t0,
                   "plan": t_plan - t0, "output": t_out - t0}))
