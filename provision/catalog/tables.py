@@ -2,8 +2,11 @@
 
 Cross-file checks follow the per-file ones (every source key defined, every torch variant has an
 arch list, ids unique). Any problem raises :class:`CatalogError` naming the file and the problem.
-Loaded only when the catalog is read file by file (:func:`provision.catalog.loader.load_catalog_from`
-on edited files, and at build time): a shipped catalog comes from its snapshot, without these models.
+The main catalog loads this module only when it is read file by file
+(:func:`provision.catalog.loader.load_catalog_from` on edited files, and at build time): the
+shipped one comes from its snapshot, without these models. The serving and monitoring catalogs
+(:mod:`provision.catalog.serving`, :mod:`provision.catalog.monitoring`), read from their own files
+by a spec that serves or monitors, use its readers.
 """
 
 from __future__ import annotations
