@@ -65,7 +65,8 @@ def parse_raw(text: str, name: str = "<raw>") -> ProbeOutput:
     match = _EXIT.match(lines[-1].strip()) if len(lines) >= 2 else None
     if not lines[0].startswith("$") or match is None:
         raise FactsError(f"{name}: not a raw probe file (want '$ command' ... '[exit N]')")
-    output = "".join(line + "\n" for line in lines[1:-1])
+    body = lines[1:-1]
+    output = "\n".join(body) + "\n" if body else ""
     return ProbeOutput(command=lines[0][1:].strip(), output=output, rc=int(match.group(1)))
 
 

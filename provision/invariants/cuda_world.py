@@ -9,6 +9,7 @@ mismatch between torch and nvcc and warns on a minor one (``torch/utils/cpp_exte
 
 from __future__ import annotations
 
+import functools
 import re
 
 from provision.catalog import Catalog
@@ -27,11 +28,17 @@ def wheel_majors(venv: Venv) -> dict[str, int]:
     """Distribution -> the CUDA major it was built for, for the CUDA wheels of ``venv``."""
     found: dict[str, int] = {}
     for name, version in venv.distributions.items():
-        if (match := _SUFFIX.search(name)) is not None:
-            found[name] = int(match.group(1))
-        elif name in _RUNTIME and (major := version.split(".")[0]).isdigit():
-            found[name] = int(major)
+        if (major := _named_major(name)) is not None:
+            found[name] = major
+        elif name in _RUNTIME and (first := version.split(".")[0]).isdigit():
+            found[name] = int(first)
     return found
+
+
+@functools.lru_cache(maxsize=8192)
+def _named_major(name: str) -> int | None:
+    # Cached by name: invariants ask once per host and a fleet's venvs hold the same wheels.
+    return int(match.group(1)) if (match := _SUFFIX.search(name)) is not None else None
 
 
 def foreign_wheels(venv: Venv, built: DottedVersion) -> tuple[str, ...]:

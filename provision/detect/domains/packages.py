@@ -111,8 +111,12 @@ def _recorded() -> re.Pattern[str]:
     return re.compile("|".join(f"(?:{p})" for p in package_name_patterns()))
 
 
+@functools.lru_cache(maxsize=8192)
 def recorded(name: str) -> bool:
-    """True when detection records the package ``name`` (it matches a detected pattern)."""
+    """True when detection records the package ``name`` (it matches a detected pattern).
+
+    Cached by name: a fleet's hosts list mostly the same few hundred packages.
+    """
     return _recorded().search(name) is not None
 
 
