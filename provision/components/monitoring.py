@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 from provision.catalog import Catalog
 from provision.components.base import Action, Built, Component, InstallableComponent, PlanContext, Step
-from provision.components.monitoring_files import ManagedFile, managed_files
 from provision.components.steps import noop
 from provision.detect.unknown import Unknown
 from provision.findings import Finding
@@ -26,6 +25,7 @@ from provision.versions import DottedVersion
 
 if TYPE_CHECKING:
     from provision.catalog.monitoring import MonitoringCatalog
+    from provision.components.monitoring_files import ManagedFile
     from provision.detect.facts import Facts
 
 DCGM_SOURCE = (
@@ -292,6 +292,8 @@ def _fleet_hosts(ctx: PlanContext) -> tuple[str, ...]:
 
 
 def _files(ctx: PlanContext, mon: MonitoringSpec) -> tuple[ManagedFile, ...]:
+    from provision.components.monitoring_files import managed_files  # only a spec that monitors
+
     return managed_files(mon, _monitoring_catalog(), _fleet_hosts(ctx))
 
 

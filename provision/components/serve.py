@@ -20,14 +20,16 @@ from provision.components.base import Action, Built, Component, InstallableCompo
 from provision.components.steps import noop
 from provision.detect.unknown import Unknown
 from provision.findings import Finding
-from provision.serving.fit import alternatives, compute_fit, tp_problem, valid_tp_sizes
-from provision.serving.unit import UNIT_PATH, ServerConfig, server_argv, unit_text
 from provision.spec.models import ServeSpec, Spec
 
 if TYPE_CHECKING:
     from provision.catalog.serving import ServingData, VllmRelease
     from provision.detect.domains.service import UnitFile
     from provision.serving.fit import FitRequest
+    from provision.serving.unit import ServerConfig
+
+# provision.serving.fit and .unit are imported where they are used: only a spec that serves needs
+# them, and every command that reads a spec imports this component (~3 ms).
 
 _TAGS = ("serve",)
 
@@ -64,6 +66,8 @@ class Serve(InstallableComponent):
         return (*((fit,) if fit else ()), wheel_step(ctx, serve, data), unit_step(ctx, serve, data))
 
     def extravars(self, ctx: PlanContext) -> dict[str, Any]:
+        from provision.serving.unit import UNIT_PATH, unit_text
+
         serve, py = ctx.spec.serve, ctx.spec.python
         if serve is None or py is None:
             return {"provision_serve": None}
@@ -89,6 +93,8 @@ def tensor_parallel(spec: Spec, serve: ServeSpec) -> int:
 
 def server_config(spec: Spec, serve: ServeSpec) -> ServerConfig:
     """The server's settings from the spec (TP defaults to the GPU count, context to the model's)."""
+    from provision.serving.unit import ServerConfig
+
     arch = serve.architecture
     return ServerConfig(
         venv=spec.python.venv if spec.python is not None else "/nonexistent",
@@ -213,6 +219,8 @@ def _driver_floor(spec: Spec, release: VllmRelease, catalog: Catalog) -> Iterato
 def _parallel_findings(
     spec: Spec, serve: ServeSpec, catalog: Catalog, data: ServingData
 ) -> Iterator[Finding]:
+    from provision.serving.fit import tp_problem, valid_tp_sizes
+
     arch, tp, keys = serve.architecture, tensor_parallel(spec, serve), data.tensor_parallel.source
     if tp > spec.gpus.count:
         yield _finding(
@@ -247,6 +255,8 @@ def _parallel_findings(
 
 
 def _fit_findings(spec: Spec, serve: ServeSpec, catalog: Catalog, data: ServingData) -> Iterator[Finding]:
+    from provision.serving.fit import alternatives, compute_fit
+
     req = fit_request(spec, serve, catalog)
     if req is None:
         return
@@ -266,6 +276,8 @@ def _fit_findings(spec: Spec, serve: ServeSpec, catalog: Catalog, data: ServingD
 
 def fit_step(spec: Spec, serve: ServeSpec, catalog: Catalog, data: ServingData) -> Step | None:
     """A no-op step carrying the memory-fit arithmetic (None when it cannot be computed)."""
+    from provision.serving.fit import compute_fit, tp_problem
+
     arch = serve.architecture
     req = fit_request(spec, serve, catalog)
     if req is None or arch is None or tp_problem(arch, req.tensor_parallel) is not None:
@@ -331,6 +343,7 @@ def _same(have: str, want: Version) -> bool:
 def unit_step(ctx: PlanContext, serve: ServeSpec, data: ServingData) -> Step:
     """Write the server's systemd unit (and restart the service) unless the unit on disk is the same."""
     from provision.detect.domains.service import UnitFile
+    from provision.serving.unit import UNIT_PATH, server_argv, unit_text
 
     cfg = server_config(ctx.spec, serve)
     text, argv = unit_text(cfg, data), server_argv(cfg, data)

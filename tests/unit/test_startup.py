@@ -76,6 +76,11 @@ def test_validate_loads_no_detector_planner_or_ansible() -> None:
     unwanted |= {"provision.catalog.serving", "provision.catalog.monitoring"}  # no serve:, no monitoring:
     assert not (unwanted | NEVER) & modules
     assert "packaging.requirements" not in modules  # the spec lists no python.packages
+    # Neither serves nor monitors: the serving arithmetic, the unit and the monitoring files wait.
+    assert (
+        not {"provision.serving.fit", "provision.serving.unit", "provision.components.monitoring_files"}
+        & modules
+    )
 
 
 @pytest.mark.parametrize("as_json", [False, True])
