@@ -196,3 +196,23 @@ def test_only_the_named_command_is_built_and_runs_as_in_the_whole_app() -> None:
         narrowed = runner.invoke(invoked_only(cli, args), args)
         whole = runner.invoke(cli, args)
         assert (narrowed.exit_code, narrowed.output) == (whole.exit_code, whole.output), args
+
+
+@pytest.mark.parametrize(("given", "seen"), [(None, "__all__"), ("", ""), ("logfire", "logfire")])
+def test_pydantic_plugins_are_off_unless_the_user_chose(given: str | None, seen: str) -> None:
+    """The console entry point skips pydantic's plugin lookup (an entry-point scan of every
+    installed distribution) unless PYDANTIC_DISABLE_PLUGINS is set: an empty value keeps plugins on."""
+    import os
+
+    program = _REPORT.replace(
+        "json.dumps(sorted(sys.modules))", "json.dumps(os.environ.get('PYDANTIC_DISABLE_PLUGINS'))"
+    ).replace("import atexit, json, runpy, sys", "import atexit, json, os, runpy, sys")
+    env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+    if given is not None:
+        env["PYDANTIC_DISABLE_PLUGINS"] = given
+    done = subprocess.run(
+        [sys.executable, "-c", program, "validate", SPEC], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    line = next(x for x in done.stderr.splitlines() if x.startswith("MODULES "))
+    assert json.loads(line.removeprefix("MODULES ")) == seen
