@@ -34,9 +34,9 @@ Cell = tuple[str, str]
 def render_plan(plan: Plan, console: Console) -> None:
     """Print ``plan`` for a person: header, steps, findings and a summary line."""
     console.print(Text(f"Plan for {plan.spec_name} on {plan.host}", style="bold"))
-    _grid(console, [row for step in plan.steps for row in _step_rows(step)], columns=4)
+    _grid(console, [row for step in plan.steps for row in _step_rows(step)])
     if plan.blockers or plan.warnings:
-        _grid(console, [row for f in (*plan.blockers, *plan.warnings) for row in _finding_rows(f)], columns=2)
+        _grid(console, [row for f in (*plan.blockers, *plan.warnings) for row in _finding_rows(f)])
     console.print(Text(summary(plan), style="bold red" if plan.refused else "bold"))
 
 
@@ -68,9 +68,9 @@ def _finding_rows(finding: Finding) -> list[tuple[Cell, ...]]:
     ]
 
 
-def _grid(console: Console, rows: list[tuple[Cell, ...]], columns: int) -> None:
-    """``rows`` as a grid: columns one space apart, each as wide as its widest cell; the last
-    column folds when a line is wider than the console.
+def _grid(console: Console, rows: list[tuple[Cell, ...]]) -> None:
+    """``rows`` (of equally many cells) as a grid: columns one space apart, each as wide as its
+    widest cell; the last column folds when a line is wider than the console.
 
     Without colour (a pipe or a file) and when every line fits, the lines are composed here, as
     rich's ``Table.grid(padding=(0, 1))`` lays them out (``tests/unit/test_planner.py`` holds the
@@ -80,19 +80,22 @@ def _grid(console: Console, rows: list[tuple[Cell, ...]], columns: int) -> None:
     if not rows:
         return
     plain = console.color_system is None and all(text.isprintable() for row in rows for text, _ in row)
-    widths = [max(cell_len(row[i][0]) for row in rows) for i in range(columns)] if plain else []
-    if plain and sum(widths) + columns - 1 <= console.width:
+    widths = (
+        [max(cell_len(text) for text, _ in column) for column in zip(*rows, strict=True)] if plain else []
+    )
+    if plain and sum(widths) + len(widths) - 1 <= console.width:
         lines = (" ".join(_pad(text, w) for (text, _), w in zip(row, widths, strict=True)) for row in rows)
         console.print(Text("\n".join(lines)), overflow="ignore", crop=False, soft_wrap=True)
     else:
-        rich_grid(console, rows, columns)
+        rich_grid(console, rows)
 
 
-def rich_grid(console: Console, rows: list[tuple[Cell, ...]], columns: int) -> None:
+def rich_grid(console: Console, rows: list[tuple[Cell, ...]]) -> None:
     """``rows`` laid out by rich (:func:`_grid` without its plain-text path)."""
     from rich.table import Table
 
     table = Table.grid(padding=(0, 1))
+    columns = len(rows[0])
     for i in range(columns - 1):
         table.add_column(str(i), no_wrap=True)
     table.add_column(str(columns - 1), overflow="fold")
