@@ -185,51 +185,43 @@ def _half_installed(py: PythonSpec, facts: Facts) -> tuple[str, ...]:
     from provision.detect.facts import Venv
 
     broken = facts.venv.incomplete if isinstance(facts.venv, Venv) else {}
-    names = (("torch",) if py.torch is not None else ()) + tuple(n for n, _ in _extra(py))
-    return tuple(r for r, name in zip(requirements(py), names, strict=True) if name in broken)
+    return tuple(text for text, name, _ in _wanted(py) if name in broken)
 
 
 def _unsatisfied(py: PythonSpec, have: dict[str, str]) -> tuple[str, ...]:
-    """``requirements(py)`` that ``have`` (canonical name -> version) does not satisfy, in order.
+    """``requirements(py)`` that ``have`` (canonical name -> version) does not satisfy, in order."""
+    return tuple(text for text, name, req in _wanted(py) if not _satisfied(text, have.get(name), req))
+
+
+def _wanted(py: PythonSpec) -> list[tuple[str, str, Requirement | None]]:
+    """``requirements(py)``, each with its distribution's canonical name (PEP 503) and its parsed
+    form: None for the torch pin.
 
     The torch pin is the exact version with its local variant tag, which PEP 440 matches as a whole
-    (https://peps.python.org/pep-0440/#version-matching): compared as versions, without parsing
-    the requirement (packaging.requirements costs 15-60 ms to import; it is loaded only for the
-    spec's extra ``python.packages``).
+    (https://peps.python.org/pep-0440/#version-matching): it is compared as versions, without
+    parsing the requirement (packaging.requirements costs 15-60 ms to import; it is loaded only for
+    the spec's extra ``python.packages``).
     """
+    extra: list[tuple[str, Requirement | None]] = []
+    if py.packages:
+        from packaging.requirements import Requirement
+        from packaging.utils import canonicalize_name
+
+        extra = [(canonicalize_name(req.name), req) for req in map(Requirement, py.packages)]
+    parsed = ([("torch", None)] if py.torch is not None else []) + extra
+    return [(text, name, req) for text, (name, req) in zip(requirements(py), parsed, strict=True)]
+
+
+def _satisfied(text: str, version: str | None, req: Requirement | None) -> bool:
+    """Whether the installed ``version`` (None: not installed) satisfies the requirement ``text``
+    (``req`` parsed, None for the torch pin)."""
     from packaging.version import InvalidVersion, Version
 
-    missing: list[str] = []
-    if py.torch is not None:
-        pin = f"{py.torch}+{py.cuda_variant}"
-        try:
-            ok = (version := have.get("torch")) is not None and Version(version) == Version(pin)
-        except InvalidVersion:
-            ok = False
-        if not ok:
-            missing.append(f"torch=={pin}")
-    missing += [r for (_, req), r in zip(_extra(py), py.packages, strict=True) if not _satisfied(req, have)]
-    return tuple(missing)
-
-
-def _extra(py: PythonSpec) -> list[tuple[str, Requirement]]:
-    """The spec's ``python.packages``, each as (canonical name, parsed requirement)."""
-    if not py.packages:
-        return []
-    from packaging.requirements import Requirement
-    from packaging.utils import canonicalize_name
-
-    return [(canonicalize_name(req.name), req) for req in map(Requirement, py.packages)]
-
-
-def _satisfied(req: Requirement, have: dict[str, str]) -> bool:
-    from packaging.utils import canonicalize_name
-    from packaging.version import InvalidVersion, Version
-
-    version = have.get(canonicalize_name(req.name))
     if version is None:
         return False
     try:
+        if req is None:
+            return Version(version) == Version(text.removeprefix("torch=="))
         return req.specifier.contains(Version(version), prereleases=True)
     except InvalidVersion:
         return False
