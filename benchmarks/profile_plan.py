@@ -20,13 +20,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 _PHASES = r"""
-import time, sys, json, os
+import time, sys, json
 from pathlib import Path
 t0 = time.perf_counter()
-from provision.cli import out  # the console script imports the CLI (typer, rich) first
-os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")  # as provision.cli.main
+from provision.cli import out, start_up  # the console script imports the CLI (typer, rich) first
 from provision import gcpolicy
-gcpolicy.start_up()
+start_up()  # as provision.cli.main
 from provision.detect import early
 early.start()
 from provision.spec.loader import load_spec

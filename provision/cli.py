@@ -110,7 +110,22 @@ RunsDirOpt = Annotated[
 
 
 def main() -> None:
-    """Console-script entry point (with the garbage-collection policy of :mod:`provision.gcpolicy`)."""
+    """Console-script entry point: :func:`start_up`, the command, then the exit policy of
+    :mod:`provision.gcpolicy`."""
+    from provision import gcpolicy
+
+    start_up()
+    try:
+        invoked_only(cli, sys.argv[1:])()
+    finally:
+        if (early := sys.modules.get("provision.detect.early")) is not None:
+            early.stop()  # probes started for a command that ended before it collected them
+        gcpolicy.exiting()
+
+
+def start_up() -> None:
+    """What the console entry point sets before a command runs: the garbage-collection policy
+    (:func:`provision.gcpolicy.start_up`) and pydantic's plugin switch."""
     from provision import gcpolicy
 
     gcpolicy.start_up()
@@ -121,12 +136,6 @@ def main() -> None:
     # inherit it; none of them uses pydantic (Ansible, probes, verify's GPU loads). Source:
     # https://docs.pydantic.dev/latest/concepts/plugins/ ("Disabling plugins").
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
-    try:
-        invoked_only(cli, sys.argv[1:])()
-    finally:
-        if (early := sys.modules.get("provision.detect.early")) is not None:
-            early.stop()  # probes started for a command that ended before it collected them
-        gcpolicy.exiting()
 
 
 def invoked_only(app: typer.Typer, args: list[str]) -> typer.Typer:
