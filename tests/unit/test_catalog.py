@@ -62,7 +62,7 @@ def test_the_files_hashed_for_the_snapshot_are_the_files_read_one_by_one() -> No
     table read but not hashed would let an edit of it be served from the old snapshot."""
     from provision.catalog.tables import _Files
 
-    assert CATALOG_FILES == tuple(f"{field}.yaml" for field in _Files.model_fields)
+    assert tuple(f"{field}.yaml" for field in _Files.model_fields) == CATALOG_FILES
 
 
 def test_load_is_cached(cat: Catalog) -> None:
