@@ -12,6 +12,9 @@ minima, the least disturbed runs of a shared machine, are judged against the flo
 - live ``plan`` and ``detect --json``: at most the floor + the slowest probe (``nvidia-smi -q``,
   timed here when present, else 0.12 s as on the H200) + 0.1 s
 
+A row without a target, the floor plus one pydantic model and ruamel.yaml, shows how much of the
+0.1 s the libraries a spec check needs take before any provision code runs.
+
 Not part of the test suite; run from the repository root (needs nothing but the package's own
 dependencies; the live rows probe this machine, so run them on a GPU machine for real figures)::
 
@@ -64,8 +67,16 @@ def _provision(*args: str) -> list[str]:
     return [PY, "-m", "provision", *args]
 
 
+LIBRARIES = (
+    "import pydantic, typer, rich.console, ruamel.yaml\nclass M(pydantic.BaseModel):\n    x: int\nM(x=1)"
+)
+"""The floor plus what a spec check cannot do without, and no provision code: pydantic's model
+machinery (``import pydantic`` alone loads little of it), one model built and validated, and the
+YAML reader. What ``validate`` costs above this is provision's own."""
+
 ROWS = [
     Row("python3 -c pass", [PY, "-c", "pass"], ""),
+    Row("floor + BaseModel + ruamel (no provision)", [PY, "-c", LIBRARIES], ""),
     Row("provision --help", _provision("--help"), "ratio"),
     Row("provision validate SPEC", _provision("validate", SPEC), "plus"),
     Row("provision plan SPEC --from-raw", _provision("plan", SPEC, "--from-raw", RAW), "plus"),

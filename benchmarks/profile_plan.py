@@ -2,7 +2,8 @@
 
 Usage: ``python3 benchmarks/profile_plan.py SPEC [--runs N]``. Prints one JSON document: per run, the
 seconds from process start to each phase's end, in the order ``provision plan SPEC`` runs them
-(probes started; spec loaded and venv probes started; the rest imported; facts; plan; text), and
+(``venv_probes``: the venv probes started, from the spec's YAML before it is validated; ``spec``: the
+spec validated; the rest imported; facts; plan; text), and
 each probe's wall seconds when run alone (the collector's own timing, sequentially) -- what
 README's "Speed" section quotes for the H200.
 """
@@ -26,12 +27,12 @@ t0 = time.perf_counter()
 from provision.cli import out, start_up  # the console script imports the CLI (typer, rich) first
 from provision import gcpolicy
 start_up()  # as provision.cli.main
+from provision.cli import _start_probes
 from provision.detect import early
-early.start()
-from provision.spec.loader import load_spec
-spec = load_spec(Path(sys.argv[1]))
-if spec.python is not None:
-    early.start_venv(spec.python.venv)
+venv_started = []
+start_venv = early.start_venv
+early.start_venv = lambda venv: (venv_started.append(time.perf_counter()), start_venv(venv))
+spec = _start_probes(Path(sys.argv[1]))  # as the command: probes, spec read, venv probes, validation
 t_spec = time.perf_counter()
 from provision import app
 t_imports = time.perf_counter()
@@ -44,7 +45,8 @@ for p in plans.values():
     render_plan(p, out)
 sys.stdout.flush()
 t_out = time.perf_counter()
-print(json.dumps({"spec": t_spec - t0, "imports": t_imports - t0, "detect": t_detect - t0,
+print(json.dumps({"venv_probes": venv_started[0] - t0 if venv_started else None,
+                  "spec": t_spec - t0, "imports": t_imports - t0, "detect": t_detect - t0,
                   "plan": t_plan - t0, "output": t_out - t0}))
 gcpolicy.exiting()
 """
@@ -83,7 +85,7 @@ def main() -> None:
 
     spec = load_spec(Path(args.spec))
     runs = [phases(args.spec) for _ in range(args.runs)]
-    median = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+    median = {k: None if runs[0][k] is None else statistics.median(r[k] for r in runs) for k in runs[0]}
     venv = spec.python.venv if spec.python else None
     print(json.dumps({"median_s": median, "runs": runs, "probes_s": probe_times(venv)}, indent=1))
 

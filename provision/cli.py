@@ -362,8 +362,8 @@ def _check_outputs(
 
 def _start_probes(spec: Path | None) -> Spec | None:
     """Start this machine's probes now, while the command loads (:mod:`provision.detect.early`),
-    and the venv probes as soon as ``spec`` (a spec file, not a saved plan) is loaded: the spec
-    loaded, or None when there is none or it is a saved plan.
+    and the venv probes as soon as ``spec`` (a spec file, not a saved plan) is read, before it is
+    validated: the spec loaded, or None when there is none or it is a saved plan.
 
     Raises:
         SpecError: The spec file is not a valid spec (as loading it later would).
@@ -374,10 +374,16 @@ def _start_probes(spec: Path | None) -> Spec | None:
     early.start()
     if spec is None or is_plan_file(spec):  # a saved plan: app.spec_from checks its seal
         return None
-    from provision.spec.loader import load_spec
+    from provision.spec.document import declared_venv, read_spec_document
 
-    loaded = load_spec(spec)
-    if loaded.python is not None:
+    document = read_spec_document(spec)
+    started = declared_venv(document)  # before validating: the probes run while the models load
+    if started is not None:
+        early.start_venv(started)
+    from provision.spec.loader import spec_from_document
+
+    loaded = spec_from_document(spec, document)
+    if loaded.python is not None and loaded.python.venv != started:  # not expected: same rules
         early.start_venv(loaded.python.venv)
     return loaded
 

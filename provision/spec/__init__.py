@@ -1,5 +1,4 @@
-"""The spec: the machine as a file (models, line-aware loader, cross-field rules)."""
+"""The spec: the machine as a file (models, line-aware loader, cross-field rules).
 
-from provision.spec.models import Spec
-
-__all__ = ["Spec"]
+Empty on purpose: :mod:`provision.spec.document` reads a spec file without loading the models.
+"""

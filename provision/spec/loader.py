@@ -14,9 +14,10 @@ from pydantic import ValidationError
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from provision.errors import SpecError, did_you_mean
-from provision.files import Location, key_position, locate, parse_yaml, plain_data, read_text
+from provision.files import locate, plain_data, read_text
 from provision.models import accepted_keys
 from provision.serving.modelconfig import parse_config_json
+from provision.spec.document import read_spec_document
 from provision.spec.models import Spec
 
 
@@ -29,7 +30,15 @@ def load_spec(path: Path) -> Spec:
             that is not a name, or validation failed; one ``file:line:column: field: message``
             line per problem.
     """
-    data = _read_yaml(path)
+    return spec_from_document(path, read_spec_document(path))
+
+
+def spec_from_document(path: Path, data: Any) -> Spec:
+    """Validate ``data``, the spec document :func:`read_spec_document` read from ``path``.
+
+    Raises:
+        SpecError: As :func:`load_spec`, for the problems found after reading.
+    """
     try:
         spec = Spec.model_validate(plain_data(data))
     except ValidationError as exc:
@@ -60,38 +69,6 @@ def _with_model_architecture(path: Path, data: Any, spec: Spec) -> Spec:
     return spec.model_copy(
         update={"serve": serve.model_copy(update={"architecture": arch, "config_json": None})}
     )
-
-
-def _read_yaml(path: Path) -> Any:
-    text = read_text(path, what="spec", error=SpecError)
-    data = parse_yaml(text, path, error=SpecError, typ="rt")
-    if not isinstance(data, CommentedMap):
-        raise SpecError([f"{path}:1:1: the spec must be a YAML mapping (key: value), not {_kind(data)}"])
-    if (where := _non_string_key(data)) is not None:
-        key, (line, col) = where
-        raise SpecError([f"{path}:{line}:{col}: key {key!r} is not a name (spec keys are words)"])
-    return data
-
-
-def _kind(data: Any) -> str:
-    if data is None:
-        return "an empty document"
-    if isinstance(data, CommentedSeq):
-        return "a list"
-    return f"a single value ({type(data).__name__})"
-
-
-def _non_string_key(node: Any) -> tuple[Any, Location] | None:
-    """The first mapping key that is not a string (``1:``, ``[a, b]:``), with its position."""
-    if isinstance(node, CommentedMap):
-        for key, value in node.items():
-            if not isinstance(key, str):
-                return key, key_position(node, key)
-            if (found := _non_string_key(value)) is not None:
-                return found
-    if isinstance(node, CommentedSeq):
-        return next((found for v in node if (found := _non_string_key(v)) is not None), None)
-    return None
 
 
 def _format_error(path: Path, data: Any, err: Any) -> str:

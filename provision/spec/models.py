@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from pathlib import PurePosixPath
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
@@ -25,6 +24,7 @@ from pydantic_core import Url, core_schema
 
 from provision.models import Frozen
 from provision.serving.arch import ModelArchitecture
+from provision.spec.paths import absolute_path, venv_path
 from provision.versions import Dotted, Driver, Pep440
 
 _IDENTIFIER = r"[a-z0-9][a-z0-9._-]{0,62}"
@@ -48,35 +48,10 @@ Identifier = Annotated[
 """Lower-case name safe for file names and Ansible variables."""
 
 
-def _absolute_path(value: str) -> str:
-    path = PurePosixPath(value)
-    if not path.is_absolute() or ".." in path.parts:
-        raise ValueError("must be an absolute path without '..'")
-    if not re.fullmatch(r"[A-Za-z0-9._/+-]+", value):
-        raise ValueError("may only contain letters, digits and . _ / + -")
-    return str(path)
+AbsolutePath = Annotated[str, AfterValidator(absolute_path)]
 
 
-AbsolutePath = Annotated[str, AfterValidator(_absolute_path)]
-
-VENV_ROOTS = ("/opt", "/srv")
-"""Directories a venv may be created under: root-owned and never part of the OS.
-
-Source: Filesystem Hierarchy Standard 3.0, sections /opt (add-on software) and /srv (site data).
-"""
-
-
-def _venv_path(value: str) -> str:
-    # Root creates the venv and runs its python and pip; under /usr, /etc or /tmp that would
-    # overwrite the OS or run what another user planted (docs/security.md).
-    parent = str(PurePosixPath(value).parent)
-    if not any(parent == root or parent.startswith(root + "/") for root in VENV_ROOTS):
-        roots = " or ".join(f"{root}/" for root in VENV_ROOTS)
-        raise ValueError(f"must be a directory under {roots} (system and shared directories are refused)")
-    return value
-
-
-VenvPath = Annotated[str, AfterValidator(_absolute_path), AfterValidator(_venv_path)]
+VenvPath = Annotated[str, AfterValidator(absolute_path), AfterValidator(venv_path)]
 
 
 def _no_template(value: str) -> str:
@@ -406,7 +381,7 @@ HUB_MODEL_ID = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95
 def _model_ref(value: str) -> str:
     # Either a Hub id or an absolute local directory; both reach vLLM as one argv element.
     if value.startswith("/"):
-        return _absolute_path(value)
+        return absolute_path(value)
     if not re.fullmatch(HUB_MODEL_ID, value):
         raise ValueError("must be a Hugging Face model id (owner/name) or an absolute directory")
     return value

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -152,6 +154,60 @@ def test_live_detect_and_plan_start_the_probes_first_offline_ones_do_not(
     runner.invoke(cli, ["detect", "--json"])
     runner.invoke(cli, ["plan", spec, "--json"])
     assert calls == ["start", "start", "/opt/torch/.venv"]
+
+
+def test_the_venv_probes_start_from_the_spec_document_before_the_spec_models_load() -> None:
+    # A fresh interpreter, as a command starts: the venv (and the order) as _start_probes sees them.
+    spec = Path(__file__).resolve().parents[2] / "specs" / "h200-ubuntu2404.yaml"
+    script = f"""
+import json, sys
+from pathlib import Path
+from provision import cli
+from provision.detect import early
+seen = []
+early.start = lambda: seen.append(["start", "provision.spec.models" in sys.modules])
+early.start_venv = lambda venv: seen.append([venv, "provision.spec.models" in sys.modules])
+loaded = cli._start_probes(Path({str(spec)!r}))
+print(json.dumps([seen, loaded.python.venv]))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    seen, venv = json.loads(done.stdout)
+    assert seen == [["start", False], [venv, False]]
+    assert venv == "/opt/torch/.venv"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "/opt/torch/.venv",
+        "/opt//v/",
+        "/srv/a/./b",
+        "/opt",
+        "/usr/v",
+        "opt/v",
+        "/opt/../etc/v",
+        "/opt/v w",
+        "/opt/v\x00",
+        "",
+        5,
+        None,
+        ["/opt/v"],
+        {"a": 1},
+    ],
+)
+def test_the_venv_read_before_validating_is_the_one_validation_keeps_or_none(value: object) -> None:
+    from pydantic import TypeAdapter, ValidationError
+
+    from provision.spec.document import declared_venv
+    from provision.spec.models import VenvPath
+
+    try:
+        expected: str | None = TypeAdapter(VenvPath).validate_python(value, strict=True)
+    except ValidationError:
+        expected = None
+    assert declared_venv({"python": {"venv": value}}) == expected
+    assert declared_venv({"python": value}) is None
+    assert declared_venv([value]) is None
 
 
 def test_detection_is_stamped_when_the_early_probes_started(probes_file: Path) -> None:
