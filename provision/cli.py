@@ -77,27 +77,35 @@ out = console()
 err = console(stderr=True)
 
 SpecArg = Annotated[
-    Path, typer.Argument(help="Spec file (YAML), e.g. specs/dual-a100x.yaml.", show_default=False)
+    Path,
+    typer.Argument(help="Spec file (YAML), e.g. specs/dual-a100x.yaml.", show_default=False, readable=False),
 ]
 MappedSpecArg = Annotated[
-    Path | None, typer.Argument(help="Spec file (YAML); optional when -i/--fleet map hosts to specs.")
+    Path | None,
+    typer.Argument(help="Spec file (YAML); optional when -i/--fleet map hosts to specs.", readable=False),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of text.")]
 FactsOpt = Annotated[
-    Path | None, typer.Option("--facts", help="Plan against facts saved by `detect --json`.")
+    Path | None, typer.Option("--facts", help="Plan against facts saved by `detect --json`.", readable=False)
 ]
 RawOpt = Annotated[
-    Path | None, typer.Option("--from-raw", help="Parse a raw probe directory instead of probing.")
+    Path | None,
+    typer.Option("--from-raw", help="Parse a raw probe directory instead of probing.", readable=False),
 ]
 InvOpt = Annotated[
-    Path | None, typer.Option("--inventory", "-i", help="Ansible inventory: remote hosts over ssh.")
+    Path | None,
+    typer.Option("--inventory", "-i", help="Ansible inventory: remote hosts over ssh.", readable=False),
 ]
 LimitOpt = Annotated[
     str | None, typer.Option("--limit", "-l", help="Ansible host pattern within the inventory.")
 ]
 FleetOpt = Annotated[
     Path | None,
-    typer.Option("--fleet", help="Fleet file: an inventory and group/host -> spec mapping (see README)."),
+    typer.Option(
+        "--fleet",
+        help="Fleet file: an inventory and group/host -> spec mapping (see README).",
+        readable=False,
+    ),
 ]
 ForksOpt = Annotated[
     int | None, typer.Option("--forks", min=1, help="Hosts Ansible works on at once (default 5).")
@@ -105,7 +113,8 @@ ForksOpt = Annotated[
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Print the plan and change nothing.")]
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Apply without asking for confirmation.")]
 RunsDirOpt = Annotated[
-    Path | None, typer.Option("--runs-dir", help="Where run directories (logs, artifacts) go.")
+    Path | None,
+    typer.Option("--runs-dir", help="Where run directories (logs, artifacts) go.", readable=False),
 ]
 
 
@@ -296,7 +305,7 @@ def catalog(
 @user_errors()
 def detect(
     spec: Annotated[
-        Path | None, typer.Argument(help="Optional spec: its venv is probed for PyTorch.")
+        Path | None, typer.Argument(help="Optional spec: its venv is probed for PyTorch.", readable=False)
     ] = None,
     *,
     as_json: JsonOpt = False,
@@ -310,6 +319,7 @@ def detect(
             "--save-raw",
             help="Also write every probe's raw output to this directory (a support bundle); with -i or "
             "--fleet one DIR/<host>/ per host, which `plan -i INVENTORY --from-raw DIR` plans offline.",
+            readable=False,
         ),
     ] = None,
     forks: ForksOpt = None,
@@ -412,7 +422,7 @@ def plan(
     limit: LimitOpt = None,
     fleet: FleetOpt = None,
     out_file: Annotated[
-        Path | None, typer.Option("--out", "-o", help="Save the plan as JSON for `apply`.")
+        Path | None, typer.Option("--out", "-o", help="Save the plan as JSON for `apply`.", readable=False)
     ] = None,
     detailed_exitcode: Annotated[
         bool,
@@ -499,7 +509,8 @@ def apply(
     spec: Annotated[
         Path | None,
         typer.Argument(
-            help="Spec file (YAML) or a plan saved with `plan --out` (JSON); optional with -i/--fleet."
+            help="Spec file (YAML) or a plan saved with `plan --out` (JSON); optional with -i/--fleet.",
+            readable=False,
         ),
     ] = None,
     *,
@@ -577,7 +588,8 @@ def resume(
         Path | None,
         typer.Argument(
             help="A resume record (default: this machine's, /var/lib/provision/resume.json; a remote "
-            "host's waiting on its console is in the apply's run directory)."
+            "host's waiting on its console is in the apply's run directory).",
+            readable=False,
         ),
     ] = None,
     *,
@@ -617,13 +629,20 @@ def checklist(
     ] = "md",
     output: Annotated[
         Path | None,
-        typer.Option("--output", "-o", help="Write to this file (a directory when there are several hosts)."),
+        typer.Option(
+            "--output",
+            "-o",
+            help="Write to this file (a directory when there are several hosts).",
+            readable=False,
+        ),
     ] = None,
     paper: Annotated[str, typer.Option("--paper", help="a4 or letter (HTML and PDF).")] = "a4",
     facts: Annotated[
         Path | None,
         typer.Option(
-            "--facts", help="Show each item's state from `detect --json` output (one document per host)."
+            "--facts",
+            help="Show each item's state from `detect --json` output (one document per host).",
+            readable=False,
         ),
     ] = None,
     from_raw: RawOpt = None,
@@ -756,13 +775,16 @@ def verify(
     *,
     as_json: JsonOpt = False,
     junit: Annotated[
-        Path | None, typer.Option("--junit", help="Also write JUnit XML (a testcase per check).")
+        Path | None,
+        typer.Option("--junit", help="Also write JUnit XML (a testcase per check).", readable=False),
     ] = None,
     save_raw: Annotated[
-        Path | None, typer.Option("--save-raw", help="Write what the checks read (inputs.json) to DIR.")
+        Path | None,
+        typer.Option("--save-raw", help="Write what the checks read (inputs.json) to DIR.", readable=False),
     ] = None,
     inputs: Annotated[
-        Path | None, typer.Option("--inputs", help="Check a saved inputs.json instead of this machine.")
+        Path | None,
+        typer.Option("--inputs", help="Check a saved inputs.json instead of this machine.", readable=False),
     ] = None,
     inventory: InvOpt = None,
     limit: LimitOpt = None,
@@ -774,6 +796,7 @@ def verify(
             "--prometheus",
             help="Also write the results as a node exporter textfile (FILE.prom, written atomically), "
             "e.g. /var/lib/prometheus/node-exporter/provision-verify.prom.",
+            readable=False,
         ),
     ] = None,
     runs_dir: RunsDirOpt = None,

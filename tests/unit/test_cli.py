@@ -307,3 +307,59 @@ def test_plan_out_says_what_the_saved_plan_is_for(spec: str, raw: str, said: str
     result = CliRunner().invoke(cli, ["plan", spec, "--from-raw", raw, "--out", str(out)])
     assert out.is_file(), result.output
     assert said.format(out=out) in " ".join(result.stderr.split()), result.stderr
+
+
+def test_a_file_the_user_cannot_read_is_one_line_exit_1_and_one_json_document(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # click's Path checks readability itself unless told not to: a usage error, exit 2 (what
+    # --detailed-exitcode means by "changes pending") and no JSON. provision reads every file itself.
+    import os
+
+    spec = tmp_path / "unreadable.yaml"
+    spec.write_text(Path(H200_SPEC).read_text())
+    real_open = os.open
+
+    def denied(path: object, *args: object, **kwargs: object) -> int:
+        if str(path) == str(spec):
+            raise PermissionError(13, "Permission denied")
+        return real_open(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "access", lambda *a, **k: False)  # as for a user who may read nothing
+    monkeypatch.setattr("provision.files.os.open", denied)
+    result = CliRunner().invoke(
+        cli, ["plan", str(spec), "--from-raw", H200_RAW, "--json", "--detailed-exitcode"]
+    )
+    assert result.exit_code == 1, result.output
+    error = json.loads(result.stdout)["error"]
+    assert error["message"] == f"{spec}: cannot read the spec file: Permission denied"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["validate", "{spec}"],
+        ["plan", "{spec}", "--facts", "{file}"],
+        ["plan", "{spec}", "--from-raw", "{dir}"],
+        ["plan", "{spec}", "-i", "{file}", "--out", "{out}"],
+        ["plan", "--fleet", "{file}"],
+        ["detect", "{spec}", "--from-raw", "{dir}", "--save-raw", "{out}"],
+        ["apply", "{file}", "--dry-run", "--runs-dir", "{dir}"],
+        ["resume", "{file}"],
+        ["checklist", "{spec}", "--facts", "{file}", "-o", "{out}"],
+        ["verify", "--inputs", "{file}", "--junit", "{out}", "--save-raw", "{dir}", "--prometheus", "{out}"],
+    ],
+)
+def test_no_path_option_is_refused_by_the_option_parser_as_unreadable(
+    args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    (tmp_path / "raw").mkdir()
+    (tmp_path / "f.json").write_text("{}")
+    names = {"spec": H200_SPEC, "file": str(tmp_path / "f.json"), "dir": str(tmp_path / "raw")}
+    names["out"] = str(tmp_path / "out")
+    monkeypatch.setattr(os, "access", lambda *a, **k: False)
+    result = CliRunner().invoke(cli, [a.format(**names) for a in args])
+    assert "not readable" not in result.output
+    assert result.exit_code != 2, result.output
