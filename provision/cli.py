@@ -450,7 +450,8 @@ def plan(
         fleet_commands.fleet_mode(spec, inventory, fleet)
         raw = from_raw if offline_fleet else None
         hosts = fleet_commands.resolve(spec, inventory, fleet, limit, forks=forks, from_raw=raw)
-        raise typer.Exit(fleet_commands.plan_command(hosts, out, as_json, detailed_exitcode, out_file))
+        save = None if out_file is None else functools.partial(_save_plan, path=out_file)
+        raise typer.Exit(fleet_commands.plan_command(hosts, out, as_json, detailed_exitcode, save))
     loaded = preloaded or workflow.spec_from(spec)[0]
     target = workflow.Target(
         facts_file=facts, from_raw=from_raw, inventory=inventory, limit=limit, forks=forks
@@ -482,13 +483,12 @@ def _show_plans(plans: dict[str, Plan], as_json: bool, lost: dict[str, str]) -> 
 
 
 def _save_plan(plans: dict[str, Plan], path: Path) -> None:
-    from provision.output import write_output
-    from provision.plan.seal import sealed
+    from provision.plan import seal
 
     if len(plans) != 1:
         raise ProvisionError("--out saves one reachable host's plan; use --limit to choose one host")
     plan = next(iter(plans.values()))
-    write_output(path, sealed(plan).model_dump_json(indent=2))
+    seal.save(plan, path)
     if plan.refused:
         err.print(f"Saved the refused plan to {path} for review: `provision apply` refuses it.")
     elif not plan.changes:

@@ -7,6 +7,7 @@ single-spec behaviour of :mod:`provision.apply.workflow`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -19,9 +20,9 @@ from provision.fleet.apply import FleetOptions, apply_fleet
 
 __all__ = ["FleetOptions", "apply_command", "detect_facts", "fleet_mode", "plan_command", "resolve"]
 from provision.fleet.mapping import Fleet, load_fleet
-from provision.fleet.orchestrate import HostPlan, detect_fleet, plan_fleet
+from provision.fleet.orchestrate import detect_fleet, plan_fleet
 from provision.fleet.summary import fleet_plan_json, render_fleet_plan
-from provision.output import write_output
+from provision.plan.models import Plan
 
 
 def fleet_mode(spec: Path | None, inventory: Path | None, fleet_file: Path | None) -> bool:
@@ -60,27 +61,29 @@ def detect_facts(fleet: Fleet) -> tuple[dict[str, Facts], dict[str, str]]:
     return detect_fleet(fleet)
 
 
-def plan_command(fleet: Fleet, console: Console, as_json: bool, detailed: bool, out_file: Path | None) -> int:
+def plan_command(
+    fleet: Fleet,
+    console: Console,
+    as_json: bool,
+    detailed: bool,
+    save: Callable[[dict[str, Plan]], None] | None = None,
+) -> int:
     """``provision plan`` in fleet mode: per-host plans and the summary; returns the exit code.
+    ``save`` (``plan --out``'s writer) gets the plan of every host, once they are shown.
 
     Raises:
-        ProvisionError: ``--out`` with more than one host, or with an unreachable host.
+        ProvisionError: ``--out`` with an unreachable host (``save`` refuses more than one host).
     """
     planned = plan_fleet(fleet)
     if as_json:
         jsonout.emit(fleet_plan_json(planned))
     else:
         render_fleet_plan(planned, console)
-    if out_file is not None:
-        _save_one(planned.hosts, out_file)
+    if save is not None:
+        if any(h.unreachable is not None for h in planned.hosts.values()):
+            raise ProvisionError("--out saves one reachable host's plan; use --limit to choose one host")
+        save({name: h.plan for name, h in planned.hosts.items() if h.plan is not None})
     return planned.exit_code(detailed)
-
-
-def _save_one(hosts: dict[str, HostPlan], path: Path) -> None:
-    plans = [h.plan if h.unreachable is None else None for h in hosts.values()]
-    if len(plans) != 1 or plans[0] is None:
-        raise ProvisionError("--out saves one reachable host's plan; use --limit to choose one host")
-    write_output(path, plans[0].model_dump_json(indent=2))
 
 
 def apply_command(fleet: Fleet, options: FleetOptions, console: Console, as_json: bool = False) -> int:

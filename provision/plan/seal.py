@@ -16,6 +16,8 @@ from provision import __version__
 from provision.errors import DriftError, ProvisionError
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from provision.plan.models import Plan
 
 SEALED_PARTS = (
@@ -118,3 +120,15 @@ def sealed(plan: Plan) -> Plan:
     return plan.model_copy(
         update={"seal": Seal(tool_version=__version__, parts=parts, digest=overall(parts, __version__))}
     )
+
+
+def save(plan: Plan, path: Path) -> None:
+    """Write ``plan``, sealed, to ``path`` as ``plan --out`` does, in every form of ``plan`` (one
+    machine, an inventory, a fleet file), so that ``apply`` takes it exactly or refuses it.
+
+    Raises:
+        ProvisionError: The file cannot be written (:func:`provision.output.write_output`).
+    """
+    from provision.output import write_output
+
+    write_output(path, sealed(plan).model_dump_json(indent=2))

@@ -157,3 +157,20 @@ def test_detect_from_raw_with_an_inventory_is_one_clear_error(saved: tuple[Path,
     assert result.exit_code == 1
     assert json.loads(result.stdout)["outcome"] == "error"
     assert "plan -i INVENTORY --from-raw DIR" in result.stderr
+
+
+def test_a_plan_saved_from_an_inventory_is_sealed_as_one_saved_for_this_machine(
+    saved: tuple[Path, Path], tmp_path: Path
+) -> None:
+    from provision.app import load_plan
+    from provision.plan import seal
+
+    inventory, raw = saved
+    out = tmp_path / "gpu01.json"
+    result = invoke(
+        "plan", H200, "-i", str(inventory), "-l", "gpu01", "--from-raw", str(raw), "--out", str(out)
+    )
+    assert result.exit_code == 0, result.output
+    saved_plan = load_plan(out)
+    assert saved_plan.host == "gpu01" and saved_plan.seal is not None
+    seal.check_seal(saved_plan, str(out))  # apply takes it (raises DriftError when not)
