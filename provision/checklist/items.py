@@ -20,7 +20,7 @@ from pydantic import Field, ValidationError
 from provision.catalog.prebuilt import read_data
 from provision.checklist.observe import Observation, machine_summary, observe
 from provision.detect.facts import Facts
-from provision.errors import CatalogError, SpecError
+from provision.errors import CatalogError, SpecError, did_you_mean
 from provision.models import Frozen
 from provision.spec.models import BiosItem, Spec
 
@@ -155,27 +155,35 @@ def merge_items(defaults: tuple[ChecklistItem, ...], spec: Spec) -> tuple[Checkl
     Raises:
         SpecError: If ``bios.items`` repeats an id or ``bios.skip`` names an unknown id.
     """
-    duplicates = _duplicates(item.id for item in spec.bios.items)
-    if duplicates:
-        raise SpecError([f"bios.items: duplicate checklist item ids: {', '.join(duplicates)}"])
+    if problems := bios_problems(spec, defaults):
+        raise SpecError([f"{'.'.join(str(p) for p in loc)}: {message}" for loc, message in problems])
     by_id = {item.id: item for item in defaults}
     for item in spec.bios.items:
         by_id[item.id] = _from_spec(item, by_id.get(item.id), spec.name)
-    _check_skips(spec.bios.skip, by_id)
     return tuple(item for item_id, item in by_id.items() if item_id not in spec.bios.skip)
+
+
+def bios_problems(spec: Spec, defaults: tuple[ChecklistItem, ...]) -> list[tuple[tuple[str | int, ...], str]]:
+    """What :func:`merge_items` refuses in ``spec.bios``, each with its location in the spec (the
+    spec loader prints it ``file:line:column``): an id that ``bios.items`` repeats, and an id in
+    ``bios.skip`` that neither the defaults nor ``bios.items`` define. Empty when there is none."""
+    problems: list[tuple[tuple[str | int, ...], str]] = []
+    seen: set[str] = set()
+    for n, item in enumerate(spec.bios.items):
+        if item.id in seen:
+            problems.append((("bios", "items", n, "id"), f"duplicate checklist item id {item.id!r}"))
+        seen.add(item.id)
+    known = list(dict.fromkeys([*(item.id for item in defaults), *seen]))
+    for n, item_id in enumerate(spec.bios.skip):
+        if item_id not in known:
+            hint = did_you_mean(item_id, known) or f"; valid ids: {', '.join(known)}"
+            problems.append((("bios", "skip", n), f"unknown checklist item id {item_id!r}{hint}"))
+    return problems
 
 
 def _from_spec(item: BiosItem, replaced: ChecklistItem | None, spec_name: str) -> ChecklistItem:
     check = replaced.check if replaced else SPEC_ITEM_CHECK
     return ChecklistItem(**item.model_dump(), check=check, source=f"spec {spec_name}")
-
-
-def _check_skips(skip: Iterable[str], known: Mapping[str, ChecklistItem]) -> None:
-    unknown = [item_id for item_id in skip if item_id not in known]
-    if unknown:
-        valid = ", ".join(known)
-        names = ", ".join(repr(item_id) for item_id in unknown)
-        raise SpecError([f"bios.skip: unknown checklist item id {names}; valid ids: {valid}"])
 
 
 def _duplicates(ids: Iterable[str]) -> list[str]:

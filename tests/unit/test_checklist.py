@@ -155,7 +155,7 @@ def test_unknown_skip_id_names_it_and_the_valid_ids() -> None:
 
 def test_duplicate_spec_item_ids_are_an_error() -> None:
     item = {"id": "x-one", "title": "T", "why": "W", "how": "H"}
-    with pytest.raises(SpecError, match="duplicate checklist item ids: x-one"):
+    with pytest.raises(SpecError, match=r"bios\.items\.1\.id: duplicate checklist item id 'x-one'"):
         build(make_spec({"items": [item, item]}))
 
 

@@ -363,3 +363,21 @@ def test_no_path_option_is_refused_by_the_option_parser_as_unreadable(
     result = CliRunner().invoke(cli, [a.format(**names) for a in args])
     assert "not readable" not in result.output
     assert result.exit_code != 2, result.output
+
+
+def test_validate_refuses_what_the_checklist_would_refuse_in_bios_located(tmp_path: Path) -> None:
+    spec = tmp_path / "bios.yaml"
+    item = "{id: x-one, title: T, why: W, how: H}"
+    bios = f"bios:\n  items:\n    - {item}\n    - {item}\n  skip: [x-one, secure-bot]\n"
+    spec.write_text(Path(H200_SPEC).read_text() + bios)
+    lines = Path(spec).read_text().splitlines()
+    result = run("validate", str(spec))
+    assert result.exit_code == 2, result.output
+    assert f"{spec}:{len(lines) - 1}:8: bios.items.1.id: duplicate checklist item id 'x-one'" in result.output
+    skip = f"{spec}:{len(lines)}:17: bios.skip.1: unknown checklist item id 'secure-bot'"
+    assert f"{skip}; did you mean 'secure-boot'?\n" in result.output
+    assert run("checklist", str(spec)).exit_code != 0  # the checklist refuses the same spec
+    spec.write_text(
+        Path(H200_SPEC).read_text() + "bios:\n  skip: [x-one, secure-boot]\n  items:\n    - " + item + "\n"
+    )
+    assert run("validate", str(spec)).exit_code == 0  # an id bios.items adds may be skipped
