@@ -693,6 +693,7 @@ def checklist(
         raise ProvisionError(
             "give a SPEC, or an inventory (-i) or fleet file (--fleet) that maps hosts to specs"
         )
+    workflow.refuse_contradictions(workflow.Target(facts_file=facts, from_raw=from_raw))
     loaded, _ = workflow.spec_from(spec)
     catalog = load_catalog()
     _refuse_invalid_spec(loaded, catalog, spec)

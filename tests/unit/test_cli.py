@@ -381,3 +381,12 @@ def test_validate_refuses_what_the_checklist_would_refuse_in_bios_located(tmp_pa
         Path(H200_SPEC).read_text() + "bios:\n  skip: [x-one, secure-boot]\n  items:\n    - " + item + "\n"
     )
     assert run("validate", str(spec)).exit_code == 0  # an id bios.items adds may be skipped
+
+
+def test_checklist_refuses_two_sources_of_facts_as_plan_does(tmp_path: Path) -> None:
+    facts = tmp_path / "facts.json"
+    facts.write_text("{}")
+    for command in ("checklist", "plan"):
+        result = run(command, H200_SPEC, "--from-raw", H200_RAW, "--facts", str(facts))
+        assert result.exit_code == 1, result.output
+        assert "--facts and --from-raw are different sources of facts: give one" in result.output
