@@ -252,3 +252,28 @@ def test_checklist_sources_are_documents_not_tags() -> None:
         assert _openable(source) is None, (item["id"], source)
         for n in FF_MENTION.findall(source):
             assert f"docs/field-failures.md#ff-{n}" in source, (item["id"], f"FF-{n} without its link")
+
+
+def _inline_comments(node: object, lines: list[str]) -> Iterator[tuple[int, str]]:
+    """(line, comment) of every comment that follows a value on its own line, in a round-trip tree."""
+    from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
+    if not isinstance(node, (CommentedMap, CommentedSeq)):
+        return
+    for entry in node.ca.items.values():
+        for token in (t for slot in entry for t in (slot if isinstance(slot, list) else [slot])):
+            mark = getattr(token, "start_mark", None)
+            inline = mark is not None and lines[mark.line][: mark.column].strip()
+            if inline and token.value.lstrip(" ").startswith("#"):
+                yield mark.line + 1, token.value.splitlines()[0]
+    for child in node.values() if isinstance(node, CommentedMap) else node:
+        yield from _inline_comments(child, lines)
+
+
+@pytest.mark.parametrize("path", sorted(DATA.rglob("*.yaml")), ids=lambda p: p.name)
+def test_no_catalog_value_is_cut_short_by_a_comment(path: Path) -> None:
+    # YAML reads " #" after a plain value as a comment: "PR #4110 (...)" unquoted became "PR", and
+    # the catalog cited it so. Catalog files keep their comments on lines of their own.
+    text = path.read_text(encoding="utf-8")
+    tree = YAML(typ="rt").load(text)
+    assert list(_inline_comments(tree, text.splitlines())) == []
