@@ -249,7 +249,12 @@ def validate(spec: SpecArg, *, as_json: JsonOpt = False) -> None:
     from provision.plan.validate import validate_spec
     from provision.spec.loader import load_spec
 
-    findings = validate_spec(load_spec(spec), load_catalog())
+    loaded = load_spec(spec)
+    if loaded.bios.items or loaded.bios.skip:  # as the checklist will read them (loads its defaults)
+        from provision.checklist.items import check_bios
+
+        check_bios(loaded, spec)
+    findings = validate_spec(loaded, load_catalog())
     refused = any(f.severity == "blocker" for f in findings)
     if as_json:
         found = [f.model_dump() for f in findings]

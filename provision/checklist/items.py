@@ -163,6 +163,27 @@ def merge_items(defaults: tuple[ChecklistItem, ...], spec: Spec) -> tuple[Checkl
     return tuple(item for item_id, item in by_id.items() if item_id not in spec.bios.skip)
 
 
+def check_bios(spec: Spec, path: Path) -> None:
+    """Refuse, located, what :func:`merge_items` would refuse in the ``bios:`` of the spec read from
+    ``path``, so that ``validate`` says so, not only ``checklist``. Reads the file again only to
+    locate a problem.
+
+    Raises:
+        SpecError: One ``file:line:column: bios...: message`` line per problem.
+    """
+    from provision.files import locate
+    from provision.spec.document import read_spec_document
+
+    problems = bios_problems(spec, load_default_items()) if spec.bios.items or spec.bios.skip else []
+    if problems:
+        document = read_spec_document(path)
+        lines = []
+        for loc, message in problems:
+            line, col = locate(document, loc)
+            lines.append(f"{path}:{line}:{col}: {'.'.join(str(p) for p in loc)}: {message}")
+        raise SpecError(lines)
+
+
 def bios_problems(spec: Spec, defaults: tuple[ChecklistItem, ...]) -> list[tuple[tuple[str | int, ...], str]]:
     """What :func:`merge_items` refuses in ``spec.bios``, each with its location in the spec (the
     spec loader prints it ``file:line:column``): an id that ``bios.items`` repeats, and an id in

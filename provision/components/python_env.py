@@ -62,6 +62,8 @@ def venv_step(py: PythonSpec, facts: Facts) -> Step | Finding:
     from provision.detect.facts import Venv
 
     found = _venv_python(py, facts)
+    if found is None and (why := unobserved(py, facts)) is not None:
+        return noop(Component.PYTHON_VENV, reason=f"virtual environment not observable ({why})")
     missing = facts.venv.missing_parts() if isinstance(facts.venv, Venv) else ()
     if found is not None and missing:
         return Step(
@@ -96,6 +98,18 @@ def venv_step(py: PythonSpec, facts: Facts) -> Step | Finding:
         target=f"Python {py.interpreter}",
         reason=f"{py.venv} exists with Python {found}",
     )
+
+
+def unobserved(py: PythonSpec, facts: Facts) -> str | None:
+    """Why nothing is known of the spec's venv (neither probe read it: not probed, or the probe
+    failed), or None when detection saw it or saw it absent (:class:`~provision.detect.facts.NoVenv`).
+    The plan changes nothing it could not observe: creating or filling a venv needs it seen."""
+    from provision.detect.facts import Torch, Unknown
+
+    torch_read = isinstance(facts.torch, Torch) and facts.torch.venv == py.venv
+    if not isinstance(facts.venv, Unknown) or torch_read:
+        return None
+    return facts.venv.unknown
 
 
 def _venv_python(py: PythonSpec, facts: Facts) -> DottedVersion | None:
@@ -141,6 +155,8 @@ def requirements(py: PythonSpec) -> tuple[str, ...]:
 
 def wheels_step(py: PythonSpec, facts: Facts) -> Step:
     """Install the requirements that the venv does not satisfy yet."""
+    if (why := unobserved(py, facts)) is not None:
+        return noop(Component.PYTHON_WHEELS, reason=f"wheels not observable ({why})")
     have = _distributions(py, facts)
     missing = _unsatisfied(py, have)
     if not missing:

@@ -40,7 +40,7 @@ from provision.detect.domains.monitoring import Listening, ManagedFiles
 from provision.detect.domains.os_kernel import Kernel, OsRelease
 from provision.detect.domains.packages import AptLocks, Package, PackageOrigins
 from provision.detect.domains.pci import AcsControl, GpuHardware, PciLink
-from provision.detect.domains.python import Torch, Venv
+from provision.detect.domains.python import NoVenv, Torch, Venv
 from provision.detect.domains.service import UnitFile
 from provision.detect.fact import Unknown
 from provision.models import Frozen
@@ -70,6 +70,7 @@ __all__ = [
     "ManagedFiles",
     "ModuleSigner",
     "MokState",
+    "NoVenv",
     "NouveauState",
     "NumaNode",
     "OsRelease",
@@ -118,7 +119,7 @@ class Facts(Frozen):
     packages: tuple[Package, ...] | Unknown
     cuda: CudaToolkits | Unknown
     torch: Torch | Unknown
-    venv: Venv | Unknown = Unknown(unknown="virtual environment not probed")
+    venv: Venv | NoVenv | Unknown = Unknown(unknown="virtual environment not probed")
     nvidia_pci: tuple[PciDevice, ...] | Unknown = _NOT_PROBED
     fabric: FabricState | Unknown = _NOT_PROBED
     dkms: DkmsStatus | Unknown = _NOT_PROBED

@@ -43,26 +43,7 @@ def spec_from_document(path: Path, data: Any) -> Spec:
         spec = Spec.model_validate(plain_data(data))
     except ValidationError as exc:
         raise SpecError([_format_error(path, data, err) for err in exc.errors()]) from None
-    if spec.bios.items or spec.bios.skip:
-        _check_bios(path, data, spec)
     return _with_model_architecture(path, data, spec)
-
-
-def _check_bios(path: Path, data: Any, spec: Spec) -> None:
-    """Refuse, located, what the checklist would refuse in ``bios:`` (a ``skip`` id no checklist
-    item has, an ``items`` id repeated), so that ``validate`` says so, not only ``checklist``.
-
-    Raises:
-        SpecError: One ``file:line:column: bios...: message`` line per problem.
-    """
-    from provision.checklist.items import bios_problems, load_default_items
-
-    lines = []
-    for loc, message in bios_problems(spec, load_default_items()):
-        line, col = locate(data, loc)
-        lines.append(f"{path}:{line}:{col}: {'.'.join(str(p) for p in loc)}: {message}")
-    if lines:
-        raise SpecError(lines)
 
 
 def _with_model_architecture(path: Path, data: Any, spec: Spec) -> Spec:

@@ -17,7 +17,16 @@ from typer.testing import CliRunner, Result
 
 from provision.catalog import load_catalog
 from provision.components.registry import pins
-from provision.detect.facts import AptLocks, CudaToolkits, Facts, Kernel, OsRelease, Package, Unknown
+from provision.detect.facts import (
+    AptLocks,
+    CudaToolkits,
+    Facts,
+    Kernel,
+    NoVenv,
+    OsRelease,
+    Package,
+    Unknown,
+)
 from provision.detect.raw import ProbeOutput, parse_raw
 from provision.pkg.apt import APT
 from provision.plan.models import Component, Plan, Step
@@ -47,8 +56,8 @@ def fresh_ubuntu(**changes: object) -> Facts:
         topology=Unknown(unknown="nvidia-smi: not found"),
         packages=(),
         cuda=CudaToolkits(),
-        torch=Unknown(unknown="no venv"),
-        venv=Unknown(unknown="no venv"),
+        torch=Unknown(unknown="torch: no virtual environment at /opt/torch/.venv"),
+        venv=NoVenv(path="/opt/torch/.venv"),  # the venv probe ran and found none
     )
     return base.model_copy(update=changes)
 

@@ -337,3 +337,34 @@ def test_plan_text_with_wide_characters_tabs_and_newlines_is_what_rich_lays_out(
         assert mine == _rendered(plan, width, rich_only=True), width
     wide_only = plan.model_copy(update={"steps": (odd[0], *plan.steps[3:])})
     assert _rendered(wide_only, 10_000, rich_only=False) == _rendered(wide_only, 10_000, rich_only=True)
+
+
+@pytest.mark.parametrize(
+    "venv_fact",
+    [
+        "virtual environment not probed",  # Facts' default: the capture has no venv probe
+        "venv probe: sh: 1: cat: Permission denied (exit 2)",  # the probe ran and failed
+    ],
+)
+def test_a_venv_nobody_read_is_not_planned_as_absent(venv_fact: str) -> None:
+    from provision.detect.facts import NoVenv, Unknown
+
+    unread = fresh_ubuntu(venv=Unknown(unknown=venv_fact), torch=Unknown(unknown="no venv given"))
+    plan = make_plan(spec(), unread, CATALOG)
+    for component in (Component.PYTHON_VENV, Component.PYTHON_WHEELS):
+        assert step(plan, component).action is Action.NOOP
+        assert f"not observable ({venv_fact})" in step(plan, component).reason
+    absent = make_plan(spec(), fresh_ubuntu(venv=NoVenv(path="/opt/torch/.venv")), CATALOG)
+    assert step(absent, Component.PYTHON_VENV).current == "absent"
+    assert step(absent, Component.PYTHON_WHEELS).action is Action.INSTALL
+
+
+def test_a_venv_observed_absent_stays_absent_through_a_facts_file() -> None:
+    from provision.detect.facts import Facts, NoVenv
+
+    facts = fresh_ubuntu()
+    assert isinstance(facts.venv, NoVenv)
+    again = Facts.model_validate_json(facts.model_dump_json())
+    assert again == facts and isinstance(again.venv, NoVenv)
+    venv = Facts.model_validate_json(fresh_ubuntu(venv=Venv(path="/opt/v")).model_dump_json()).venv
+    assert isinstance(venv, Venv)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import re
+from typing import Literal
 
 from pydantic import Field
 
@@ -73,6 +74,17 @@ class Venv(Frozen):
         return tuple(parts)
 
 
+class NoVenv(Frozen):
+    """Observed: no virtual environment at ``path`` (the venv probe found no ``pyvenv.cfg``).
+
+    Not an :class:`~provision.detect.unknown.Unknown`: the planner creates a venv that is observed
+    absent, and creates nothing where the venv was not read (no probe, a probe that failed).
+    """
+
+    path: str
+    absent: Literal[True] = Field(True, description="Always true: tells this apart from a Venv in JSON.")
+
+
 def parse_torch(output: str, rc: int, venv: str | None = None) -> Torch | Unknown:
     """Torch probe (or the fixture's real import) ``key value`` lines -> :class:`Torch`.
 
@@ -112,18 +124,19 @@ def _literal_tuple(text: str | None) -> tuple[str, ...] | None:
     return tuple(str(v) for v in value) if isinstance(value, (list, tuple)) else None
 
 
-def parse_venv(output: str, rc: int) -> Venv | Unknown:
+def parse_venv(output: str, rc: int) -> Venv | NoVenv | Unknown:
     """Venv probe (``path X``, pyvenv.cfg, ``interpreter yes|no``, dist-info paths, ``incomplete
     <dist-info>`` lines) -> :class:`Venv`.
 
     The interpreter comes from pyvenv.cfg ``version`` (venv, uv) or ``version_info``
     (virtualenv writes ``3.12.3.final.0``); names are normalised as PEP 503 says. A distribution
     named on an ``incomplete`` line is left out of ``distributions`` (metadata and files disagree).
-    Captures without the ``interpreter`` line (older probes) leave ``interpreter`` None.
+    Captures without the ``interpreter`` line (older probes) leave ``interpreter`` None. No
+    ``pyvenv.cfg`` at the path: :class:`NoVenv`.
     """
     path = next((line[5:].strip() for line in output.splitlines() if line.startswith("path ")), "")
     if rc != 0 and "pyvenv.cfg" in output:
-        return Unknown(unknown=f"no virtual environment at {path} (no pyvenv.cfg)")
+        return NoVenv(path=path)
     if (bad := failure("venv probe", output, rc)) is not None:
         return bad
     config = {k.strip(): v.strip() for k, _, v in (line.partition("=") for line in output.splitlines())}
@@ -198,7 +211,7 @@ exit 1
 """
 
 
-class VenvFact(Fact[Venv]):
+class VenvFact(Fact[Venv | NoVenv]):
     """The venv's interpreter (pyvenv.cfg) and installed distributions (dist-info names)."""
 
     id = "venv"
