@@ -29,12 +29,21 @@ def fleet_mode(spec: Path | None, inventory: Path | None, fleet_file: Path | Non
     """Whether a command runs per host from a mapping rather than with one spec.
 
     Raises:
-        ProvisionError: Neither a SPEC nor an inventory or fleet file was given.
+        ProvisionError: Neither a SPEC nor an inventory or fleet file was given, or a saved plan
+            (one host's) was given with a fleet file.
     """
     if spec is None and inventory is None and fleet_file is None:
         raise ProvisionError(
             "give a SPEC, or an inventory (-i) or fleet file (--fleet) that maps hosts to specs"
         )
+    if fleet_file is not None and spec is not None:
+        from provision.files import is_plan_file
+
+        if is_plan_file(spec):
+            raise ProvisionError(
+                f"{spec} is a saved plan: it names its one host; give it without --fleet "
+                "(with -i INVENTORY for a remote host)"
+            )
     return fleet_file is not None or spec is None
 
 

@@ -174,3 +174,20 @@ def test_a_plan_saved_from_an_inventory_is_sealed_as_one_saved_for_this_machine(
     saved_plan = load_plan(out)
     assert saved_plan.host == "gpu01" and saved_plan.seal is not None
     seal.check_seal(saved_plan, str(out))  # apply takes it (raises DriftError when not)
+
+
+def test_a_saved_plan_with_a_fleet_file_is_one_line_not_a_spec_error_per_key(
+    saved: tuple[Path, Path], tmp_path: Path
+) -> None:
+    inventory, raw = saved
+    out = tmp_path / "gpu01.json"
+    invoke("plan", H200, "-i", str(inventory), "-l", "gpu01", "--from-raw", str(raw), "--out", str(out))
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(f"inventory: {inventory}\nspecs:\n  all: {H200}\n", encoding="utf-8")
+    for command in ("apply", "plan"):
+        result = invoke(
+            command, str(out), "--fleet", str(fleet), "--dry-run" if command == "apply" else "--json"
+        )
+        assert result.exit_code == 1, result.output
+        assert f"{out} is a saved plan: it names its one host; give it without --fleet" in result.output
+        assert "Field required" not in result.output
