@@ -25,7 +25,7 @@ from pydantic_core import Url, core_schema
 from provision.models import Frozen
 from provision.serving.arch import ModelArchitecture
 from provision.spec.paths import absolute_path, venv_path
-from provision.versions import Dotted, Driver, Pep440
+from provision.versions import Dotted, DottedVersion, Driver, DriverVersion, Pep440
 
 _IDENTIFIER = r"[a-z0-9][a-z0-9._-]{0,62}"
 
@@ -226,15 +226,18 @@ class DriverSpec(Frozen):
         examples=["report"],
     )
 
-    @model_validator(mode="after")
-    def _version_in_branch(self) -> DriverSpec:
+    @field_validator("version")
+    @classmethod
+    def _version_in_branch(cls, version: DriverVersion | None, info: ValidationInfo) -> DriverVersion | None:
+        # A field validator, so that an error is located at driver.version, not at driver:.
         # NVIDIA's Linux driver versions have three fields, the last two-digit (580.95.05,
         # 580.126.20); package versions use that exact text, so "580.95" or "580.95.5" match nothing.
-        if self.version is not None and not re.fullmatch(r"\d{3}\.\d{2,3}\.\d{2}", str(self.version)):
-            raise ValueError(f"driver.version {self.version} must be a full driver version such as 580.95.05")
-        if self.version is not None and self.version.branch != self.branch:
-            raise ValueError(f"driver.version {self.version} is not in branch {self.branch}")
-        return self
+        if version is not None and not re.fullmatch(r"\d{3}\.\d{2,3}\.\d{2}", str(version)):
+            raise ValueError(f"{version} is not a full driver version such as 580.95.05")
+        branch = info.data.get("branch")  # absent when the branch itself failed: reported there
+        if version is not None and branch is not None and version.branch != branch:
+            raise ValueError(f"{version} is not in branch {branch}")
+        return version
 
 
 class CudaSpec(Frozen):
@@ -244,11 +247,13 @@ class CudaSpec(Frozen):
     cudnn: Dotted | None = Field(None, description='cuDNN version or prefix, e.g. "9.14" or "9.14.0.64".')
     nccl: Dotted | None = Field(None, description='NCCL version or prefix, e.g. "2.28.3".')
 
-    @model_validator(mode="after")
-    def _toolkit_is_release(self) -> CudaSpec:
-        if len(self.toolkit.parts) != 2:
-            raise ValueError(f"cuda.toolkit must be a release X.Y such as 13.0, not {self.toolkit}")
-        return self
+    @field_validator("toolkit")
+    @classmethod
+    def _toolkit_is_release(cls, toolkit: DottedVersion) -> DottedVersion:
+        # A field validator, so that an error is located at cuda.toolkit, not at cuda:.
+        if len(toolkit.parts) != 2:
+            raise ValueError(f"must be a release X.Y such as 13.0, not {toolkit}")
+        return toolkit
 
 
 class PythonSpec(Frozen):

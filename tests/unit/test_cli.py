@@ -224,7 +224,27 @@ def test_driver_version_must_be_a_full_nvidia_version(tmp_path: Path) -> None:
     spec.write_text(Path(A100X_SPEC).read_text().replace('version: "580.95.05"', 'version: "580.95"'))
     result = run("validate", str(spec))
     assert result.exit_code == 2
-    assert "driver.version 580.95 must be a full driver version such as 580.95.05" in result.output
+    line = next(x for x in Path(spec).read_text().splitlines() if 'version: "580.95"' in x)
+    row = Path(spec).read_text().splitlines().index(line) + 1
+    said = f"{spec}:{row}:3: driver.version: 580.95 is not a full driver version such as 580.95.05"
+    assert said in result.output
+
+
+def test_a_toolkit_or_a_driver_outside_its_branch_is_located_at_its_own_line(tmp_path: Path) -> None:
+    text = Path(H200_SPEC).read_text()
+    rows = text.splitlines()
+    spec = tmp_path / "s.yaml"
+    spec.write_text(text.replace('toolkit: "13.0"', 'toolkit: "13"'))
+    row = next(n for n, x in enumerate(rows, 1) if "toolkit:" in x)
+    assert (
+        f"{spec}:{row}:3: cuda.toolkit: must be a release X.Y such as 13.0, not 13"
+        in run("validate", str(spec)).output
+    )
+    spec.write_text(text.replace("  branch: 580\n", '  branch: 580\n  version: "570.86.10"\n'))
+    row = next(n for n, x in enumerate(rows, 1) if "branch: 580" in x) + 1
+    assert (
+        f"{spec}:{row}:3: driver.version: 570.86.10 is not in branch 580" in run("validate", str(spec)).output
+    )
 
 
 def test_verify_save_raw_onto_a_file_is_one_line_before_any_work(tmp_path: Path) -> None:
