@@ -1,16 +1,22 @@
 """Run ``playbooks/lock.yml`` (the ``provision_lock`` module) on hosts: write, update, read locks.
 
-The one path for this machine and for an inventory: this machine is the inventory
-``localhost ansible_connection=local`` (as apply's). Each host's arguments travel as data in
-the extravar ``provision_lock_args`` (never inside a template or a shell string).
+One module for this machine and for an inventory. Writes always run the play (this machine is the
+inventory ``localhost ansible_connection=local``, as apply's). Reading this machine's locks runs
+the module's own read functions in this process instead (:func:`read_local`): the play costs
+~2 s of ansible-playbook start-up around reading two files, as the same user either way. Each
+host's arguments travel as data in the extravar ``provision_lock_args`` (never inside a template
+or a shell string).
 """
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from pydantic import ValidationError
@@ -23,6 +29,10 @@ from provision.lock.model import Lock
 from provision.resources import data_dir
 
 LOCK_TASK = "Write, update or read the lock under /var/lib/provision"
+LOCK_DIRECTORY = Path("/var/lib/provision")
+"""Where the module keeps a host's locks (its ``directory`` default)."""
+LOCAL = "localhost"
+"""This machine's name in the results, as in the local inventory the play would use."""
 
 
 class LockReadError(ProvisionError):
@@ -128,6 +138,8 @@ def read_locks(inventory: Path | None, limit: str | None = None) -> dict[str, Ho
         from provision.inventory import check_limit
 
         check_limit(inventory, limit, error=FactsError)  # Ansible would only warn and read the others
+    if inventory is None and limit in (None, LOCAL):
+        return {LOCAL: _host_locks(LOCAL, read_local())}
     with tempfile.TemporaryDirectory(prefix="provision-lock-") as tmp:
         results = run_lock_play(
             inventory, {}, Path(tmp), default={"state": "read"}, limit=limit, become=inventory is not None
@@ -143,10 +155,39 @@ def served_versions(inventory: Path | None, names: Mapping[str, list[str]]) -> d
     Raises:
         LockReadError: A host could not be read.
     """
+    if inventory is None and set(names) <= {LOCAL}:
+        return {h: _host_locks(h, read_local(list(n))) for h, n in names.items()}
     args = {h: {"state": "read", "served": list(n)} for h, n in names.items()}
     with tempfile.TemporaryDirectory(prefix="provision-lock-") as tmp:
         results = run_lock_play(inventory, args, Path(tmp), become=inventory is not None)
     return {h: _host_locks(h, results[h]) for h in names}
+
+
+def read_local(served: list[str] | None = None) -> dict[str, Any] | str:
+    """This machine's locks as the module's ``state: read`` returns them (``{current, history,
+    served}``), read by the module's own functions in this process; or why they could not be read
+    (one line, as from the play)."""
+    module = _lock_module()
+    try:
+        return {
+            "current": module.read_json(LOCK_DIRECTORY / "lock.json"),
+            "history": module.history(LOCK_DIRECTORY),
+            "served": module.served(served or []),
+        }
+    except OSError as exc:
+        return f"failed: provision lock: {exc}"
+
+
+@functools.cache
+def _lock_module() -> ModuleType:
+    """``playbooks/library/provision_lock.py`` (standard library only until its ``main``)."""
+    path = data_dir("playbooks") / "library" / "provision_lock.py"
+    spec = importlib.util.spec_from_file_location("provision_lock_module", path)
+    if spec is None or spec.loader is None:  # pragma: no cover - a file path always has a loader
+        raise LockReadError(f"{path}: cannot load the lock module")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _host_locks(host: str, result: dict[str, Any] | str) -> HostLocks:

@@ -262,3 +262,32 @@ def test_a_missing_inventory_is_one_line_and_starts_no_ansible(
     assert result.exit_code == 1
     assert result.output.strip() == f"error: {missing}: no such inventory"
     played.assert_not_called()
+
+
+def test_this_machines_locks_are_read_by_the_module_in_process_without_a_play(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    from provision.lock import store
+
+    directory = tmp_path / "state"
+    MODULE.write(directory, _doc(), None)
+    MODULE.write(
+        directory, _doc(packages=[{"name": "nvidia-open", "version": "580.126.20-1", "hold": True}]), None
+    )
+    mocker.patch.object(store, "LOCK_DIRECTORY", directory)
+    play = mocker.patch("provision.ansible.run_play")
+    found = store.read_locks(None)
+    play.assert_not_called()
+    here = found["localhost"]
+    assert here.current is not None and here.current.number == 2
+    assert [lock.number for lock in here.history] == [1, 2]
+    assert (
+        here.current == store._host_locks("x", {"current": MODULE.read_json(directory / "lock.json")}).current
+    )
+    shown = CliRunner().invoke(cli, ["lock", "show", "--json"])
+    assert json.loads(shown.stdout)["hosts"]["localhost"]["current"]["number"] == 2, shown.output
+    play.assert_not_called()
+    mocker.patch.object(MODULE, "history", side_effect=PermissionError(13, "Permission denied"))
+    mocker.patch.object(store, "_lock_module", return_value=MODULE)
+    with pytest.raises(store.LockReadError, match="localhost: cannot read the lock: failed: provision lock"):
+        store.read_locks(None)
