@@ -699,7 +699,11 @@ def checklist(
             "give a SPEC, or an inventory (-i) or fleet file (--fleet) that maps hosts to specs"
         )
     workflow.refuse_contradictions(workflow.Target(facts_file=facts, from_raw=from_raw))
-    loaded, _ = workflow.spec_from(spec)
+    loaded, saved_plan = workflow.spec_from(spec)
+    if saved_plan is None and (loaded.bios.items or loaded.bios.skip):
+        from provision.checklist.items import check_bios
+
+        check_bios(loaded, spec)  # located, as validate says it
     catalog = load_catalog()
     _refuse_invalid_spec(loaded, catalog, spec)
     gpu = catalog.gpus.get(loaded.gpus.model)

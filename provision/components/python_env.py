@@ -20,7 +20,7 @@ from provision.versions import DottedVersion
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
 
-    from provision.detect.facts import Facts
+    from provision.detect.facts import Facts, NoVenv, Venv
 
 _TAGS = ("python",)
 
@@ -62,9 +62,8 @@ def venv_step(py: PythonSpec, facts: Facts) -> Step | Finding:
     from provision.detect.facts import Venv
 
     found = _venv_python(py, facts)
-    if found is None and (why := unobserved(py, facts)) is not None:
-        return noop(Component.PYTHON_VENV, reason=f"virtual environment not observable ({why})")
-    missing = facts.venv.missing_parts() if isinstance(facts.venv, Venv) else ()
+    venv = spec_venv(py, facts)
+    missing = venv.missing_parts() if isinstance(venv, Venv) else ()
     if found is not None and missing:
         return Step(
             component=Component.PYTHON_VENV,
@@ -76,13 +75,15 @@ def venv_step(py: PythonSpec, facts: Facts) -> Step | Finding:
             "again restores the interpreter and pip and keeps the installed wheels",
         )
     if found is None:
+        why = unobserved(py, facts)
         return Step(
             component=Component.PYTHON_VENV,
             action=Action.INSTALL,
-            current="absent",
+            current="absent" if why is None else f"not observed ({why})",
             target=f"{py.venv} (Python {py.interpreter})",
             tags=_TAGS,
-            reason=f"create the virtual environment {py.venv} with python{py.interpreter}",
+            reason=f"create the virtual environment {py.venv} with python{py.interpreter}"
+            + ("" if why is None else "; detection did not read it, and venv over an existing one keeps it"),
         )
     if DottedVersion(".".join(map(str, found.parts[:2]))) != py.interpreter:
         return Finding(
@@ -100,23 +101,39 @@ def venv_step(py: PythonSpec, facts: Facts) -> Step | Finding:
     )
 
 
-def unobserved(py: PythonSpec, facts: Facts) -> str | None:
-    """Why nothing is known of the spec's venv (neither probe read it: not probed, or the probe
-    failed), or None when detection saw it or saw it absent (:class:`~provision.detect.facts.NoVenv`).
-    The plan changes nothing it could not observe: creating or filling a venv needs it seen."""
-    from provision.detect.facts import Torch, Unknown
+def spec_venv(py: PythonSpec, facts: Facts) -> Venv | NoVenv | None:
+    """What the venv probe read of the spec's venv: :class:`~provision.detect.facts.Venv`, or
+    :class:`~provision.detect.facts.NoVenv` when it saw none there; None when it did not read it (not
+    probed, the probe failed) or read another path (a capture made for another spec)."""
+    from provision.detect.facts import NoVenv, Venv
 
-    torch_read = isinstance(facts.torch, Torch) and facts.torch.venv == py.venv
-    if not isinstance(facts.venv, Unknown) or torch_read:
+    venv = facts.venv
+    if isinstance(venv, (Venv, NoVenv)) and venv.path in ("", py.venv):  # "": captures without the path
+        return venv
+    return None
+
+
+def unobserved(py: PythonSpec, facts: Facts) -> str | None:
+    """Why detection knows nothing of the spec's venv, or None when it read it, or saw it absent, or
+    torch's probe read it. The plan then says "not observed" where it would say "absent" (it still
+    installs: venv and pip over an existing environment keep what is there)."""
+    from provision.detect.facts import NoVenv, Torch, Unknown, Venv
+
+    if spec_venv(py, facts) is not None or (isinstance(facts.torch, Torch) and facts.torch.venv == py.venv):
         return None
-    return facts.venv.unknown
+    venv = facts.venv
+    if isinstance(venv, Unknown):
+        return venv.unknown
+    other = venv.path if isinstance(venv, (Venv, NoVenv)) else "?"
+    return f"the facts read the venv {other}, not {py.venv}"
 
 
 def _venv_python(py: PythonSpec, facts: Facts) -> DottedVersion | None:
     from provision.detect.facts import Torch, Venv
 
-    if isinstance(facts.venv, Venv) and facts.venv.python is not None:
-        return facts.venv.python
+    venv = spec_venv(py, facts)
+    if isinstance(venv, Venv) and venv.python is not None:
+        return venv.python
     if isinstance(facts.torch, Torch) and facts.torch.venv == py.venv and facts.torch.python:
         return DottedVersion(facts.torch.python.split()[0])
     return None
@@ -128,7 +145,7 @@ def foreign_wheels_step(py: PythonSpec, facts: Facts) -> Step | None:
     from provision.detect.facts import Torch, Venv
     from provision.invariants.cuda_world import foreign_wheels, torch_cuda
 
-    torch, venv = facts.torch, facts.venv
+    torch, venv = facts.torch, spec_venv(py, facts)
     built = torch_cuda(torch) if isinstance(torch, Torch) and torch.venv == py.venv else None
     if built is None or not isinstance(venv, Venv):
         return None
@@ -155,8 +172,6 @@ def requirements(py: PythonSpec) -> tuple[str, ...]:
 
 def wheels_step(py: PythonSpec, facts: Facts) -> Step:
     """Install the requirements that the venv does not satisfy yet."""
-    if (why := unobserved(py, facts)) is not None:
-        return noop(Component.PYTHON_WHEELS, reason=f"wheels not observable ({why})")
     have = _distributions(py, facts)
     missing = _unsatisfied(py, have)
     if not missing:
@@ -170,13 +185,18 @@ def wheels_step(py: PythonSpec, facts: Facts) -> Step:
     return Step(
         component=Component.PYTHON_WHEELS,
         action=Action.INSTALL,
-        current=_describe(have) or ("half-installed " + ", ".join(broken) if broken else "absent"),
+        current=_describe(have) or ("half-installed " + ", ".join(broken) if broken else _absent(py, facts)),
         target=", ".join(requirements(py)),
         packages=missing,
         tags=_TAGS,
         reason="install the wheels (torch from its pinned variant index only)"
         + ("; reinstall over the half-installed ones (metadata and files disagree)" if broken else ""),
     )
+
+
+def _absent(py: PythonSpec, facts: Facts) -> str:
+    why = unobserved(py, facts)
+    return "absent" if why is None else f"not observed ({why})"
 
 
 def _distributions(py: PythonSpec, facts: Facts) -> dict[str, str]:
@@ -188,7 +208,8 @@ def _distributions(py: PythonSpec, facts: Facts) -> dict[str, str]:
     """
     from provision.detect.facts import Torch, Venv
 
-    venv = facts.venv if isinstance(facts.venv, Venv) else None
+    found = spec_venv(py, facts)
+    venv = found if isinstance(found, Venv) else None
     have = dict(venv.distributions) if venv else {}
     metadata_agrees = venv is None or venv.interpreter is None or "torch" in venv.distributions
     if isinstance(facts.torch, Torch) and facts.torch.venv == py.venv and metadata_agrees:
@@ -200,7 +221,8 @@ def _half_installed(py: PythonSpec, facts: Facts) -> tuple[str, ...]:
     """Requirements whose distribution is half-installed in the venv (pip must reinstall over it)."""
     from provision.detect.facts import Venv
 
-    broken = facts.venv.incomplete if isinstance(facts.venv, Venv) else {}
+    venv = spec_venv(py, facts)
+    broken = venv.incomplete if isinstance(venv, Venv) else {}
     return tuple(text for text, name, _ in _wanted(py) if name in broken)
 
 

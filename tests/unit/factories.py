@@ -56,8 +56,8 @@ def fresh_ubuntu(**changes: object) -> Facts:
         topology=Unknown(unknown="nvidia-smi: not found"),
         packages=(),
         cuda=CudaToolkits(),
-        torch=Unknown(unknown="torch: no virtual environment at /opt/torch/.venv"),
-        venv=NoVenv(path="/opt/torch/.venv"),  # the venv probe ran and found none
+        torch=Unknown(unknown="torch: no virtual environment at /opt/provision/venv"),
+        venv=NoVenv(path="/opt/provision/venv"),  # the venv probe ran and found none (spec()'s venv)
     )
     return base.model_copy(update=changes)
 

@@ -407,7 +407,8 @@ def test_validate_refuses_what_the_checklist_would_refuse_in_bios_located(tmp_pa
     assert f"{spec}:{len(lines) - 1}:8: bios.items.1.id: duplicate checklist item id 'x-one'" in result.output
     skip = f"{spec}:{len(lines)}:17: bios.skip.1: unknown checklist item id 'secure-bot'"
     assert f"{skip}; did you mean 'secure-boot'?\n" in result.output
-    assert run("checklist", str(spec)).exit_code != 0  # the checklist refuses the same spec
+    checklist = run("checklist", str(spec))  # refuses the same spec, in the same located lines
+    assert checklist.exit_code == 1 and f"{skip}; did you mean 'secure-boot'?\n" in checklist.output
     spec.write_text(
         Path(H200_SPEC).read_text() + "bios:\n  skip: [x-one, secure-boot]\n  items:\n    - " + item + "\n"
     )

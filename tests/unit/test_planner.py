@@ -343,20 +343,30 @@ def test_plan_text_with_wide_characters_tabs_and_newlines_is_what_rich_lays_out(
     "venv_fact",
     [
         "virtual environment not probed",  # Facts' default: the capture has no venv probe
-        "venv probe: sh: 1: cat: Permission denied (exit 2)",  # the probe ran and failed
+        "venv probe exited 1: cat: /opt/provision/venv/pyvenv.cfg: Permission denied",  # ran, failed
     ],
 )
-def test_a_venv_nobody_read_is_not_planned_as_absent(venv_fact: str) -> None:
+def test_a_venv_nobody_read_is_not_called_absent_and_is_still_made(venv_fact: str) -> None:
+    # venv and pip over an existing environment keep what it holds: installing converges either way,
+    # but the plan says what detection saw.
     from provision.detect.facts import NoVenv, Unknown
 
     unread = fresh_ubuntu(venv=Unknown(unknown=venv_fact), torch=Unknown(unknown="no venv given"))
     plan = make_plan(spec(), unread, CATALOG)
     for component in (Component.PYTHON_VENV, Component.PYTHON_WHEELS):
-        assert step(plan, component).action is Action.NOOP
-        assert f"not observable ({venv_fact})" in step(plan, component).reason
-    absent = make_plan(spec(), fresh_ubuntu(venv=NoVenv(path="/opt/torch/.venv")), CATALOG)
+        assert step(plan, component).action is Action.INSTALL
+        assert step(plan, component).current == f"not observed ({venv_fact})"
+    absent = make_plan(spec(), fresh_ubuntu(venv=NoVenv(path="/opt/provision/venv")), CATALOG)
     assert step(absent, Component.PYTHON_VENV).current == "absent"
-    assert step(absent, Component.PYTHON_WHEELS).action is Action.INSTALL
+    assert step(absent, Component.PYTHON_WHEELS).current == "absent"
+
+
+def test_a_venv_read_at_another_path_is_not_the_specs() -> None:
+    other = Venv(path="/opt/other", python="3.12.3", distributions={"pip": "24.0"}, interpreter=True)
+    plan = make_plan(spec(), fresh_ubuntu(venv=other), CATALOG)
+    venv = step(plan, Component.PYTHON_VENV)
+    assert venv.action is Action.INSTALL
+    assert venv.current == "not observed (the facts read the venv /opt/other, not /opt/provision/venv)"
 
 
 def test_a_venv_observed_absent_stays_absent_through_a_facts_file() -> None:

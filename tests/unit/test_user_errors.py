@@ -245,7 +245,7 @@ def test_a_host_with_a_bad_spec_is_still_detected_in_a_fleet_detect(
     for host, reason in why.items():  # detected all the same: only torch and the venv are not read
         assert hosts[host]["os"]["version_id"] == "24.04" and hosts[host]["packages"] == []
         assert hosts[host]["torch"] == {"unknown": reason} and hosts[host]["venv"] == {"unknown": reason}
-    assert hosts["a"]["torch"] == {"unknown": "torch: no virtual environment at /opt/torch/.venv"}
+    assert hosts["a"]["torch"] == {"unknown": "torch: no virtual environment at /opt/provision/venv"}
     text = invoke("detect", "--fleet", str(fleet))
     assert text.exit_code == 1
     assert text.stderr.strip().splitlines() == [f"{h}: {r}" for h, r in why.items()]
