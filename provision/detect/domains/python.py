@@ -137,8 +137,8 @@ def parse_venv(output: str, rc: int) -> Venv | NoVenv | Unknown:
     path = next((line[5:].strip() for line in output.splitlines() if line.startswith("path ")), "")
     if rc == 1 and f"cat: {path}/pyvenv.cfg: No such file or directory" in output.splitlines():
         return NoVenv(path=path)  # ENOENT as the probes' C locale words it; any other failure is Unknown
-    said = "\n".join(line for line in output.splitlines() if not line.startswith("path "))
-    if (bad := failure("venv probe", said, rc)) is not None:  # the error, not the echoed path
+    error = "\n".join(line for line in output.splitlines() if not line.startswith("path "))
+    if (bad := failure("venv probe", error, rc)) is not None:  # the error, not the echoed path
         return bad
     config = {k.strip(): v.strip() for k, _, v in (line.partition("=") for line in output.splitlines())}
     version = config.get("version") or config.get("version_info") or ""
