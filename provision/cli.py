@@ -250,10 +250,7 @@ def validate(spec: SpecArg, *, as_json: JsonOpt = False) -> None:
     from provision.spec.loader import load_spec
 
     loaded = load_spec(spec)
-    if loaded.bios.items or loaded.bios.skip:  # as the checklist will read them (loads its defaults)
-        from provision.checklist.items import check_bios
-
-        check_bios(loaded, spec)
+    _check_bios(loaded, spec)
     findings = validate_spec(loaded, load_catalog())
     refused = any(f.severity == "blocker" for f in findings)
     if as_json:
@@ -700,10 +697,8 @@ def checklist(
         )
     workflow.refuse_contradictions(workflow.Target(facts_file=facts, from_raw=from_raw))
     loaded, saved_plan = workflow.spec_from(spec)
-    if saved_plan is None and (loaded.bios.items or loaded.bios.skip):
-        from provision.checklist.items import check_bios
-
-        check_bios(loaded, spec)  # located, as validate says it
+    if saved_plan is None:
+        _check_bios(loaded, spec)
     catalog = load_catalog()
     _refuse_invalid_spec(loaded, catalog, spec)
     gpu = catalog.gpus.get(loaded.gpus.model)
@@ -729,6 +724,16 @@ def checklist(
             out.print(Markdown(str(text)))
         else:  # piped Markdown stays Markdown, for a file or another renderer
             sys.stdout.write(str(text))
+
+
+def _check_bios(loaded: Spec, path: Path) -> None:
+    """The spec's ``bios:`` checked, located, as the checklist will read it
+    (:func:`provision.checklist.items.check_bios`); its defaults are loaded only when the spec
+    changes the checklist."""
+    if loaded.bios.items or loaded.bios.skip:
+        from provision.checklist.items import check_bios
+
+        check_bios(loaded, path)
 
 
 def _check_checklist_output(output: Path | None, several: bool) -> None:

@@ -156,7 +156,7 @@ def merge_items(defaults: tuple[ChecklistItem, ...], spec: Spec) -> tuple[Checkl
         SpecError: If ``bios.items`` repeats an id or ``bios.skip`` names an unknown id.
     """
     if problems := bios_problems(spec, defaults):
-        raise SpecError([f"{'.'.join(str(p) for p in loc)}: {message}" for loc, message in problems])
+        raise SpecError([f"{_dotted(loc)}: {message}" for loc, message in problems])
     by_id = {item.id: item for item in defaults}
     for item in spec.bios.items:
         by_id[item.id] = _from_spec(item, by_id.get(item.id), spec.name)
@@ -180,7 +180,7 @@ def check_bios(spec: Spec, path: Path) -> None:
         lines = []
         for loc, message in problems:
             line, col = locate(document, loc)
-            lines.append(f"{path}:{line}:{col}: {'.'.join(str(p) for p in loc)}: {message}")
+            lines.append(f"{path}:{line}:{col}: {_dotted(loc)}: {message}")
         raise SpecError(lines)
 
 
@@ -200,6 +200,10 @@ def bios_problems(spec: Spec, defaults: tuple[ChecklistItem, ...]) -> list[tuple
             hint = did_you_mean(item_id, known) or f"; valid ids: {', '.join(known)}"
             problems.append((("bios", "skip", n), f"unknown checklist item id {item_id!r}{hint}"))
     return problems
+
+
+def _dotted(loc: tuple[str | int, ...]) -> str:
+    return ".".join(str(part) for part in loc)
 
 
 def _from_spec(item: BiosItem, replaced: ChecklistItem | None, spec_name: str) -> ChecklistItem:

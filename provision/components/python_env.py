@@ -20,7 +20,7 @@ from provision.versions import DottedVersion
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
 
-    from provision.detect.facts import Facts, NoVenv, Venv
+    from provision.detect.facts import Facts, NoVenv, Torch, Venv
 
 _TAGS = ("python",)
 
@@ -113,40 +113,47 @@ def spec_venv(py: PythonSpec, facts: Facts) -> Venv | NoVenv | None:
     return None
 
 
+def spec_torch(py: PythonSpec, facts: Facts) -> Torch | None:
+    """torch as its probe read it in the spec's venv; None when unread or read in another venv."""
+    from provision.detect.facts import Torch
+
+    torch = facts.torch
+    return torch if isinstance(torch, Torch) and torch.venv == py.venv else None
+
+
 def unobserved(py: PythonSpec, facts: Facts) -> str | None:
     """Why detection knows nothing of the spec's venv, or None when it read it, or saw it absent, or
     torch's probe read it. The plan then says "not observed" where it would say "absent" (it still
     installs: venv and pip over an existing environment keep what is there)."""
-    from provision.detect.facts import NoVenv, Torch, Unknown, Venv
+    from provision.detect.facts import Unknown
 
-    if spec_venv(py, facts) is not None or (isinstance(facts.torch, Torch) and facts.torch.venv == py.venv):
+    if spec_venv(py, facts) is not None or spec_torch(py, facts) is not None:
         return None
     venv = facts.venv
     if isinstance(venv, Unknown):
         return venv.unknown
-    other = venv.path if isinstance(venv, (Venv, NoVenv)) else "?"
-    return f"the facts read the venv {other}, not {py.venv}"
+    return f"the facts read the venv {venv.path}, not {py.venv}"
 
 
 def _venv_python(py: PythonSpec, facts: Facts) -> DottedVersion | None:
-    from provision.detect.facts import Torch, Venv
+    from provision.detect.facts import Venv
 
-    venv = spec_venv(py, facts)
+    venv, torch = spec_venv(py, facts), spec_torch(py, facts)
     if isinstance(venv, Venv) and venv.python is not None:
         return venv.python
-    if isinstance(facts.torch, Torch) and facts.torch.venv == py.venv and facts.torch.python:
-        return DottedVersion(facts.torch.python.split()[0])
+    if torch is not None and torch.python:
+        return DottedVersion(torch.python.split()[0])
     return None
 
 
 def foreign_wheels_step(py: PythonSpec, facts: Facts) -> Step | None:
     """Remove the venv's CUDA wheels built for another CUDA major than torch (one CUDA world per
     venv: the ``one-cuda-world`` invariant); None when there are none or torch is unread."""
-    from provision.detect.facts import Torch, Venv
+    from provision.detect.facts import Venv
     from provision.invariants.cuda_world import foreign_wheels, torch_cuda
 
-    torch, venv = facts.torch, spec_venv(py, facts)
-    built = torch_cuda(torch) if isinstance(torch, Torch) and torch.venv == py.venv else None
+    torch, venv = spec_torch(py, facts), spec_venv(py, facts)
+    built = torch_cuda(torch) if torch is not None else None
     if built is None or not isinstance(venv, Venv):
         return None
     foreign = foreign_wheels(venv, built)
@@ -206,14 +213,14 @@ def _distributions(py: PythonSpec, facts: Facts) -> dict[str, str]:
     torch's files count only with a complete ``torch`` dist-info beside them when the venv probe
     read the dist-infos (files without metadata are an interrupted install, not an installed torch).
     """
-    from provision.detect.facts import Torch, Venv
+    from provision.detect.facts import Venv
 
     found = spec_venv(py, facts)
     venv = found if isinstance(found, Venv) else None
     have = dict(venv.distributions) if venv else {}
     metadata_agrees = venv is None or venv.interpreter is None or "torch" in venv.distributions
-    if isinstance(facts.torch, Torch) and facts.torch.venv == py.venv and metadata_agrees:
-        have["torch"] = facts.torch.version
+    if (torch := spec_torch(py, facts)) is not None and metadata_agrees:
+        have["torch"] = torch.version
     return have
 
 

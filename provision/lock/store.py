@@ -163,16 +163,16 @@ def served_versions(inventory: Path | None, names: Mapping[str, list[str]]) -> d
     return {h: _host_locks(h, results[h]) for h in names}
 
 
-def read_local(served: list[str] | None = None) -> dict[str, Any] | str:
+def read_local(names: list[str] | None = None) -> dict[str, Any] | str:
     """This machine's locks as the module's ``state: read`` returns them (``{current, history,
-    served}``), read by the module's own functions in this process; or why they could not be read
-    (one line, as from the play)."""
+    served}``, ``served`` for the package ``names``), read by the module's own functions in this
+    process; or why they could not be read (one line, as from the play)."""
     module = _lock_module()
     try:
         return {
             "current": module.read_json(LOCK_DIRECTORY / "lock.json"),
             "history": module.history(LOCK_DIRECTORY),
-            "served": module.served(served or []),
+            "served": module.served(names or []),
         }
     except OSError as exc:
         return f"failed: provision lock: {exc}"
