@@ -62,10 +62,7 @@ def median_of(runs: int, argv: list[str], env: dict[str, str] | None = None) -> 
 
 def check_command(plan: Plan, inventory: Path, work: Path) -> list[str]:
     """``ansible-playbook --check`` of site.yml with ``plan``'s extravars and tags (as apply runs it)."""
-    extravars = {
-        "provision_plans": {"gpu1": plan.extravars},
-        "provision_keyring_file": str(runner._keyring({"gpu1": plan}, work)),
-    }
+    extravars = runner.site_extravars({"gpu1": plan}, work)
     (work / "extravars.json").write_text(json.dumps(extravars), encoding="utf-8")
     playbook = data_dir("playbooks") / "site.yml"
     tags = ",".join(sorted(plan.tags))

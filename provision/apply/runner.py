@@ -9,7 +9,9 @@ host keys checked, this interpreter's ansible-playbook).
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +23,7 @@ from provision.ansible import local_inventory as local_inventory
 from provision.ansible import new_run_dir as new_run_dir
 from provision.ansible import refuse_templates as _refuse_templates
 from provision.apply.keyring import fetch_verified_keyring, read_key_file, write_verified_keyring
+from provision.apply.rolevars import plan_problems
 from provision.errors import ApplyError
 from provision.pkg import apt
 from provision.plan.models import Plan
@@ -80,15 +83,10 @@ def run_playbook(
     Ansible's defaults (no ``any_errors_fatal``, no ``max_fail_percentage``).
 
     Raises:
-        ApplyError: The repository key could not be verified (nothing ran).
+        ApplyError: A repository key could not be verified, or a plan's variables do not fit the
+            roles' argument specs (nothing ran).
     """
-    host_vars = {h: p.extravars for h, p in plans.items()}
-    _refuse_templates(host_vars)
-    _save_plans(plans, run_dir)
-    extravars = {
-        "provision_plans": host_vars,
-        "provision_keyring_file": str(_keyring(plans, run_dir)),
-    }
+    extravars = site_extravars(plans, run_dir)
     played = ansible.run_play(
         run_dir,
         "site.yml",
@@ -109,29 +107,77 @@ def run_playbook(
     )
 
 
+def site_extravars(plans: dict[str, Plan], run_dir: Path) -> dict[str, Any]:
+    """Check every plan's role variables, fill in the verified keyrings, save the plans and write
+    each host's variables file into ``run_dir``; return site.yml's extravars.
+
+    Raises:
+        ApplyError: A key could not be verified, a variable holds template syntax, or the
+            variables do not fit a role's argument specs (nothing is written but keyrings).
+    """
+    _refuse_templates({h: p.extravars.get("roles") for h, p in plans.items()})
+    host_roles = {h: _filled_roles(h, p, run_dir) for h, p in plans.items()}
+    _save_plans(plans, run_dir)
+    return {"provision_plans": _write_host_vars(host_roles, run_dir)}
+
+
 def _save_plans(plans: dict[str, Plan], run_dir: Path) -> None:
     for host, plan in plans.items():
         (run_dir / f"plan-{host}.json").write_text(plan.model_dump_json(indent=2))
 
 
-def _keyring(plans: dict[str, Plan], run_dir: Path) -> Path:
-    """Fetch and verify each distinct repository key once; all hosts share the file per key."""
-    dest = run_dir / "nvidia-repository.gpg"
-    repos = {
-        json.dumps(r, sort_keys=True): r
-        for p in plans.values()
-        if (r := p.extravars.get("provision_repository")) and (r.get("key_url") or r.get("key_file"))
-    }
-    if len(repos) > 1:
-        raise ApplyError("hosts in one run use different repository keys; apply them in separate runs")
-    for repo in repos.values():
-        if repo.get("key_file"):
-            raw = read_key_file(Path(repo["key_file"]))
-            write_verified_keyring(raw, repo["key_file"], repo["fingerprint"], dest)
-        else:
-            hosts = tuple(repo.get("key_hosts") or KEY_HOSTS)
-            fetch_verified_keyring(repo["key_url"], repo["fingerprint"], dest, hosts)
+def _filled_roles(host: str, plan: Plan, run_dir: Path) -> dict[str, dict[str, Any]]:
+    """The plan's role variables with each keyring variable set to the verified keyring's path,
+    checked against the roles' argument specs.
+
+    Raises:
+        ApplyError: A key could not be verified, or the variables do not fit a role (nothing ran).
+    """
+    roles = plan.extravars.get("roles")
+    keys = plan.extravars.get("keys") or {}
+    if isinstance(roles, dict) and isinstance(keys, dict):
+        roles = {
+            role: {**variables, **{v: str(_keyring(src, run_dir)) for v, src in keys.get(role, {}).items()}}
+            for role, variables in roles.items()
+        }
+    found = plan_problems(roles)
+    if found:
+        raise ApplyError(f"the plan for {host} does not fit the playbooks: {'; '.join(found)}; plan again")
+    assert isinstance(roles, dict)
+    return roles
+
+
+def _keyring(source: dict[str, Any], run_dir: Path) -> Path:
+    """Fetch (or read) and verify one signing key once per run; hosts with the same key share the file."""
+    name = hashlib.sha256(json.dumps(source, sort_keys=True).encode()).hexdigest()[:16]
+    dest = run_dir / f"keyring-{name}.gpg"
+    if dest.exists():
+        return dest
+    if source.get("file"):
+        raw = read_key_file(Path(source["file"]))
+        write_verified_keyring(raw, source["file"], source["fingerprint"], dest)
+    else:
+        hosts = tuple(source.get("hosts") or KEY_HOSTS)
+        fetch_verified_keyring(source["url"], source["fingerprint"], dest, hosts)
     return dest
+
+
+def _write_host_vars(host_roles: dict[str, dict[str, dict[str, Any]]], run_dir: Path) -> dict[str, str]:
+    """One JSON file per host (mode 0600) with every variable of its roles and ``provision_roles``,
+    the roles that run there; site.yml includes it. Returns host -> the file's path."""
+    directory = run_dir / "host-vars"
+    directory.mkdir(mode=0o700, exist_ok=True)
+    files: dict[str, str] = {}
+    for n, (host, roles) in enumerate(host_roles.items()):
+        merged: dict[str, Any] = {"provision_roles": list(roles)}
+        for variables in roles.values():
+            merged.update(variables)
+        path = directory / f"{n}.json"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(merged, handle, indent=1, sort_keys=True)
+        files[host] = str(path)
+    return files
 
 
 def host_results(played: ansible.PlayResult) -> dict[str, HostResult]:

@@ -3,9 +3,11 @@
 A component (the driver, the fabric manager, cuDNN, ...) is declared once, in one module of
 this package: the spec section it reads, the facts it reads, its catalog data
 (``catalog/data/components/<name>.yaml``: the package names detection keeps), the plan steps
-and findings it builds, the role and tags that carry its steps out, the playbook variables it
-hands that role, and the verify checks that prove it. :mod:`provision.components.registry`
-lists them; the planner, ``validate``, apply's tags and verify iterate over that list.
+and findings it builds, the role and tags that carry its steps out, the role's variables it
+hands over (one dict per role, checked against the role's ``meta/argument_specs.yml`` before
+Ansible runs), what verify observes on a host for it and the checks that prove it.
+:mod:`provision.components.registry` lists them; the planner, ``validate``, apply's roles and
+tags and verify's host job and checks iterate over that list.
 """
 
 from __future__ import annotations
@@ -173,6 +175,11 @@ class InstallableComponent:
         reboots: A change of it needs a reboot (kernel side).
         reboot_note: What else the reboot does for it, said in the reboot step.
         verify_checks: Ids of the verify checks that prove it on the machine.
+        observer: What verify reads on a host for it and the checks over that, named
+            ``module:attribute`` (a :class:`provision.verify.observe.Observer`); None when its
+            checks read only detection's facts and the GPU program. Named, not imported: verify
+            imports the components, never the reverse (``tests/unit/test_imports.py``), and
+            ``validate`` never loads verify.
     """
 
     name: ClassVar[Component]
@@ -185,6 +192,7 @@ class InstallableComponent:
     reboots: ClassVar[bool] = False
     reboot_note: ClassVar[str] = ""
     verify_checks: ClassVar[tuple[str, ...]] = ()
+    observer: ClassVar[str | None] = None
 
     def plan(self, ctx: PlanContext) -> Iterable[Built]:
         """Its steps (a no-op with its reason when nothing is to do) and findings."""
@@ -198,8 +206,28 @@ class InstallableComponent:
         """Its rules on the machine's facts that are not tied to a step."""
         return ()
 
-    def extravars(self, ctx: PlanContext) -> dict[str, Any]:
-        """Variables for its role, from the whole plan's steps in ``ctx.built``."""
+    def role_vars(self, ctx: PlanContext) -> dict[str, Any]:
+        """Its variables for its role, named without the role's prefix (``venv`` for the role
+        ``vllm_serve``'s ``vllm_serve_venv``), from the whole plan's steps in ``ctx.built``.
+
+        The components of one role each give their part; the planner prefixes and merges them
+        into the role's one dict (:func:`provision.plan.planner.extravars`).
+        """
+        if self.transaction:
+            return {"list": list(ctx.transaction_requests())}
+        return {}
+
+    def role_runs(self, ctx: PlanContext) -> bool:
+        """Whether its role has work for it in this plan: by default, when a step of it changes
+        something (a transaction component: when the transaction installs anything)."""
+        if self.transaction:
+            return bool(ctx.transaction_requests())
+        return self.name in ctx.changing()
+
+    def role_keys(self, ctx: PlanContext) -> dict[str, dict[str, Any]]:
+        """Role variables (unprefixed) whose value is a signing keyring the controller fetches and
+        verifies at apply time, each with its source: ``{"url": str | None, "file": str | None,
+        "hosts": [str], "fingerprint": str}`` (:mod:`provision.apply.keyring`)."""
         return {}
 
     def pins(self, spec: Spec, pm: PackageManager) -> tuple[Pin, ...]:

@@ -39,11 +39,11 @@ class Dkms(InstallableComponent):
         warning = _running_kernel_unpackaged(ctx, driver_changes(ctx))
         return tuple(b for b in (built, warning) if b is not None)
 
-    def extravars(self, ctx: PlanContext) -> dict[str, Any]:
+    def role_vars(self, ctx: PlanContext) -> dict[str, Any]:
         changing, steps = ctx.changing(), ctx.steps()
         known = any(s.component is Component.DKMS for s in steps)
         dkms = Component.DKMS in changing or (Component.DRIVER in changing and known)
-        return {"provision_dkms": dkms}
+        return {**super().role_vars(ctx), "dkms": dkms}
 
 
 def driver_changes(ctx: PlanContext) -> bool:

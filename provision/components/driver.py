@@ -95,13 +95,14 @@ class Driver(InstallableComponent):
         why = f"NVIDIA driver, utilities and fabric manager at {version}"
         return (Pin(packages=" ".join(DRIVER_FAMILY), version=version, why=why),)
 
-    def extravars(self, ctx: PlanContext) -> dict[str, Any]:
+    def role_vars(self, ctx: PlanContext) -> dict[str, Any]:
         steps = ctx.steps()
         return {
-            "provision_apt_forbidden_regex": name_regex(forbidden_packages(ctx.spec, steps)),
-            "provision_apt_removable_regex": name_regex(removable_packages(ctx.spec, steps)),
-            "provision_apt_driver_regex": name_regex(branch_carriers(ctx)),
-            "provision_apt_driver_branch": str(ctx.spec.driver.branch),
+            **super().role_vars(ctx),
+            "forbidden_regex": name_regex(forbidden_packages(ctx.spec, steps)),
+            "removable_regex": name_regex(removable_packages(ctx.spec, steps)),
+            "driver_regex": name_regex(branch_carriers(ctx)),
+            "driver_branch": str(ctx.spec.driver.branch),
         }
 
 

@@ -35,13 +35,15 @@ class Holds(InstallableComponent):
             return (noop(Component.HOLDS, reason="driver.hold is false: packages are not held"),)
         return (holds_step(ctx, ctx.transaction_requests()),)
 
-    def extravars(self, ctx: PlanContext) -> dict[str, Any]:
+    def role_runs(self, ctx: PlanContext) -> bool:
+        return ctx.spec.driver.hold
+
+    def role_vars(self, ctx: PlanContext) -> dict[str, Any]:
         patterns = held_patterns(ctx)
         return {
-            "provision_hold": ctx.spec.driver.hold,
-            "provision_hold_regex": name_regex(patterns),
-            "provision_unattended_guard": ctx.pm.upgrade_guard_text(patterns),
-            "provision_unattended_file": ctx.pm.files.upgrade_guard,
+            "regex": name_regex(patterns),
+            "unattended_guard": ctx.pm.upgrade_guard_text(patterns),
+            "unattended_file": ctx.pm.files.upgrade_guard,
         }
 
 

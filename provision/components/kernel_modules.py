@@ -47,13 +47,11 @@ class KernelModules(InstallableComponent):
     def plan(self, ctx: PlanContext) -> Iterable[Built]:
         return (kernel_modules_step(ctx),)
 
-    def extravars(self, ctx: PlanContext) -> dict[str, Any]:
-        step = next((s for s in ctx.steps() if s.component is Component.KERNEL_MODULES), None)
-        changing = step is not None and step.changes
+    def role_vars(self, ctx: PlanContext) -> dict[str, Any]:
         return {
-            "provision_nouveau_blacklist": NOUVEAU_PATH if changing else None,
-            "provision_kernel_blacklist": blacklist_text(wanted_blacklist(ctx.spec, ctx.facts)),
-            "provision_initramfs_rebuild": changing,
+            "nouveau_blacklist": NOUVEAU_PATH,
+            "blacklist": blacklist_text(wanted_blacklist(ctx.spec, ctx.facts)),
+            "initramfs_rebuild": self.role_runs(ctx),
         }
 
 

@@ -233,6 +233,7 @@ class Monitoring(InstallableComponent):
         "node-exporter-metrics",
         "prometheus-targets",
     )
+    observer = "provision.verify.checks_monitoring:OBSERVER"
 
     def plan(self, ctx: PlanContext) -> Iterable[Built]:
         mon = ctx.spec.monitoring
@@ -247,19 +248,17 @@ class Monitoring(InstallableComponent):
         yield from no_nvidia_gpus(ctx.facts)
         yield from ports_taken(mon, ctx.facts, _monitoring_catalog())
 
-    def extravars(self, ctx: PlanContext) -> dict[str, Any]:
+    def role_vars(self, ctx: PlanContext) -> dict[str, Any]:
         mon = ctx.spec.monitoring
-        if mon is None or Component.MONITORING not in ctx.changing():
-            return {"provision_monitoring": None}
+        if mon is None:
+            return {}
         cat = _monitoring_catalog()
         services = [cat.dcgm.service, cat.exporter.service, cat.node_exporter.service]
         return {
-            "provision_monitoring": {
-                "packages": list(distro_packages(mon, cat)),
-                "files": [f.as_var() for f in _files(ctx, mon)],
-                "services": services + ([cat.prometheus.service] if mon.prometheus else []),
-                "textfile_dir": cat.node_exporter.textfile_dir,
-            }
+            "packages": list(distro_packages(mon, cat)),
+            "files": [f.as_var() for f in _files(ctx, mon)],
+            "services": services + ([cat.prometheus.service] if mon.prometheus else []),
+            "textfile_dir": cat.node_exporter.textfile_dir,
         }
 
 

@@ -42,10 +42,13 @@ class PythonEnv(InstallableComponent):
         removal = foreign_wheels_step(py, ctx.facts)
         return (venv_step(py, ctx.facts), *((removal,) if removal else ()), wheels_step(py, ctx.facts))
 
-    def extravars(self, ctx: PlanContext) -> dict[str, Any]:
+    def role_runs(self, ctx: PlanContext) -> bool:
+        return ctx.spec.python is not None
+
+    def role_vars(self, ctx: PlanContext) -> dict[str, Any]:
         py = ctx.spec.python
         if py is None:
-            return {"provision_python": None}
+            return {}
         removal = next(
             (s for s in ctx.steps() if s.component is Component.PYTHON_WHEELS and s.action is Action.REMOVE),
             None,
@@ -53,7 +56,7 @@ class PythonEnv(InstallableComponent):
         variables = python_extravars(py, ctx.catalog)
         variables["uninstall"] = list(removal.packages) if removal is not None else []
         variables["reinstall"] = bool(_half_installed(py, ctx.facts))
-        return {"provision_python": variables}
+        return variables
 
 
 def venv_step(py: PythonSpec, facts: Facts) -> Step | Finding:
@@ -288,6 +291,6 @@ def python_extravars(py: PythonSpec, catalog: Catalog) -> dict[str, Any]:
         "interpreter": f"python{py.interpreter}",
         "venv": py.venv,
         "torch_requirements": list(torch),
-        "torch_index_url": index,
+        "torch_index_url": index or "",
         "packages": list(py.packages),
     }

@@ -28,9 +28,11 @@ class Repository(InstallableComponent):
     def plan(self, ctx: PlanContext) -> Iterable[Built]:
         return (repository_step(ctx),)
 
-    def extravars(self, ctx: PlanContext) -> dict[str, Any]:
-        changing = Component.REPOSITORY in ctx.changing()
-        return {"provision_repository": repo_vars(ctx) if changing else None}
+    def role_vars(self, ctx: PlanContext) -> dict[str, Any]:
+        return repo_vars(ctx)
+
+    def role_keys(self, ctx: PlanContext) -> dict[str, dict[str, Any]]:
+        return {"keyring_src": key_source(ctx)} if nvidia_repo_needed(ctx.spec) else {}
 
 
 def repository_step(ctx: PlanContext) -> Step:
@@ -132,27 +134,18 @@ def _pins_drift(ctx: PlanContext) -> str | None:
 
 
 def repo_vars(ctx: PlanContext) -> dict[str, Any]:
-    """The repository role's variables: the spec's mirror or the catalog's repository, and the files."""
+    """The repository role's variables: the spec's mirror or the catalog's repository, and the files
+    (the keyring's path on the controller is filled in at apply time, :meth:`Repository.role_keys`)."""
     spec, files = ctx.spec, ctx.pm.files
     override = spec.repository
     repo = ctx.catalog.repository(spec.os.repo_code, arch=spec.os.architecture)
-    if not nvidia_repo_needed(spec):
-        return {
-            "url": "",
-            "key_url": None,
-            "key_file": None,
-            "key_hosts": [],
-            "fingerprint": "",
-            "keyring": files.keyring,
-            "sources_file": files.sources,
-            "preferences_file": files.pins,
-            "preferences": ctx.pins_text(),
-            "legacy_preferences_files": list(files.legacy_pins),
-        }
+    needed = nvidia_repo_needed(spec)
     return {
-        "url": str(override.url) if override else (repo.url if repo else ""),
-        **_key_source(ctx),
-        "fingerprint": override.fingerprint if override else (repo.fingerprint if repo else ""),
+        "url": (str(override.url) if override else (repo.url if repo else "")) if needed else "",
+        "keyring_src": "",
+        "fingerprint": (override.fingerprint if override else (repo.fingerprint if repo else ""))
+        if needed
+        else "",
         "keyring": files.keyring,
         "sources_file": files.sources,
         "preferences_file": files.pins,
@@ -161,14 +154,21 @@ def repo_vars(ctx: PlanContext) -> dict[str, Any]:
     }
 
 
-def _key_source(ctx: PlanContext) -> dict[str, Any]:
-    """Where the controller reads the signing key: a URL (and the hosts it may name) or a file."""
+def key_source(ctx: PlanContext) -> dict[str, Any]:
+    """Where the controller reads the signing key: a URL (and the hosts it may name) or a file, and
+    the fingerprint it must have."""
     override = ctx.spec.repository
     if override is None:
         repo = ctx.catalog.repository(ctx.spec.os.repo_code, arch=ctx.spec.os.architecture)
-        return {"key_url": repo.key_url if repo else "", "key_file": None, "key_hosts": list(KEY_HOSTS)}
+        return {
+            "url": repo.key_url if repo else "",
+            "file": None,
+            "hosts": list(KEY_HOSTS),
+            "fingerprint": repo.fingerprint if repo else "",
+        }
     return {
-        "key_url": str(override.key_url) if override.key_url else None,
-        "key_file": override.key_file,
-        "key_hosts": [*KEY_HOSTS, *override.key_hosts],
+        "url": str(override.key_url) if override.key_url else None,
+        "file": override.key_file,
+        "hosts": [*KEY_HOSTS, *override.key_hosts],
+        "fingerprint": override.fingerprint,
     }

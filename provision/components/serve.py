@@ -43,6 +43,7 @@ class Serve(InstallableComponent):
     role = "vllm_serve"
     tags = _TAGS
     verify_checks = ("serve-health", "serve-models", "serve-completion", "serve-tokens-per-second")
+    observer = "provision.verify.checks_serve:OBSERVER"
 
     def spec_rules(self, spec: Spec, catalog: Catalog) -> Iterable[Finding]:
         if spec.serve is None:
@@ -65,24 +66,24 @@ class Serve(InstallableComponent):
         fit = fit_step(ctx.spec, serve, ctx.catalog, data)
         return (*((fit,) if fit else ()), wheel_step(ctx, serve, data), unit_step(ctx, serve, data))
 
-    def extravars(self, ctx: PlanContext) -> dict[str, Any]:
-        from provision.serving.unit import UNIT_PATH, unit_text
+    def role_runs(self, ctx: PlanContext) -> bool:
+        return ctx.spec.serve is not None and ctx.spec.python is not None
 
+    def role_vars(self, ctx: PlanContext) -> dict[str, Any]:
         serve, py = ctx.spec.serve, ctx.spec.python
         if serve is None or py is None:
-            return {"provision_serve": None}
+            return {}
         from provision.catalog.serving import load_serving
+        from provision.serving.unit import UNIT_PATH, unit_text
 
         data = load_serving()
         return {
-            "provision_serve": {
-                "venv": py.venv,
-                "requirement": f"vllm=={serve.vllm}",
-                "constraints": list(constraints(py.torch, py.cuda_variant)),
-                "index_url": str(serve.index_url) if serve.index_url else "",
-                "unit_path": UNIT_PATH,
-                "unit": unit_text(server_config(ctx.spec, serve), data),
-            }
+            "venv": py.venv,
+            "requirement": f"vllm=={serve.vllm}",
+            "constraints": list(constraints(py.torch, py.cuda_variant)),
+            "index_url": str(serve.index_url) if serve.index_url else "",
+            "unit_path": UNIT_PATH,
+            "unit": unit_text(server_config(ctx.spec, serve), data),
         }
 
 

@@ -37,8 +37,10 @@ class Plan(Frozen):
     """The diff between spec and facts, ready for apply.
 
     Attributes:
-        extravars: Variables handed to the playbooks (``provision_*``), computed here
-            so that Ansible makes no decisions of its own.
+        extravars: Variables handed to the playbooks, computed here so that Ansible makes no
+            decisions of its own: ``roles`` (per role with work, its variables as its argument
+            specs name them) and ``keys`` (per role, the variables holding a keyring the
+            controller fetches at apply time, with the key's source).
         facts_fingerprint: :meth:`Facts.fingerprint` of the facts planned against.
     """
 
@@ -71,6 +73,12 @@ class Plan(Frozen):
         for step in self.changes:
             seen.update(dict.fromkeys(step.tags))
         return tuple(seen)
+
+    def role_vars(self, role: str) -> dict[str, Any] | None:
+        """The variables the plan hands ``role``; None when the role has no work in this plan."""
+        roles = self.extravars.get("roles")
+        found = roles.get(role) if isinstance(roles, dict) else None
+        return found if isinstance(found, dict) else None
 
     @property
     def refused(self) -> bool:

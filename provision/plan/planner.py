@@ -9,12 +9,14 @@ Python venv, wheels, Secure Boot; then a reboot when the kernel side changes.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from typing import Any
 
 from provision.catalog import Catalog
 from provision.components.base import Action, Built, Component, PlanContext, Step
 from provision.components.kernel_modules import binding_reboot
 from provision.components.registry import COMPONENTS, pins, transaction_components
+from provision.components.registry import roles as registry_roles
 from provision.detect.facts import Facts
 from provision.findings import Finding
 from provision.invariants.registry import judge_all
@@ -141,11 +143,33 @@ def _by_component(steps: tuple[Step, ...]) -> dict[Component, list[Built]]:
 
 
 def extravars(ctx: PlanContext) -> dict[str, Any]:
-    """Variables for the playbooks, derived from the changing steps only: the one package
-    transaction's requests, then each component's role variables."""
-    merged: dict[str, Any] = {
-        "provision_apt_packages": list(ctx.transaction_requests()),
-    }
-    for component in COMPONENTS:
-        merged.update(component.extravars(ctx))
+    """Variables for the playbooks, derived from the changing steps only: per role that has work in
+    this plan, its one dict of variables (named as its ``meta/argument_specs.yml`` names them),
+    and the keyrings the controller must fetch for it.
+
+    Returns:
+        ``{"roles": {role: {variable: value}}, "keys": {role: {variable: key source}}}``, roles in
+        registry order (site.yml's); a role none of whose components has work is absent.
+    """
+    roles: dict[str, dict[str, Any]] = {}
+    keys: dict[str, dict[str, Any]] = {}
+    for role in registry_roles():
+        mine = [c for c in COMPONENTS if c.role == role]
+        if not any(c.role_runs(ctx) for c in mine):
+            continue
+        roles[role] = _merged(role, (c.role_vars(ctx) for c in mine))
+        if held := _merged(role, (c.role_keys(ctx) for c in mine)):
+            keys[role] = held
+    return {"roles": roles, "keys": keys}
+
+
+def _merged(role: str, parts: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """The parts under the role's prefix; two components naming one variable must agree."""
+    merged: dict[str, Any] = {}
+    for part in parts:
+        for name, value in part.items():
+            key = f"{role}_{name}"
+            if key in merged and merged[key] != value:
+                raise ValueError(f"components of role {role} disagree on {key}")
+            merged[key] = value
     return merged

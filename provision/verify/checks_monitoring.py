@@ -2,19 +2,30 @@
 the metric families the alert rules read, and Prometheus reports every target up.
 
 They give no result when the spec has no ``monitoring:`` section (an opt-in section adds rows
-only where it is used); they read ``VerifyInputs.monitoring``
+only where it is used); they read the monitoring observer's run in ``VerifyInputs.observed``
 (:mod:`provision.verify.monitoring_probe`), read on the machine itself or, by remote verify, on
 each host. A probe that gave no answer fails every monitoring check with its reason.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from provision.catalog.monitoring import load_monitoring
 from provision.components.monitoring_files import scrape_targets
 from provision.detect.facts import Unknown
+from provision.spec.models import Spec
 from provision.verify.context import Context, result, unknown
 from provision.verify.models import CheckResult, Measured, Status, Threshold
-from provision.verify.monitoring_probe import MonitoringRun, Scrape, Target, units
+from provision.verify.monitoring_probe import (
+    MonitoringRun,
+    Scrape,
+    Target,
+    monitoring_from,
+    monitoring_job,
+    units,
+)
+from provision.verify.observe import Observer
 
 RULE_FAMILIES: tuple[str, ...] = (
     "DCGM_FI_DEV_GPU_TEMP",
@@ -40,7 +51,7 @@ SOURCE = "spec monitoring (NVIDIA/dcgm-exporter README; Prometheus HTTP API /api
 
 
 def _run(ctx: Context, check_id: str, title: str) -> MonitoringRun | CheckResult:
-    run = ctx.inputs.monitoring
+    run = OBSERVER.run(ctx.inputs.observed)
     if run is None:
         return unknown(check_id, title, "monitoring not read (inputs saved without it)", status="skip")
     if isinstance(run, Unknown):
@@ -162,4 +173,20 @@ def _target(job: str, instance: str, target: Target | None) -> CheckResult:
     )
 
 
-CHECKS = (services, exporter, node_exporter, prometheus_targets)
+def _job(spec: Spec) -> dict[str, Any] | None:
+    return monitoring_job(spec.monitoring) if spec.monitoring is not None else None
+
+
+def _parse(spec: Spec, answer: Any) -> MonitoringRun:
+    assert spec.monitoring is not None  # parsed only for a spec whose job asked it
+    return monitoring_from(spec.monitoring, answer)
+
+
+OBSERVER = Observer(
+    key="monitoring",
+    model=MonitoringRun,
+    job=_job,
+    parse=_parse,
+    checks=(services, exporter, node_exporter, prometheus_targets),
+)
+"""The monitoring component's reading (units, exporters, Prometheus, asked on the host) and its checks."""

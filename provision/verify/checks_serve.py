@@ -1,12 +1,17 @@
 """Serve checks: vLLM's server answers ``/health`` and ``/v1/models`` with the served name, one short
-completion succeeds, and the decoding speed of a fixed prompt is reported (pure, over ``inputs.serve``)."""
+completion succeeds, and the decoding speed of a fixed prompt is reported (pure, over the serve
+observer's run in ``inputs.observed``)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from provision.detect.facts import Unknown
+from provision.spec.models import Spec
 from provision.verify.context import Context, result
 from provision.verify.models import CheckResult, Measured, Threshold
-from provision.verify.serve_probe import MAX_TOKENS, ServeRun
+from provision.verify.observe import Observer
+from provision.verify.serve_probe import MAX_TOKENS, ServeRun, serve_from, serve_job, serve_url
 
 _HINT = (
     "journalctl -u provision-vllm shows why the server is not answering (it takes minutes to load a model)."
@@ -18,7 +23,7 @@ def serve_checks(ctx: Context) -> list[CheckResult]:
     serve = ctx.spec.serve
     if serve is None:
         return []
-    run = ctx.inputs.serve
+    run = OBSERVER.run(ctx.inputs.observed)
     if run is None:
         why = "the server was not probed (inputs saved without it)"
         return [result(i, t, "skip", detail=why) for i, t in _TITLES]
@@ -92,4 +97,15 @@ def _speed(run: ServeRun) -> CheckResult:
     )
 
 
-CHECKS = (serve_checks,)
+def _job(spec: Spec) -> dict[str, Any] | None:
+    serve = spec.serve
+    return serve_job(serve_url(serve), serve.served_model_name or serve.model) if serve else None
+
+
+def _parse(spec: Spec, answer: Any) -> ServeRun:
+    assert spec.serve is not None  # parsed only for a spec whose job asked it
+    return serve_from(serve_url(spec.serve), answer)
+
+
+OBSERVER = Observer(key="serve", model=ServeRun, job=_job, parse=_parse, checks=(serve_checks,))
+"""The serve component's reading (its server's answers, asked on the host) and its checks."""

@@ -79,8 +79,7 @@ def job_for(spec: Spec) -> HostJob:
         venv=spec.python.venv if spec.python else None,
         load_seconds=spec.verify.load_seconds,
         gpu_count=spec.gpus.count,
-        serve=spec.serve,
-        monitoring=spec.monitoring,
+        spec=spec,
     )
 
 

@@ -5,11 +5,12 @@ added to the host's probe list) and the GPU load program to a temporary director
 runs the collector, then runs ``<venv>/bin/python -I gpuload.py gpus ...`` as an argv under
 :data:`provision.verify.launch.CHILD_ENV` and an Ansible ``async`` deadline (the async wrapper kills
 the program's process group when it passes), when the host's ``nvidia-smi`` answered and the
-venv's interpreter exists. Where the host's spec has a ``serve:`` or ``monitoring:`` section, the
-play also copies :mod:`provision.verify.hostprobe` and its job (a JSON file written here,
-:func:`provision.verify.services.services_job`) and runs ``python3 -I hostprobe.py JOB.json`` on the
-host, before the GPU program: vLLM's server and the exporters are asked from the host's own view
-(they often listen on its loopback only), never scraped from the controller. The controller parses
+venv's interpreter exists. Where a component's observer asks something of the host's spec
+(``serve:``, ``monitoring:``, ``containers:``), the play also copies :mod:`provision.verify.hostprobe`
+and its job (a JSON file written here, :func:`provision.verify.observe.host_job`) and runs
+``python3 -I hostprobe.py JOB.json`` on the host, before the GPU program: vLLM's server, the
+exporters and the container runtime are asked from the host's own view (they often listen on its
+loopback only; a container must run where the GPUs are), never from the controller. The controller parses
 everything with the same parsers as a local run; a probe that did not run or gave no answer fails
 those checks with the reason.
 
@@ -43,13 +44,13 @@ from provision.detect.runner import (
     probes_json,
 )
 from provision.errors import FactsError, Interrupted
-from provision.spec.models import MonitoringSpec, ServeSpec
-from provision.verify import hostprobe, launch, services
+from provision.spec.models import Spec
+from provision.verify import hostprobe, launch, observe
 from provision.verify.probes import FM_PROBE
 from provision.verify.runs import GpuRun, VerifyInputs
 
 GPU_TASK = "Run the GPU load program in the spec's venv."
-HOST_PROBE_TASK = "Ask the host's services (vLLM's server, the monitoring) from the host itself."
+HOST_PROBE_TASK = "Ask the host, from the host itself, what the components' observers read."
 HOST_PROBE = Path(hostprobe.__file__)
 """The host-probe program the play copies (standard library only: it runs with the host's python3)."""
 REMOTE_ALLREDUCE = (
@@ -68,19 +69,17 @@ class HostJob:
         venv: The spec's ``python.venv``; None runs no GPU work.
         load_seconds: bf16 load per GPU (``verify.load_seconds``), seconds.
         gpu_count: GPUs the spec expects; sizes the GPU program's deadline as launch.py does.
-        serve: The spec's ``serve:`` section; the host probe asks its server.
-        monitoring: The spec's ``monitoring:`` section; the host probe reads it.
+        spec: The host's spec: each component's observer asks the host probe what it reads.
     """
 
     venv: str | None
     load_seconds: float
     gpu_count: int
-    serve: ServeSpec | None = None
-    monitoring: MonitoringSpec | None = None
+    spec: Spec | None = None
 
-    def services_job(self) -> dict[str, Any] | None:
-        """The host-probe job for this host; None when its spec has neither section."""
-        return services.services_job(self.serve, self.monitoring)
+    def host_job(self) -> dict[str, Any] | None:
+        """The host-probe job for this host; None when no observer asks its spec anything."""
+        return observe.host_job(self.spec) if self.spec is not None else None
 
     @property
     def timeout_s(self) -> int:
@@ -215,26 +214,24 @@ def inputs_from(
     if untrusted is not None and not isinstance(facts.gpus, Unknown):
         gpu_run = Unknown(unknown=f"not run as root: {untrusted} (docs/security.md)")
     many = isinstance(gpu_run, GpuRun) and gpu_run.device_count >= 2
-    serve, monitoring = remote_services(job, asked)
     return VerifyInputs(
         facts=facts,
         fm_version=FabricManagerVersionFact.parse(*_text(outputs, FM_PROBE.id)),
         gpu_run=gpu_run,
         allreduce=Unknown(unknown=REMOTE_ALLREDUCE) if many else None,
-        serve=serve,
-        monitoring=monitoring,
+        observed=remote_observed(job, asked),
     )
 
 
-def remote_services(job: HostJob, asked: GpuOutcome | None) -> services.Services:
-    """The host probe's answer as the runs the serve and monitoring checks read, or, for every
-    section the spec has, why there is none (the task was not reported, skipped, timed out, or the
-    program failed: its exit status and last words)."""
-    if job.services_job() is None:
-        return None, None
+def remote_observed(job: HostJob, asked: GpuOutcome | None) -> observe.Observed:
+    """The host probe's answer as the runs the observers' checks read, or, for every part the
+    spec asks, why there is none (the task was not reported, skipped, timed out, or the program
+    failed: its exit status and last words)."""
+    if job.spec is None or job.host_job() is None:
+        return {}
     reason = _probe_failure(asked)
     if reason is not None:
-        return services.services_failed(job.serve, job.monitoring, reason)
+        return observe.observed_failed(job.spec, reason)
     assert asked is not None
     try:
         answer = json.loads(asked.stdout)
@@ -243,8 +240,8 @@ def remote_services(job: HostJob, asked: GpuOutcome | None) -> services.Services
     if asked.rc != 0 and not (isinstance(answer, dict) and "error" in answer):
         said = (asked.stderr or asked.stdout).strip().splitlines()
         why = f"host probe exited {asked.rc}: {said[-1] if said else 'no output'}"
-        return services.services_failed(job.serve, job.monitoring, why)
-    return services.services_from(job.serve, job.monitoring, answer)
+        return observe.observed_failed(job.spec, why)
+    return observe.observed_from(job.spec, answer)
 
 
 def _probe_failure(asked: GpuOutcome | None) -> str | None:
@@ -319,7 +316,7 @@ def _write_project(project: Path, jobs: Mapping[str, HostJob]) -> dict[str, Any]
         if job.venv not in files:
             files[job.venv] = f"probes-{len(files)}.json"
             (project / files[job.venv]).write_text(probes_json(job.probes()), encoding="utf-8")
-        asked = job.services_job()
+        asked = job.host_job()
         text = json.dumps(asked, sort_keys=True) if asked is not None else ""
         if text and text not in asks:
             asks[text] = f"hostprobe-{len(asks)}.json"
@@ -327,7 +324,7 @@ def _write_project(project: Path, jobs: Mapping[str, HostJob]) -> dict[str, Any]
     (project / "verify.yml").write_text(json.dumps(verify_play(), indent=1), encoding="utf-8")
     return {
         "provision_verify_hosts": {
-            h: host_vars(j, files[j.venv], asks.get(json.dumps(j.services_job(), sort_keys=True), ""))
+            h: host_vars(j, files[j.venv], asks.get(json.dumps(j.host_job(), sort_keys=True), ""))
             for h, j in jobs.items()
         }
     }
@@ -336,14 +333,14 @@ def _write_project(project: Path, jobs: Mapping[str, HostJob]) -> dict[str, Any]
 def host_vars(job: HostJob, probes_file: str, services_file: str = "") -> dict[str, Any]:
     """The play's per-host variables: the probe list's file, the venv's python, load and deadline,
     and the host-probe job's file with its deadline (``""`` and 0: nothing to ask)."""
-    asked = job.services_job()
+    asked = job.host_job()
     return {
         "probes": probes_file,
         "python": f"{job.venv}/bin/python" if job.venv else "",
         "seconds": str(job.load_seconds),
         "timeout": job.timeout_s,
         "services": services_file,
-        "services_timeout": services.deadline_s(asked) if asked is not None else 0,
+        "services_timeout": observe.deadline_s(asked) if asked is not None else 0,
     }
 
 

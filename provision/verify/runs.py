@@ -7,12 +7,15 @@ program's output. Checks are pure functions of it, so a saved ``inputs.json`` (`
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import Any
+
+from pydantic import Field, field_validator, model_validator
 
 from provision.detect.facts import Facts, Unknown
 from provision.models import Frozen
-from provision.verify.monitoring_probe import MonitoringRun
-from provision.verify.serve_probe import ServeRun
+
+LEGACY_OBSERVED = ("serve", "monitoring")
+"""Top-level keys of files saved before verify's readings moved under ``observed``."""
 
 
 class Sample(Frozen):
@@ -134,11 +137,11 @@ class VerifyInputs(Frozen):
             :meth:`fabric_states`, which prefers the facts.
         gpu_run: The load program's output, or why it did not run (no venv, timeout...).
         allreduce: None when not run (fewer than two GPUs or no CUDA).
-        serve: The vLLM server's answers (spec ``serve:``), why they could not be read (remote
-            verify: the host probe did not run or gave no answer); None when not asked.
-        monitoring: The monitoring services, exporters and Prometheus as read on the host (by
-            :mod:`provision.verify.hostprobe`), or why they could not be read; None when the spec
-            has no ``monitoring:`` section (or a file saved before verify read it).
+        observed: What each component's observer read on the host (:mod:`provision.verify.observe`):
+            key (``serve``, ``monitoring``, ``containers``) -> its run model, or the Unknown saying
+            why it could not be read (the host probe did not run or gave no answer); a key is
+            absent when the spec asks nothing of it (or a file saved before verify read it).
+            Files saved with top-level ``serve`` / ``monitoring`` load into it.
     """
 
     facts: Facts
@@ -146,8 +149,23 @@ class VerifyInputs(Frozen):
     fabric: tuple[FabricGpu, ...] | Unknown = Unknown(unknown="not probed")
     gpu_run: GpuRun | Unknown
     allreduce: AllReduceRun | Unknown | None = None
-    serve: ServeRun | Unknown | None = None
-    monitoring: MonitoringRun | Unknown | None = None
+    observed: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_observed(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or not any(k in data for k in LEGACY_OBSERVED):
+            return data
+        moved = {k: data[k] for k in LEGACY_OBSERVED if data.get(k) is not None}
+        rest = {k: v for k, v in data.items() if k not in LEGACY_OBSERVED}
+        return {**rest, "observed": {**moved, **(rest.get("observed") or {})}}
+
+    @field_validator("observed")
+    @classmethod
+    def _typed(cls, value: dict[str, Any]) -> dict[str, Any]:
+        from provision.verify.observe import typed
+
+        return typed(value)
 
     def fabric_states(self) -> tuple[FabricGpu, ...] | Unknown:
         """Each GPU's fabric (State, Status): detection's ``facts.fabric``, parsed once with the rest

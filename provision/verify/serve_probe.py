@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import Field
 
 from provision.models import Frozen
+from provision.spec.models import ServeSpec
 from provision.verify import hostprobe
 
 PROMPT = "List the first ten prime numbers, separated by commas:"
@@ -43,6 +44,11 @@ class ServeRun(Frozen):
     completion_tokens: int | str
     completion_text: str = Field("", max_length=200)
     seconds: float = 0.0
+
+
+def serve_url(serve: ServeSpec) -> str:
+    """Where a client on the server's own host asks it (a wildcard address: on loopback)."""
+    return base_url(serve.host, serve.port)
 
 
 def base_url(host: str, port: int) -> str:

@@ -22,13 +22,11 @@ from provision.verify import (
     checks_driver,
     checks_gpu,
     checks_invariants,
-    checks_monitoring,
     checks_multi,
-    checks_serve,
     checks_software,
     launch,
+    observe,
     probes,
-    services,
 )
 from provision.verify.context import Context
 from provision.verify.limits import Limits
@@ -51,35 +49,35 @@ def save_inputs(directory: Path, inputs: VerifyInputs) -> None:
         raise FactsError(f"cannot write verify inputs to {directory}: {exc.strerror or exc}") from None
 
 
-CHECKS: tuple[Check, ...] = (
+MACHINE_CHECKS: tuple[Check, ...] = (
     *checks_driver.CHECKS,
     *checks_gpu.CHECKS,
     *checks_software.CHECKS,
     *checks_multi.CHECKS,
     *checks_invariants.CHECKS,
-    *checks_serve.CHECKS,
-    *checks_monitoring.CHECKS,
 )
-"""Every check, in report order: driver, GPUs and loads, software, multi-GPU, invariants, monitoring."""
+"""The checks over detection's facts and the GPU programs: driver, GPUs and loads, software,
+multi-GPU, invariants."""
+CHECKS: tuple[Check, ...] = (*MACHINE_CHECKS, *(c for o in observe.observers() for c in o.checks))
+"""Every check, in report order: the machine's, then each component observer's (registry order)."""
 
 
 def collect(spec: Spec, facts: Facts) -> VerifyInputs:
-    """Run the fabric probes and the bounded GPU loads on this machine, then ask its services
-    (vLLM's server, the monitoring) through the host probe, as remote verify does on each host.
+    """Run the fabric probes and the bounded GPU loads on this machine, then ask what the
+    components' observers read (vLLM's server, the monitoring, the container runtime) through the
+    host probe, as remote verify does on each host.
 
     The GPU program runs only when nvidia-smi sees GPUs and the venv has an interpreter;
     otherwise the reason is recorded and the GPU checks fail or skip with it.
     """
     gcpolicy.long_running()  # the loads and the sampler run for seconds
     gpu_run = _gpu_run(spec, facts)
-    serve, monitoring = services.collect(spec.serve, spec.monitoring)
     return VerifyInputs(
         facts=facts,
         fm_version=probes.fm_version(),
         gpu_run=gpu_run,
         allreduce=_allreduce(spec, gpu_run),
-        serve=serve,
-        monitoring=monitoring,
+        observed=observe.collect(spec),
     )
 
 

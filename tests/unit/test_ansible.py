@@ -85,13 +85,15 @@ def test_events_reach_the_handler_and_stay_on_disk(fake_run: Any, tmp_path: Path
 
 def test_apply_reads_hosts_from_the_play_result(fake_run: Any, tmp_path: Path) -> None:
     plan = make_plan(spec(), fresh_ubuntu(), CATALOG)
-    no_repo = plan.model_copy(
-        update={"extravars": {k: v for k, v in plan.extravars.items() if k != "provision_repository"}}
-    )
-    result = runner.run_playbook({"a": no_repo}, tmp_path / "inventory.ini", tmp_path, limit="a")
+    no_keys = plan.model_copy(update={"extravars": {**plan.extravars, "keys": {}}})  # nothing fetched
+    result = runner.run_playbook({"a": no_keys}, tmp_path / "inventory.ini", tmp_path, limit="a")
     kwargs = fake_run.call_args.kwargs
     assert kwargs["playbook"] == "site.yml" and kwargs["project_dir"].endswith("playbooks")
-    assert set(kwargs["extravars"]["provision_plans"]) == {"a"}
+    written = Path(kwargs["extravars"]["provision_plans"]["a"])
+    assert set(kwargs["extravars"]["provision_plans"]) == {"a"} and written.stat().st_mode & 0o777 == 0o600
+    host_vars = json.loads(written.read_text())
+    assert host_vars["provision_roles"] == list(plan.extravars["roles"])
+    assert host_vars["nvidia_packages_list"] == plan.role_vars("nvidia_packages")["nvidia_packages_list"]
     assert (tmp_path / "plan-a.json").exists()
     assert result.hosts["a"] == runner.HostResult("a", ok=3, changed=1)
     assert result.hosts["b"].failures == ("Install the driver.: apt said no",)

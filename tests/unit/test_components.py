@@ -39,6 +39,27 @@ def test_site_yml_runs_the_registry_roles_in_order_with_their_tags() -> None:
         assert set(entry["tags"]) <= tags, entry["role"]  # type: ignore[call-overload]
 
 
+def test_site_yml_renames_no_variable_and_runs_a_role_only_where_the_plan_has_work_for_it() -> None:
+    # Every role reads its own variables from the host's file (one dict per role, planned); an
+    # entry carries only its name, its tags and the one condition.
+    for entry in _site_roles():
+        assert set(entry) == {"role", "when", "tags"}, entry
+        assert entry["when"] == f"'{entry['role']}' in provision_roles"
+
+
+def test_components_name_observers_whose_key_is_their_spec_section() -> None:
+    from provision.verify.observe import observers, resolve
+    from provision.verify.workflow import CHECKS, MACHINE_CHECKS
+
+    named = [c for c in COMPONENTS if c.observer is not None]
+    assert {c.name for c in named} >= {Component.SERVE, Component.MONITORING}
+    for component in named:
+        assert component.observer is not None
+        assert resolve(component.observer).key == component.spec_section
+    # The report's checks: the machine's, then each observer's, derived from the registry.
+    assert (*MACHINE_CHECKS, *(c for o in observers() for c in o.checks)) == CHECKS
+
+
 @pytest.mark.parametrize("role", roles())
 def test_each_role_dispatches_per_os_family(role: str) -> None:
     tasks = PLAYBOOKS / "roles" / role / "tasks"

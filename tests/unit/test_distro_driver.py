@@ -121,7 +121,7 @@ def test_cuda_from_nvidia_beside_a_distribution_driver_never_pulls_nvidia_driver
     plan = make_plan(_ubuntu(), _box("6.8.0-151-generic"), CATALOG)
     assert step(plan, Component.CUDA_TOOLKIT).packages  # allowed: the toolkit from NVIDIA's repository
     assert step(plan, Component.REPOSITORY).target == "/etc/apt/sources.list.d/provision-nvidia-cuda.sources"
-    forbidden = plan.extravars["provision_apt_forbidden_regex"]
+    forbidden = plan.role_vars("nvidia_packages")["nvidia_packages_forbidden_regex"]
     for name in ("cuda-drivers", "cuda-drivers-580", "nvidia-open", "nvidia-driver-pinning-580", "cuda-13-0"):
         assert __import__("re").fullmatch(forbidden, name), name
     assert not __import__("re").fullmatch(forbidden, "nvidia-headless-no-dkms-580-server-open")
@@ -137,10 +137,10 @@ def test_distribution_driver_without_cuda_writes_only_the_pins() -> None:
     plan = make_plan(_ubuntu(cuda=None, python=None), _box("6.8.0-151-generic"), CATALOG)
     repo = step(plan, Component.REPOSITORY)
     assert repo.target == "/etc/apt/preferences.d/00-provision-nvidia"
-    assert plan.extravars["provision_repository"]["url"] == ""
+    assert plan.role_vars("nvidia_repository")["nvidia_repository_url"] == ""
     assert (
         "Package: nvidia-* libnvidia-* libcuda1 firmware-nvidia-gsp*\nPin: version 580.*\n"
-        in (plan.extravars["provision_repository"]["preferences"])
+        in (plan.role_vars("nvidia_repository")["nvidia_repository_preferences"])
     )
 
 

@@ -118,7 +118,7 @@ def test_ff01_pin_holds_concrete_packages_and_guards_unattended_upgrades() -> No
     holds = step(plan, Component.HOLDS)
     assert holds.action is Action.HOLD
     assert holds.packages == ("libnvidia-compute-550", "nvidia-dkms-550")
-    guard = plan.extravars["provision_unattended_guard"]
+    guard = plan.role_vars("nvidia_holds")["nvidia_holds_unattended_guard"]
     for prefix in ('"nvidia-";', '"libnvidia-";', '"cuda-";', '"xserver-xorg-video-nvidia-";'):
         assert prefix in guard
 
@@ -144,7 +144,7 @@ def test_ff02_fabric_manager_version_drift() -> None:
     assert (fm.action, fm.current, fm.target) == (Action.UPGRADE, "535.183.01", "535.216.03")
     assert fm.packages == ("nvidia-fabricmanager-535=535.216.03-*",)
     assert "GPUs need a reset or reboot" in fm.reason
-    pins = plan.extravars["provision_repository"]["preferences"]
+    pins = plan.role_vars("nvidia_repository")["nvidia_repository_preferences"]
     assert (
         "Package: nvidia-* libnvidia-* cuda-drivers* xserver-xorg-video-nvidia-*\nPin: version 535.216.03-*"
         in pins
@@ -258,7 +258,9 @@ def test_ff06_ff07_mixed_box_is_unsatisfiable() -> None:
 def test_ff08_toolkit_only_and_metas_forbidden_in_the_simulated_transaction() -> None:
     plan = make_plan(spec(cuda={"toolkit": "12.8"}, python=None), fresh_ubuntu(), CATALOG)
     assert step(plan, Component.CUDA_TOOLKIT).packages == ("cuda-toolkit-12-8",)
-    forbidden = re.compile("^Inst " + plan.extravars["provision_apt_forbidden_regex"] + " ")
+    forbidden = re.compile(
+        "^Inst " + plan.role_vars("nvidia_packages")["nvidia_packages_forbidden_regex"] + " "
+    )
     for name in ("cuda", "cuda-12-8", "cuda-drivers", "cuda-drivers-570", "nvidia-driver"):
         assert forbidden.match(f"Inst {name} (1 repo)"), name
     for name in ("cuda-toolkit-12-8", "nvidia-open", "libnvidia-compute"):
@@ -288,7 +290,9 @@ def test_ff08_preinstalled_driver_forbids_any_driver_package() -> None:
         fresh_ubuntu(driver=LoadedDriver(version="580.95.05", flavor="open")),
         CATALOG,
     )
-    forbidden = re.compile("^Inst " + plan.extravars["provision_apt_forbidden_regex"] + " ")
+    forbidden = re.compile(
+        "^Inst " + plan.role_vars("nvidia_packages")["nvidia_packages_forbidden_regex"] + " "
+    )
     assert forbidden.match("Inst nvidia-driver-open (580.126.20-1 repo)")
     assert forbidden.match("Inst libnvidia-compute (580.126.20-1 repo)")
     assert not forbidden.match("Inst libcudnn9-cuda-13 (9.14.0.64-1 repo)")
@@ -315,9 +319,9 @@ def test_ff09_index_url_pinned_to_the_variant() -> None:
         cuda=None,
         python={"interpreter": "3.12", "venv": "/opt/v", "torch": "2.7.0", "cuda_variant": "cu128"},
     )
-    py = make_plan(s, fresh_ubuntu(), CATALOG).extravars["provision_python"]
-    assert py["torch_index_url"] == "https://download.pytorch.org/whl/cu128"
-    assert py["torch_requirements"] == ["torch==2.7.0+cu128"]
+    py = make_plan(s, fresh_ubuntu(), CATALOG).role_vars("python_env")
+    assert py["python_env_torch_index_url"] == "https://download.pytorch.org/whl/cu128"
+    assert py["python_env_torch_requirements"] == ["torch==2.7.0+cu128"]
 
 
 def test_ff10_cu130_on_driver_575_is_refused() -> None:
@@ -374,14 +378,17 @@ def test_ff13_kernel_compiler_installed_for_the_build() -> None:
     facts = fresh_ubuntu(kernel=UBUNTU_KERNEL, packages=(pkg("linux-image-6.8.0-60-generic", "6.8.0-60.63"),))
     plan = make_plan(spec(driver__flavor="proprietary"), facts, CATALOG)
     assert step(plan, Component.DKMS).packages == ("dkms", "linux-headers-6.8.0-60-generic", "gcc-12")
-    assert plan.extravars["provision_dkms"] is True
+    assert plan.role_vars("nvidia_packages")["nvidia_packages_dkms"] is True
 
 
 def test_in_kernel_nouveau_is_blacklisted_with_a_reboot() -> None:
     plan = make_plan(spec(), fresh_ubuntu(nouveau=NouveauState(loaded=True)), CATALOG)
     assert step(plan, Component.KERNEL_MODULES).action is Action.CONFIGURE
     assert "kernel_modules" in step(plan, Component.REBOOT).reason
-    assert plan.extravars["provision_nouveau_blacklist"] == "/etc/modprobe.d/provision-blacklist-nouveau.conf"
+    assert (
+        plan.role_vars("nvidia_kernel")["nvidia_kernel_nouveau_blacklist"]
+        == "/etc/modprobe.d/provision-blacklist-nouveau.conf"
+    )
 
 
 # FF-14 / FF-15 / FF-16: reported, not fixable from Linux --------------------------------------------

@@ -82,9 +82,9 @@ def _check_plan(case: dict[str, Any], spec: Spec, facts: Facts) -> None:
     assert invariant_rules == sorted(case["plan"].get("warnings", []))
     assert sorted(b.rule for b in plan.blockers) == sorted(case["plan"].get("blockers", []))
     if "uninstall" in case["plan"]:
-        assert plan.extravars["provision_python"]["uninstall"] == case["plan"]["uninstall"]
+        assert plan.role_vars("python_env")["python_env_uninstall"] == case["plan"]["uninstall"]
     if "blacklist" in case["plan"]:
-        text = plan.extravars["provision_kernel_blacklist"]
+        text = plan.role_vars("nvidia_kernel")["nvidia_kernel_blacklist"]
         assert [line.split()[1] for line in text.splitlines() if line.startswith("blacklist ")] == case[
             "plan"
         ]["blacklist"]

@@ -118,12 +118,14 @@ def test_fresh_box_installs_dcgm_paired_with_its_exporter_and_the_distro_service
         (Action.CONFIGURE, ()),
     ]
     # DCGM joins the one NVIDIA transaction; the distribution's packages go through the role.
-    assert "datacenter-gpu-manager-exporter=4.8.2-*" in plan.extravars["provision_apt_packages"]
-    assert "prometheus" not in plan.extravars["provision_apt_packages"]
-    role = plan.extravars["provision_monitoring"]
-    assert role["packages"] == ["prometheus-node-exporter", "prometheus"]
-    assert [f["dest"] for f in role["files"]] == list(MANAGED_FILES)
-    assert role["services"] == [
+    assert (
+        "datacenter-gpu-manager-exporter=4.8.2-*" in plan.role_vars("nvidia_packages")["nvidia_packages_list"]
+    )
+    assert "prometheus" not in plan.role_vars("nvidia_packages")["nvidia_packages_list"]
+    role = plan.role_vars("monitoring")
+    assert role["monitoring_packages"] == ["prometheus-node-exporter", "prometheus"]
+    assert [f["dest"] for f in role["monitoring_files"]] == list(MANAGED_FILES)
+    assert role["monitoring_services"] == [
         "nvidia-dcgm",
         "nvidia-dcgm-exporter",
         "prometheus-node-exporter",
@@ -132,14 +134,14 @@ def test_fresh_box_installs_dcgm_paired_with_its_exporter_and_the_distro_service
 
 
 def test_shipped_files_travel_as_role_files_not_as_templated_text() -> None:
-    files = make_plan(monitored(), machine(), CATALOG).extravars["provision_monitoring"]["files"]
+    files = make_plan(monitored(), machine(), CATALOG).role_vars("monitoring")["monitoring_files"]
     assert [f.get("src") for f in files if "src" in f] == ["dcgm-counters.csv", "provision-gpu.rules.yml"]
     assert not any("{{" in f.get("content", "") for f in files)
 
 
 def test_dcgm_is_pinned_and_held_with_the_stack() -> None:
     plan = make_plan(monitored(), machine(), CATALOG)
-    preferences = plan.extravars["provision_repository"]["preferences"]
+    preferences = plan.role_vars("nvidia_repository")["nvidia_repository_preferences"]
     assert "Package: datacenter-gpu-manager-4-*\nPin: version 1:4.5.3-*" in preferences
     assert "Package: datacenter-gpu-manager-exporter\nPin: version 4.8.2-*" in preferences
     held = next(s for s in plan.steps if s.component is Component.HOLDS)
@@ -159,7 +161,7 @@ def test_converged_machine_plans_no_monitoring_change_and_says_why() -> None:
         "6 monitoring files match the spec (counters file, dcgm-exporter drop-in, node exporter ARGS, "
         "Prometheus ARGS, alert rules, scrape configuration)",
     ]
-    assert plan.extravars["provision_monitoring"] is None
+    assert plan.role_vars("monitoring") is None
 
 
 def test_a_drifted_file_is_rewritten_and_only_it_is_named() -> None:
@@ -176,7 +178,7 @@ def test_a_drifted_file_is_rewritten_and_only_it_is_named() -> None:
 def test_no_monitoring_section_plans_nothing() -> None:
     plan = make_plan(spec(), machine(), CATALOG)
     assert not [x for x in plan.steps if x.component in (Component.DCGM, Component.MONITORING)]
-    assert plan.extravars["provision_monitoring"] is None
+    assert plan.role_vars("monitoring") is None
 
 
 # --- Refusals ---------------------------------------------------------------------------------------
@@ -284,7 +286,7 @@ def test_ipv6_listen_is_bracketed_and_prometheus_yaml_lists_fleet_hosts() -> Non
 def test_fleet_plan_scrapes_every_monitored_host_from_the_monitoring_server() -> None:
     s = monitored()
     plan = make_plan(s, machine(host="mon"), CATALOG, fleet_monitored=("mon", "gpu1", "gpu2"))
-    files = {f["dest"]: f.get("content", "") for f in plan.extravars["provision_monitoring"]["files"]}
+    files = {f["dest"]: f.get("content", "") for f in plan.role_vars("monitoring")["monitoring_files"]}
     assert "- gpu1:9400\n    - gpu2:9400" in files["/etc/prometheus/prometheus.yml"]
     assert "- mon:9400" not in files["/etc/prometheus/prometheus.yml"]
 
@@ -443,7 +445,9 @@ def test_promtool_accepts_the_textfile_of_the_real_h200_run(tmp_path: Path) -> N
 
 
 def _evaluate(s: Spec, run: MonitoringRun | None) -> dict[str, CheckResult]:
-    inputs = VerifyInputs(facts=machine(), gpu_run=Unknown(unknown="no GPU work"), monitoring=run)
+    inputs = VerifyInputs(
+        facts=machine(), gpu_run=Unknown(unknown="no GPU work"), observed={"monitoring": run}
+    )
     results = evaluate(s, inputs, CATALOG, shipped_limits())
     ids = ("monitoring-services", "dcgm-exporter-metrics", "node-exporter-metrics", "prometheus-targets")
     return {r.name: r for r in results if r.id in ids}
@@ -626,7 +630,7 @@ def test_fleet_planning_hands_the_monitored_inventory_hosts_to_the_monitoring_se
     plans = plan_facts(hosts, facts, CATALOG).hosts
     config = next(
         f["content"]
-        for f in plans["mon"].plan.extravars["provision_monitoring"]["files"]
+        for f in plans["mon"].plan.role_vars("monitoring")["monitoring_files"]
         if f["dest"] == "/etc/prometheus/prometheus.yml"
     )
     jobs = {
@@ -637,5 +641,5 @@ def test_fleet_planning_hands_the_monitored_inventory_hosts_to_the_monitoring_se
         "localhost:9400",
         "gpu1:9400",
     ]  # not itself twice, not the host without monitoring
-    worker_files = [f["dest"] for f in plans["gpu1"].plan.extravars["provision_monitoring"]["files"]]
+    worker_files = [f["dest"] for f in plans["gpu1"].plan.role_vars("monitoring")["monitoring_files"]]
     assert "/etc/prometheus/prometheus.yml" not in worker_files

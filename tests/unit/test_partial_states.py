@@ -66,25 +66,29 @@ def test_half_installed_torch_is_reinstalled_over() -> None:
     assert wheels.action is Action.INSTALL
     assert wheels.current == "half-installed torch==2.11.0+cu130"
     assert "reinstall over the half-installed" in wheels.reason
-    assert plan.extravars["provision_python"]["reinstall"] is True
+    assert plan.role_vars("python_env")["python_env_reinstall"] is True
     assert step(plan, Component.PYTHON_VENV).action is Action.NOOP
 
 
 def test_rotated_repository_key_is_planned() -> None:
     s = spec(python=None)
-    catalog_key = str(make_plan(s, fresh_ubuntu(), CATALOG).extravars["provision_repository"]["fingerprint"])
+    catalog_key = str(
+        make_plan(s, fresh_ubuntu(), CATALOG).role_vars("nvidia_repository")["nvidia_repository_fingerprint"]
+    )
     facts = _converged(s, ("0" * 40,))
     plan = make_plan(s, facts, CATALOG)
     repo = step(plan, Component.REPOSITORY)
     assert repo.action is Action.CONFIGURE
     assert repo.current == f"key {'0' * 40}" and repo.target == f"key {catalog_key.upper()}"
     assert repo.reason.startswith("repository key rotated")
-    assert plan.extravars["provision_repository"] is not None
+    assert plan.role_vars("nvidia_repository") is not None
 
 
 def test_keyring_with_the_spec_key_or_unread_is_a_noop() -> None:
     s = spec(python=None)
-    key = str(make_plan(s, fresh_ubuntu(), CATALOG).extravars["provision_repository"]["fingerprint"])
+    key = str(
+        make_plan(s, fresh_ubuntu(), CATALOG).role_vars("nvidia_repository")["nvidia_repository_fingerprint"]
+    )
     for fingerprints in ((key.upper(), "1" * 40), None):
         plan = make_plan(s, _converged(s, fingerprints), CATALOG)
         assert step(plan, Component.REPOSITORY).action is Action.NOOP, fingerprints

@@ -62,8 +62,7 @@ def test_fabric_manager_skipped_on_a100x_with_reason() -> None:
 
 def test_extravars_carry_one_transaction_and_pinned_index() -> None:
     plan = make_plan(spec(), fresh_ubuntu(), CATALOG)
-    ev = plan.extravars
-    assert ev["provision_apt_packages"] == [
+    assert plan.role_vars("nvidia_packages")["nvidia_packages_list"] == [
         "nvidia-driver-pinning-580",
         "nvidia-open=580.95.05-*",
         "cuda-toolkit-13-0",
@@ -74,11 +73,16 @@ def test_extravars_carry_one_transaction_and_pinned_index() -> None:
         "libnccl-dev=2.28.3-*+cuda13.0",
     ]
     assert (
-        ev["provision_repository"]["url"]
+        plan.role_vars("nvidia_repository")["nvidia_repository_url"]
         == "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64/"
     )
-    assert ev["provision_python"]["torch_index_url"] == "https://download.pytorch.org/whl/cu130"
-    assert ev["provision_python"]["torch_requirements"] == ["torch==2.11.0+cu130"]
+    py = plan.role_vars("python_env")
+    assert py["python_env_torch_index_url"] == "https://download.pytorch.org/whl/cu130"
+    assert py["python_env_torch_requirements"] == ["torch==2.11.0+cu130"]
+    key = plan.extravars["keys"]["nvidia_repository"]["nvidia_repository_keyring_src"]
+    assert key["fingerprint"] == "EB693B3035CD5710E231E123A4B469963BF863CC" and key["url"].startswith(
+        "https://"
+    )
 
 
 def test_installed_and_held_stack_is_noop_with_reasons() -> None:
@@ -116,9 +120,11 @@ def test_pins_an_older_release_wrote_where_nvidias_pinning_file_hides_them_are_m
     assert repo.action is Action.CONFIGURE and repo.target == "/etc/apt/preferences.d/00-provision-nvidia"
     assert "/etc/apt/preferences.d/provision-nvidia, which apt reads after NVIDIA's" in repo.reason
     assert "apt_preferences(5)" in repo.reason
-    written = plan.extravars["provision_repository"]
-    assert written["preferences_file"] == "/etc/apt/preferences.d/00-provision-nvidia"
-    assert written["legacy_preferences_files"] == ["/etc/apt/preferences.d/provision-nvidia"]
+    written = plan.role_vars("nvidia_repository")
+    assert written["nvidia_repository_preferences_file"] == "/etc/apt/preferences.d/00-provision-nvidia"
+    assert written["nvidia_repository_legacy_preferences_files"] == [
+        "/etc/apt/preferences.d/provision-nvidia"
+    ]
 
 
 @pytest.mark.parametrize(
@@ -238,7 +244,7 @@ def test_library_globs_match_the_packaged_versions(
     plan = make_plan(s, fresh_ubuntu(), CATALOG)
     assert step(plan, Component.CUDNN).packages[0] == f"libcudnn9-cuda-13={cudnn_glob}"
     assert step(plan, Component.NCCL).packages[0] == f"libnccl2={nccl_glob}"
-    prefs = plan.extravars["provision_repository"]["preferences"]
+    prefs = plan.role_vars("nvidia_repository")["nvidia_repository_preferences"]
     assert f"Pin: version {cudnn_glob}\n" in prefs and f"Pin: version {nccl_glob}\n" in prefs
     # The versions NVIDIA's repository ships, as installed on the H200
     # (tests/fixtures/raw/h200-ubuntu2404-2026-12-01/dpkg-nvidia.txt).

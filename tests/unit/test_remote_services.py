@@ -23,7 +23,7 @@ from provision.detect.facts import Unknown
 from provision.detect.runner import COLLECTOR_TASK
 from provision.fleet.verify import job_for
 from provision.spec.models import Spec
-from provision.verify import hostprobe, services
+from provision.verify import hostprobe, observe
 from provision.verify.limits import shipped_limits
 from provision.verify.monitoring_probe import MonitoringRun
 from provision.verify.remote import (
@@ -31,7 +31,7 @@ from provision.verify.remote import (
     GpuOutcome,
     _write_project,
     gpu_outcomes,
-    remote_services,
+    remote_observed,
     verify_play,
     verify_remote,
 )
@@ -133,10 +133,8 @@ REASON = Unknown(unknown="host probe: skipped")
 HELD = serving_and_monitored({"exporter": 9400, "node": 9100, "prometheus": 9090, "vllm": 8000})
 
 
-def _checks(spec: Spec, serve: Any, monitoring: Any) -> dict[str, tuple[str, str]]:
-    inputs = VerifyInputs(
-        facts=fresh_ubuntu(), gpu_run=Unknown(unknown="none"), serve=serve, monitoring=monitoring
-    )
+def _checks(spec: Spec, observed: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    inputs = VerifyInputs(facts=fresh_ubuntu(), gpu_run=Unknown(unknown="none"), observed=observed)
     results = evaluate(spec, inputs, load_catalog(), shipped_limits())
     return {r.name: (r.status, r.detail) for r in results if r.id in SERVICE_CHECKS}
 
@@ -153,17 +151,19 @@ def test_the_program_alone_answers_as_the_local_path_and_every_check_passes(
     host: dict[str, Any], tmp_path: Path
 ) -> None:
     held: Spec = host["spec"]
-    job = services.services_job(held.serve, held.monitoring)
+    job = observe.host_job(held)
     assert job is not None
     done = _run_alone(job, tmp_path)
     assert done.returncode == 0, done.stderr
-    serve, monitoring = services.services_from(held.serve, held.monitoring, json.loads(done.stdout))
-    local_serve, local_monitoring = services.collect(held.serve, held.monitoring)
+    observed = observe.observed_from(held, json.loads(done.stdout))
+    serve, monitoring = observed["serve"], observed["monitoring"]
+    local = observe.collect(held)
+    local_serve, local_monitoring = local["serve"], local["monitoring"]
     assert monitoring == local_monitoring and isinstance(monitoring, MonitoringRun)
     assert isinstance(serve, ServeRun) and isinstance(local_serve, ServeRun)
     assert serve.model_copy(update={"seconds": 0}) == local_serve.model_copy(update={"seconds": 0})
     assert host["servers"]["vllm"].asked[0]["prompt"] == PROMPT
-    found = _checks(held, serve, monitoring)
+    found = _checks(held, observed)
     # The units' states depend on this machine's systemd (none in CI: a skip with systemctl's words).
     units = [name for name in found if name.startswith("monitoring-services")]
     assert units and all(found.pop(name) for name in units)
@@ -173,12 +173,26 @@ def test_the_program_alone_answers_as_the_local_path_and_every_check_passes(
 
 def test_saved_inputs_replay_the_runs_and_the_reasons(host: dict[str, Any]) -> None:
     held: Spec = host["spec"]
-    serve, monitoring = services.collect(held.serve, held.monitoring)
+    observed = observe.collect(held)
     for inputs in (
-        VerifyInputs(facts=fresh_ubuntu(), gpu_run=Unknown(unknown="x"), serve=serve, monitoring=monitoring),
-        VerifyInputs(facts=fresh_ubuntu(), gpu_run=Unknown(unknown="x"), serve=REASON, monitoring=REASON),
+        VerifyInputs(facts=fresh_ubuntu(), gpu_run=Unknown(unknown="x"), observed=observed),
+        VerifyInputs(
+            facts=fresh_ubuntu(),
+            gpu_run=Unknown(unknown="x"),
+            observed={"serve": REASON, "monitoring": REASON},
+        ),
     ):
         assert VerifyInputs.model_validate_json(inputs.model_dump_json()) == inputs
+
+
+def test_inputs_saved_with_top_level_serve_and_monitoring_still_load(host: dict[str, Any]) -> None:
+    observed = observe.collect(host["spec"])
+    inputs = VerifyInputs(facts=fresh_ubuntu(), gpu_run=Unknown(unknown="x"), observed=observed)
+    saved = inputs.model_dump(mode="json")
+    older = {**{k: v for k, v in saved.items() if k != "observed"}, **saved["observed"]}
+    assert "observed" not in older and isinstance(older["serve"], dict)
+    assert VerifyInputs.model_validate(older) == inputs
+    assert VerifyInputs.model_validate({**older, "serve": None, "monitoring": None}).observed == {}
 
 
 def test_a_proxy_in_the_environment_is_not_used(
@@ -203,8 +217,13 @@ def test_the_program_caps_bodies_and_says_why_nothing_came(host: dict[str, Any])
 
 
 def test_an_unreadable_job_is_one_json_error_and_exit_2(tmp_path: Path) -> None:
-    done = _run_alone({}, tmp_path)
-    assert done.returncode == 0 and json.loads(done.stdout) == {"units": None, "responses": {}}
+    done = _run_alone({"parts": {"a": {}}}, tmp_path)
+    answer = {"parts": {"a": {"units": None, "responses": {}, "commands": []}}}
+    assert done.returncode == 0 and json.loads(done.stdout) == answer
+    (tmp_path / "hostprobe.json").write_text("{}")
+    argv = [sys.executable, "-I", "-S", str(tmp_path / "hostprobe.py"), str(tmp_path / "hostprobe.json")]
+    empty = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert empty.returncode == 2 and json.loads(empty.stdout)["error"] == "hostprobe: KeyError: 'parts'"
     (tmp_path / "hostprobe.json").write_text("{not json")
     argv = [sys.executable, "-I", "-S", str(tmp_path / "hostprobe.py"), str(tmp_path / "hostprobe.json")]
     bad = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
@@ -213,22 +232,20 @@ def test_an_unreadable_job_is_one_json_error_and_exit_2(tmp_path: Path) -> None:
 
 def test_the_job_asks_only_the_sections_the_spec_has() -> None:
     held = HELD
-    job = services.services_job(held.serve, held.monitoring)
+    job = observe.host_job(held)
     assert job is not None
-    assert sorted(job["requests"]) == [
-        "monitoring/exporter",
-        "monitoring/node_exporter",
-        "monitoring/targets",
-        "serve/completion",
-        "serve/health",
-        "serve/models",
-    ]
-    assert job["units"] == ["nvidia-dcgm", "nvidia-dcgm-exporter", "prometheus-node-exporter", "prometheus"]
-    assert services.deadline_s(job) == int(3 * 5.0 + 2 * 10.0 + 120.0 + 5.0) + 30
-    only_serve = services.services_job(held.serve, None)
-    assert only_serve is not None and only_serve["units"] is None
-    assert services.services_job(None, None) is None
-    assert services.services_from(held.serve, None, {"responses": {}})[1] is None
+    parts = job["parts"]
+    assert list(parts) == ["serve", "monitoring"]  # registry order
+    assert sorted(parts["monitoring"]["requests"]) == ["exporter", "node_exporter", "targets"]
+    assert sorted(parts["serve"]["requests"]) == ["completion", "health", "models"]
+    units = ["nvidia-dcgm", "nvidia-dcgm-exporter", "prometheus-node-exporter", "prometheus"]
+    assert parts["monitoring"]["units"] == units and parts["serve"]["units"] is None
+    assert observe.deadline_s(job) == int(3 * 5.0 + 2 * 10.0 + 120.0 + 5.0) + 30
+    only_serve = held.model_copy(update={"monitoring": None})
+    only = observe.host_job(only_serve)
+    assert only is not None and list(only["parts"]) == ["serve"]
+    assert observe.host_job(only_serve.model_copy(update={"serve": None})) is None
+    assert list(observe.observed_from(only_serve, {"parts": {}})) == ["serve"]
 
 
 REASONS = [
@@ -255,16 +272,16 @@ def test_a_probe_without_an_answer_fails_every_service_check_with_the_reason(
     asked: GpuOutcome | None, reason: str
 ) -> None:
     held = HELD
-    serve, monitoring = remote_services(job_for(held), asked)
-    assert serve == monitoring == Unknown(unknown=reason)
-    found = _checks(held, serve, monitoring)
+    observed = remote_observed(job_for(held), asked)
+    assert observed == {"serve": Unknown(unknown=reason), "monitoring": Unknown(unknown=reason)}
+    found = _checks(held, observed)
     assert len(found) == 8 and set(found.values()) == {("fail", reason)}
 
 
 def test_a_spec_without_the_sections_asks_nothing() -> None:
     plain = job_for(spec_from(ROOT / "specs" / "dual-a100x.yaml"))
-    assert plain.services_job() is None
-    assert remote_services(plain, None) == (None, None)
+    assert plain.host_job() is None
+    assert remote_observed(plain, None) == {}
 
 
 def test_the_play_runs_the_probe_as_an_argv_with_a_deadline_only_where_asked() -> None:
@@ -299,8 +316,8 @@ def test_the_project_holds_each_distinct_job_once_and_no_spec_value_in_the_play(
     extravars = _write_project(tmp_path, {"a": asked, "b": asked, "c": plain})
     per_host = extravars["provision_verify_hosts"]
     assert [per_host[h]["services"] for h in "abc"] == ["hostprobe-0.json", "hostprobe-0.json", ""]
-    assert per_host["a"]["services_timeout"] == services.deadline_s(asked.services_job() or {}) > 0
-    assert json.loads((tmp_path / "hostprobe-0.json").read_text()) == asked.services_job()
+    assert per_host["a"]["services_timeout"] == observe.deadline_s(asked.host_job() or {"parts": {}}) > 0
+    assert json.loads((tmp_path / "hostprobe-0.json").read_text()) == asked.host_job()
     assert (tmp_path / "hostprobe.py").read_text() == Path(hostprobe.__file__).read_text()
     assert sorted(p.name for p in tmp_path.glob("hostprobe-*.json")) == ["hostprobe-0.json"]
     assert MODEL not in (tmp_path / "verify.yml").read_text() and MODEL not in json.dumps(extravars)
@@ -310,7 +327,7 @@ def test_runner_events_become_the_runs_the_checks_read(
     host: dict[str, Any], tmp_path: Path, mocker: MockerFixture
 ) -> None:
     held: Spec = host["spec"]
-    job = services.services_job(held.serve, held.monitoring)
+    job = observe.host_job(held)
     assert job is not None
     answer = _run_alone(job, tmp_path).stdout
 
@@ -330,7 +347,9 @@ def test_runner_events_become_the_runs_the_checks_read(
     assert play.call_args.kwargs["limit"] == "gpu1,gpu2"
     one, two = got["gpu1"], got["gpu2"]
     assert isinstance(one, VerifyInputs) and isinstance(two, VerifyInputs)
-    assert isinstance(one.serve, ServeRun) and one.serve.completion_tokens == 32
-    assert isinstance(one.monitoring, MonitoringRun) and one.monitoring.exporter.error is None
-    assert two.monitoring == two.serve == Unknown(unknown="host probe: The command action failed to execute")
+    serve, monitoring = one.observed["serve"], one.observed["monitoring"]
+    assert isinstance(serve, ServeRun) and serve.completion_tokens == 32
+    assert isinstance(monitoring, MonitoringRun) and monitoring.exporter.error is None
+    failed = Unknown(unknown="host probe: The command action failed to execute")
+    assert two.observed == {"serve": failed, "monitoring": failed}
     assert gpu_outcomes(events, HOST_PROBE_TASK)["gpu1"].stdout == answer

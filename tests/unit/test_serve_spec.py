@@ -106,7 +106,7 @@ def test_plan_shows_the_arithmetic_then_nothing_to_do_once_installed_and_written
     serve = [s for s in plan.steps if s.component is Component.SERVE]
     assert serve[0].action is Action.NOOP and serve[0].reason.startswith("memory fit: weights (bf16)")
     assert [s.action for s in serve[1:]] == [Action.INSTALL, Action.CONFIGURE]
-    assert plan.extravars["provision_serve"]["constraints"] == ["torch==2.11.0+cu130"]
+    assert plan.role_vars("vllm_serve")["vllm_serve_constraints"] == ["torch==2.11.0+cu130"]
     assert spec.python is not None and spec.serve is not None
     done = fresh_ubuntu(
         venv=Venv(path=spec.python.venv, python="3.12.3", distributions={"vllm": "0.26.0"}),

@@ -17,7 +17,7 @@ import pytest
 from provision.catalog import load_catalog
 from provision.detect.facts import Unknown
 from provision.spec.loader import load_spec
-from provision.verify.checks_serve import CHECKS
+from provision.verify.checks_serve import OBSERVER
 from provision.verify.limits import shipped_limits
 from provision.verify.runs import VerifyInputs
 from provision.verify.serve_probe import PROMPT, base_url, probe_server
@@ -85,8 +85,8 @@ def server() -> Iterator[Any]:
 
 
 def _report(run: Any) -> dict[str, Any]:
-    inputs = VerifyInputs(facts=fresh_ubuntu(), gpu_run=fresh_ubuntu().gpus, serve=run)  # type: ignore[arg-type]
-    results = evaluate(SPEC, inputs, load_catalog(), shipped_limits(), CHECKS)
+    inputs = VerifyInputs(facts=fresh_ubuntu(), gpu_run=fresh_ubuntu().gpus, observed={"serve": run})  # type: ignore[arg-type]
+    results = evaluate(SPEC, inputs, load_catalog(), shipped_limits(), OBSERVER.checks)
     return {r.id: r for r in results}
 
 

@@ -44,9 +44,11 @@ def test_spec_refuses_template_syntax(overrides: dict[str, object]) -> None:
 
 def test_runner_refuses_template_syntax_before_anything_runs(tmp_path: Path) -> None:
     plan = make_plan(spec(), fresh_ubuntu(), CATALOG)
-    extravars = dict(plan.extravars)
-    extravars["provision_python"] = {**extravars["provision_python"], "packages": [PIPE]}
-    tampered = plan.model_copy(update={"extravars": extravars})
-    with pytest.raises(ApplyError, match=r"provision_python\.packages holds Ansible template syntax"):
+    roles = dict(plan.extravars["roles"])
+    roles["python_env"] = {**roles["python_env"], "python_env_packages": [PIPE]}
+    tampered = plan.model_copy(update={"extravars": {"roles": roles, "keys": {}}})
+    with pytest.raises(
+        ApplyError, match=r"box\.python_env\.python_env_packages holds Ansible template syntax"
+    ):
         runner.run_playbook({"box": tampered}, tmp_path / "inventory.ini", tmp_path)
     assert list(tmp_path.iterdir()) == []
