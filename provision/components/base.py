@@ -57,6 +57,7 @@ class Component(StrEnum):
     CUDA_TOOLKIT = "cuda_toolkit"
     CUDNN = "cudnn"
     NCCL = "nccl"
+    CONTAINERS = "containers"
     HOLDS = "holds"
     PYTHON_VENV = "python_venv"
     PYTHON_WHEELS = "python_wheels"
@@ -115,6 +116,7 @@ class PlanContext:
 
     Attributes:
         transaction: Components whose packages go into the one package transaction.
+        held_outside: Components whose own role installs packages held with the stack.
         pins: Every component's version pins, in registry order.
         built: Component name -> what it built, for the components already planned.
         verdicts: Every invariant's verdict for this machine, by invariant id, judged once per plan.
@@ -129,6 +131,7 @@ class PlanContext:
     pm: PackageManager
     verdicts: Mapping[str, Verdict]
     transaction: frozenset[Component] = frozenset()
+    held_outside: frozenset[Component] = frozenset()
     pins: tuple[Pin, ...] = ()
     built: Mapping[Component, Sequence[Built]] = field(default_factory=dict)
     fleet_monitored: tuple[str, ...] = ()
@@ -152,6 +155,13 @@ class PlanContext:
             p for s in self.steps() if s.component in self.transaction and s.changes for p in s.packages
         )
 
+    def held_requests(self) -> tuple[str, ...]:
+        """Package requests the holds step must hold: the transaction's, then those of components
+        whose own role installs packages held with the stack (``holds_packages``)."""
+        own = self.held_outside
+        extra = tuple(p for s in self.steps() if s.component in own and s.changes for p in s.packages)
+        return self.transaction_requests() + extra
+
     def pins_text(self) -> str:
         """The pins file provision writes for this spec."""
         return self.pm.pins_text(self.pins)
@@ -174,6 +184,8 @@ class InstallableComponent:
         transaction: Its packages go into the one package transaction (the packages role).
         reboots: A change of it needs a reboot (kernel side).
         reboot_note: What else the reboot does for it, said in the reboot step.
+        holds_packages: The packages its changing steps install outside the one transaction are
+            held with the stack (the holds step counts them as incoming).
         verify_checks: Ids of the verify checks that prove it on the machine.
         observer: What verify reads on a host for it and the checks over that, named
             ``module:attribute`` (a :class:`provision.verify.observe.Observer`); None when its
@@ -191,6 +203,7 @@ class InstallableComponent:
     transaction: ClassVar[bool] = False
     reboots: ClassVar[bool] = False
     reboot_note: ClassVar[str] = ""
+    holds_packages: ClassVar[bool] = False
     verify_checks: ClassVar[tuple[str, ...]] = ()
     observer: ClassVar[str | None] = None
 

@@ -33,7 +33,7 @@ class Holds(InstallableComponent):
     def plan(self, ctx: PlanContext) -> Iterable[Built]:
         if not ctx.spec.driver.hold:
             return (noop(Component.HOLDS, reason="driver.hold is false: packages are not held"),)
-        return (holds_step(ctx, ctx.transaction_requests()),)
+        return (holds_step(ctx, ctx.held_requests()),)
 
     def role_runs(self, ctx: PlanContext) -> bool:
         return ctx.spec.driver.hold

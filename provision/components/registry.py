@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from provision.components.base import Component, InstallableComponent
+from provision.components.containers import Containers
 from provision.components.cuda_toolkit import CudaToolkit
 from provision.components.cudnn import Cudnn
 from provision.components.dkms import Dkms
@@ -36,6 +37,7 @@ COMPONENTS: tuple[InstallableComponent, ...] = (
     CudaToolkit(),
     Cudnn(),
     Nccl(),
+    Containers(),
     Holds(),
     PythonEnv(),
     SecureBoot(),

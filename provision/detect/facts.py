@@ -23,6 +23,7 @@ from typing import Literal
 from pydantic import Field
 
 from provision.catalog.models import Flavor
+from provision.detect.domains.containers import ContainerFacts
 from provision.detect.domains.cuda import CudaToolkits, LibraryCache
 from provision.detect.domains.driver import (
     DkmsStatus,
@@ -50,6 +51,7 @@ __all__ = [
     "AcsControl",
     "AptLocks",
     "Board",
+    "ContainerFacts",
     "Cpu",
     "CudaToolkits",
     "DkmsStatus",
@@ -137,6 +139,9 @@ class Facts(Frozen):
     )
     listening: Listening | Unknown = _NOT_PROBED
     monitoring_files: ManagedFiles | Unknown = _NOT_PROBED
+    containers: ContainerFacts | None = Field(
+        None, description="Container runtimes, their NVIDIA configuration and CDI specs; None: not probed."
+    )
 
     def package(self, name: str) -> Package | None:
         """The installed package ``name``, or None (also when packages are unknown)."""

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from provision.detect.domains import (
+    containers,
     cuda,
     driver,
     gpu,
@@ -27,7 +28,7 @@ from provision.detect.fact import Derive, FactType, Parsed, Probe
 from provision.detect.facts import Facts
 from provision.detect.raw import ProbeOutput
 
-_DOMAINS = (os_kernel, driver, packages, gpu, cuda, python, hardware, service, monitoring)
+_DOMAINS = (os_kernel, driver, packages, gpu, cuda, python, hardware, service, monitoring, containers)
 
 FACTS: tuple[FactType, ...] = tuple(f for domain in _DOMAINS for f in domain.FACTS)
 """Every fact of a detection, in probe order. Probe ids are unique (a test checks it)."""

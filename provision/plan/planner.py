@@ -79,6 +79,7 @@ def context(spec: Spec, facts: Facts, catalog: Catalog) -> PlanContext:
         pm=pm,
         verdicts={v.invariant: v for v in judge_all(spec, facts, catalog)},
         transaction=transaction_components(),
+        held_outside=frozenset(c.name for c in COMPONENTS if c.holds_packages),
         pins=pins(spec, pm),
     )
 

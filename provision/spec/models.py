@@ -570,6 +570,64 @@ class MonitoringSpec(Frozen):
         return self
 
 
+IMAGE_REF = r"^[a-z0-9][a-z0-9._/-]*(:[A-Za-z0-9._-]{1,128})?(@sha256:[0-9a-f]{64})?$"
+"""An OCI image reference as the runtimes take it (``ubuntu:24.04``, ``nvcr.io/nvidia/cuda:13.0.0-base``,
+``name@sha256:...``): lower-case repository path, optional tag and digest, never an option."""
+
+
+def _image_or_rootfs(value: str) -> str:
+    # One argv element either way: an image present on the host, or (podman) a root filesystem.
+    if value.startswith("/"):
+        return absolute_path(value)
+    if not re.fullmatch(IMAGE_REF, value):
+        raise ValueError("must be an image reference (ubuntu:24.04) or an absolute root filesystem directory")
+    return value
+
+
+class ContainersSpec(Frozen):
+    """The NVIDIA Container Toolkit for one container runtime; containers get the GPUs through CDI.
+
+    The toolkit's four packages come from NVIDIA's libnvidia-container repository at one exact
+    release, pinned and held with the stack (NVIDIA Container Toolkit install guide and release
+    notes: the libnvidia-container libraries must match the toolkit exactly since 1.18.0).
+    """
+
+    runtime: Literal["docker", "containerd", "podman"] = Field(
+        description="The container runtime on the machine: docker and containerd are configured with "
+        "nvidia-ctk runtime configure; podman reads the CDI spec as it is.",
+        examples=["podman"],
+    )
+    toolkit: Dotted = Field(
+        description='NVIDIA Container Toolkit release X.Y.Z, e.g. "1.18.2" (provision catalog containers).',
+        examples=["1.18.2"],
+    )
+    repository: RepositorySpec | None = Field(
+        None,
+        description="A mirror of NVIDIA's libnvidia-container repository; unset: NVIDIA's own.",
+        examples=[
+            {
+                "url": "https://mirror.example.org/libnvidia-container/stable/deb/amd64",
+                "key_hosts": ["mirror.example.org"],
+                "key_url": "https://mirror.example.org/libnvidia-container/gpgkey",
+                "fingerprint": "C95B321B61E88C1809C4F759DDCAE044F796ECB0",
+            }
+        ],
+    )
+    verify_image: Annotated[str, AfterValidator(_image_or_rootfs)] | None = Field(
+        None,
+        description="What provision verify runs nvidia-smi -L in: an image already on the host, or for "
+        "podman an absolute root filesystem directory (podman run --rootfs); unset: no container is run.",
+        examples=["ubuntu:24.04"],
+    )
+
+    @field_validator("toolkit")
+    @classmethod
+    def _exact(cls, value: DottedVersion) -> DottedVersion:
+        if len(value.parts) != 3:
+            raise ValueError("must be an exact release X.Y.Z (the four packages install at one version)")
+        return value
+
+
 class Spec(Frozen):
     """One GPU machine's wanted software stack, spec format version 1."""
 
@@ -592,4 +650,7 @@ class Spec(Frozen):
     serve: ServeSpec | None = Field(None, description="A model served with vLLM; unset: nothing served.")
     monitoring: MonitoringSpec | None = Field(
         None, description="GPU monitoring (DCGM, dcgm-exporter, node exporter, Prometheus); unset: none."
+    )
+    containers: ContainersSpec | None = Field(
+        None, description="The NVIDIA Container Toolkit and CDI for a container runtime; unset: none."
     )

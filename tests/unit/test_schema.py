@@ -71,6 +71,7 @@ def test_examples_are_valid_spec_values() -> None:
             "ServeSpec": "serve",
             "ModelArchitecture": "serve",
             "MonitoringSpec": "monitoring",
+            "ContainersSpec": "containers",
         }[model]
         for example in prop["examples"]:
             data = json.loads(json.dumps(base))
@@ -93,6 +94,8 @@ def test_examples_are_valid_spec_values() -> None:
                     del data[section]["key_url"]
             if section == "monitoring":
                 data[section] = {"dcgm": "4.5.3"}
+            if section == "containers":
+                data[section] = {"runtime": "podman", "toolkit": "1.18.2"}
             if section == "driver" and field == "version":
                 data[section]["branch"] = int(example.split(".")[0])
             data[section][field] = example
