@@ -4,12 +4,16 @@ after ``systemctl daemon-reload``; the CDI spec names the loaded driver's librar
 What is read on the host (:data:`OBSERVER`, by :mod:`provision.verify.hostprobe`, in process for a
 local verify and on each host for remote verify): the host's ``nvidia-smi -L``; then, with
 ``containers.verify_image``, a container started detached through the spec's runtime with every
-GPU of the CDI spec (``--device nvidia.com/gpu=all``, the CDI device name NVIDIA's spec defines),
-``nvidia-smi -L`` run in it, ``systemctl daemon-reload``, ``nvidia-smi -L`` in the same container
-again, and the container removed. The reload is the known way a running container loses its GPUs
-("Failed to initialize NVML: Unknown Error"; NVIDIA Container Toolkit troubleshooting), so the
-second listing is what proves the CDI spec or the /dev/char links hold. Every argv is data (an
-image or a root filesystem from the spec is one element); nothing goes through a shell.
+GPU of the CDI spec (``--device nvidia.com/gpu=all``, the CDI device name NVIDIA's spec defines)
+whose own process lists its GPUs (``nvidia-smi -L`` into a directory shared with the host), then
+waits; ``systemctl daemon-reload`` on the host; a signal file; the same process lists them again;
+the container and the directory are removed. The reload is the known way a running container
+loses its GPUs ("Failed to initialize NVML: Unknown Error"; NVIDIA Container Toolkit
+troubleshooting), so the second listing, by the process that was running through the reload, is
+what proves the CDI spec or the /dev/char links hold. The container's own process lists the GPUs
+rather than ``exec``: the same for docker and podman, and it runs where ``runc exec`` cannot join
+a container (a chroot). Every argv is data (an image or a root filesystem from the spec is one
+element); the shell scripts are constants.
 """
 
 from __future__ import annotations
@@ -28,8 +32,21 @@ from provision.verify.observe import Observer
 
 CONTAINER = "provision-verify-gpus"
 """The verify container's name (removed before and after)."""
-SLEEP_S = 300
-"""How long the container would live if the removal never came (it is removed at once)."""
+SHARED = "/run/provision-verify-gpus"
+"""The host directory the container writes its listings to (mounted at :data:`INSIDE`)."""
+INSIDE = "/provision-verify"
+WAIT_S = 30
+"""How long each side waits for the other's file (the listing, the signal), seconds."""
+_LIST = "nvidia-smi -L > {d}/{f}.tmp 2>&1; echo rc=$? >> {d}/{f}.tmp; mv {d}/{f}.tmp {d}/{f}"
+_WAIT = "i=0; until [ -e {d}/{f} ] || [ $i -ge {n} ]; do sleep 0.2; i=$((i+1)); done"
+IN_CONTAINER = "; ".join(
+    (
+        _LIST.format(d=INSIDE, f="before"),
+        _WAIT.format(d=INSIDE, f="go", n=WAIT_S * 5),
+        _LIST.format(d=INSIDE, f="after"),
+    )
+)
+"""The container's process: list, wait for the host's signal (after the reload), list again."""
 TIMEOUT_S = 60.0
 """Seconds each runtime command has (a first start of an image can take several)."""
 SOURCE = (
@@ -72,17 +89,26 @@ def commands(wanted: ContainersSpec) -> list[list[str]]:
         return host
     rt = wanted.runtime
     start = [rt, "run", "-d", "--name", CONTAINER, "--network=none", "--device", "nvidia.com/gpu=all"]
+    start += ["-v", f"{SHARED}:{INSIDE}"]
     if rt == "podman":
         start.append("--security-opt=label=disable")  # SELinux hosts: NVML's "Insufficient Permissions"
-    listing = [rt, "exec", CONTAINER, "nvidia-smi", "-L"]
+    read = "; cat {d}/{f}"
     return [
         *host,
         [rt, "rm", "-f", CONTAINER],
-        [*start, *_image(wanted), "sleep", str(SLEEP_S)],
-        listing,
+        ["sh", "-c", f"rm -rf {SHARED} && mkdir -p {SHARED}"],
+        [*start, *_image(wanted), "sh", "-c", IN_CONTAINER],
+        ["sh", "-c", _WAIT.format(d=SHARED, f="before", n=WAIT_S * 5) + read.format(d=SHARED, f="before")],
         ["systemctl", "daemon-reload"],
-        listing,
+        [
+            "sh",
+            "-c",
+            f"touch {SHARED}/go; "
+            + _WAIT.format(d=SHARED, f="after", n=WAIT_S * 5)
+            + read.format(d=SHARED, f="after"),
+        ],
         [rt, "rm", "-f", CONTAINER],
+        ["rm", "-rf", SHARED],
     ]
 
 
@@ -117,6 +143,18 @@ def _failed(answer: Any, what: str) -> str | None:
     return None
 
 
+def _listed(answer: Any, what: str) -> tuple[str, ...] | str:
+    """A listing the container's process wrote (``nvidia-smi -L``'s output, then ``rc=N``), read
+    back by ``cat``; its absence means the process never got there."""
+    why = _failed(answer, what)
+    if why is not None:
+        return f"{what}: the container wrote no listing within {WAIT_S} s ({why})"
+    lines = str(answer.get("stdout", "")).rstrip("\n").splitlines()
+    rc = lines[-1].removeprefix("rc=") if lines and lines[-1].startswith("rc=") else "?"
+    body = "\n".join(lines[:-1])
+    return gpus_of({"rc": int(rc) if rc.isdigit() else -1, "stdout": body, "stderr": body}, what)
+
+
 def containers_from(spec: Spec, part: Any) -> ContainersRun:
     """The run in the host probe's answer to :func:`containers_job` (pure; never raises)."""
     got = part.get("commands") if isinstance(part, dict) else None
@@ -130,15 +168,15 @@ def containers_from(spec: Spec, part: Any) -> ContainersRun:
     if wanted is None or len(commands(wanted)) == 1:
         return ContainersRun(host=host)
     rt = wanted.runtime
-    started = _failed(answer(2), f"{rt} run")
+    started = _failed(answer(3), f"{rt} run")
     if started is not None:
         return ContainersRun(host=host, asked=True, started=started)
     return ContainersRun(
         host=host,
         asked=True,
-        before=gpus_of(answer(3), f"nvidia-smi -L in the {rt} container"),
-        reload=_failed(answer(4), "systemctl daemon-reload"),
-        after=gpus_of(answer(5), f"nvidia-smi -L in the {rt} container after daemon-reload"),
+        before=_listed(answer(4), f"nvidia-smi -L in the {rt} container"),
+        reload=_failed(answer(5), "systemctl daemon-reload"),
+        after=_listed(answer(6), f"nvidia-smi -L in the {rt} container after daemon-reload"),
     )
 
 

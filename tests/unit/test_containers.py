@@ -293,6 +293,15 @@ def _ok(stdout: str = "") -> dict[str, Any]:
 HOST = "GPU 0: NVIDIA H200 (UUID: GPU-aaaa)\nGPU 1: NVIDIA H200 (UUID: GPU-bbbb)\n"
 
 
+def listed(text: str, rc: int = 0) -> dict[str, Any]:
+    """What ``cat`` reads back of a listing the container's process wrote."""
+    return _ok(f"{text}rc={rc}\n")
+
+
+def part(before: Any, reload: Any, after: Any) -> dict[str, Any]:
+    return {"commands": [_ok(HOST), _ok(), _ok(), _ok("abc\n"), before, reload, after, _ok(), _ok()]}
+
+
 def _verify(part: dict[str, Any], facts: Facts, **containers: Any) -> dict[str, tuple[str, str]]:
     s = spec(python=None, cuda=None, containers=wanted(**containers))
     inputs = VerifyInputs(
@@ -310,23 +319,26 @@ def test_the_job_runs_a_container_reloads_systemd_and_lists_again_as_argvs() -> 
     assert job is not None
     argvs = [c["argv"] for c in job["parts"]["containers"]["commands"]]
     assert argvs == commands(s.containers)  # type: ignore[arg-type]
-    assert argvs[0] == ["nvidia-smi", "-L"] and argvs[4] == ["systemctl", "daemon-reload"]
-    assert argvs[2][-4:] == ["--rootfs", "/srv/rootfs", "sleep", "300"] and "nvidia.com/gpu=all" in argvs[2]
-    assert argvs[3] == argvs[5] == ["podman", "exec", "provision-verify-gpus", "nvidia-smi", "-L"]
+    assert argvs[0] == ["nvidia-smi", "-L"] and argvs[5] == ["systemctl", "daemon-reload"]
+    run = argvs[3]
+    assert run[:3] == ["podman", "run", "-d"] and "nvidia.com/gpu=all" in run
+    assert run[-5:-2] == ["--rootfs", "/srv/rootfs", "sh"] and run[-1].count("nvidia-smi -L") == 2
+    # The reload comes after the first listing was read, the second listing after the reload.
+    assert "before" in argvs[4][-1] and argvs[6][-1].startswith("touch /run/provision-verify-gpus/go")
 
 
 def test_a_container_that_sees_every_gpu_before_and_after_the_reload_passes() -> None:
-    part = {"commands": [_ok(HOST), _ok(), _ok("abc\n"), _ok(HOST), _ok(), _ok(HOST), _ok()]}
-    found_ = _verify(part, machine(), verify_image="ubuntu:24.04")
+    found_ = _verify(part(listed(HOST), _ok(), listed(HOST)), machine(), verify_image="ubuntu:24.04")
     assert found_["container-gpus"] == ("pass", "GPU-aaaa, GPU-bbbb")
     assert found_["container-gpus-after-daemon-reload"][0] == "pass"
     assert found_["cdi-spec-driver"] == ("pass", "/var/run/cdi/nvidia.yaml")
 
 
 def test_gpus_lost_after_the_reload_and_a_stale_spec_fail_with_what_is_missing() -> None:
-    lost = {"rc": 255, "stdout": "Failed to initialize NVML: Unknown Error\n", "stderr": ""}
-    part = {"commands": [_ok(HOST), _ok(), _ok(), _ok(HOST), _ok(), lost, _ok()]}
-    found_ = _verify(part, machine(cdi="stale-after-upgrade"), verify_image="ubuntu:24.04")
+    lost = listed("Failed to initialize NVML: Unknown Error\n", rc=255)
+    found_ = _verify(
+        part(listed(HOST), _ok(), lost), machine(cdi="stale-after-upgrade"), verify_image="ubuntu:24.04"
+    )
     assert found_["container-gpus"][0] == "pass"
     assert found_["container-gpus-after-daemon-reload"] == (
         "fail",
@@ -334,17 +346,7 @@ def test_gpus_lost_after_the_reload_and_a_stale_spec_fail_with_what_is_missing()
         "Failed to initialize NVML: Unknown Error",
     )
     assert found_["cdi-spec-driver"] == ("fail", "/var/run/cdi/nvidia.yaml names 580.82.07")
-    one = {
-        "commands": [
-            _ok(HOST),
-            _ok(),
-            _ok(),
-            _ok("GPU 0: NVIDIA H200 (UUID: GPU-aaaa)\n"),
-            _ok(),
-            _ok(HOST),
-            _ok(),
-        ]
-    }
+    one = part(listed("GPU 0: NVIDIA H200 (UUID: GPU-aaaa)\n"), _ok(), listed(HOST))
     assert _verify(one, machine(), verify_image="ubuntu:24.04")["container-gpus"] == (
         "fail",
         "missing in the container: GPU-bbbb",
@@ -354,9 +356,20 @@ def test_gpus_lost_after_the_reload_and_a_stale_spec_fail_with_what_is_missing()
 def test_without_an_image_or_systemd_the_checks_skip_with_the_reason() -> None:
     found_ = _verify({"commands": [_ok(HOST)]}, machine())
     assert found_["container-gpus"] == ("skip", "containers.verify_image is not set: no container was run")
-    no_systemd = {"commands": [_ok(HOST), _ok(), _ok(), _ok(HOST), {"missing": True}, _ok(HOST), _ok()]}
+    no_systemd = part(listed(HOST), {"missing": True}, listed(HOST))
     after = _verify(no_systemd, machine(), verify_image="ubuntu:24.04")["container-gpus-after-daemon-reload"]
     assert after == ("skip", "systemctl daemon-reload: not found on the host")
+
+
+def test_a_container_that_never_lists_its_gpus_fails_with_the_wait() -> None:
+    silent = {
+        "rc": 1,
+        "stdout": "",
+        "stderr": "cat: /run/provision-verify-gpus/before: No such file or directory\n",
+    }
+    found_ = _verify(part(silent, _ok(), silent), machine(), verify_image="ubuntu:24.04")
+    status, detail = found_["container-gpus"]
+    assert status == "fail" and "the container wrote no listing within 30 s" in detail
 
 
 def test_a_container_that_does_not_start_fails_both_checks_with_the_runtimes_words() -> None:
@@ -365,7 +378,7 @@ def test_a_container_that_does_not_start_fails_both_checks_with_the_runtimes_wor
         "stdout": "",
         "stderr": "Error: setting up CDI devices: unresolvable CDI devices nvidia.com/gpu=all\n",
     }
-    found_ = _verify({"commands": [_ok(HOST), _ok(), refused]}, machine(), verify_image="ubuntu:24.04")
+    found_ = _verify({"commands": [_ok(HOST), _ok(), _ok(), refused]}, machine(), verify_image="ubuntu:24.04")
     reason = (
         "podman run exited 125: Error: setting up CDI devices: unresolvable CDI devices nvidia.com/gpu=all"
     )

@@ -265,7 +265,7 @@ class CdiSpecs(Frozen):
 
 _TOP = re.compile(r'^(cdiVersion|kind):[ \t]*["\']?([^"\'\s#]+)', re.MULTILINE)
 _HOST_PATH = re.compile(r'hostPath:[ \t]*["\']?([^"\'\s]+)')
-_NAME = re.compile(r'^(?:- |  )name:[ \t]*["\']?([^"\'\n]*?)["\']?[ \t]*$')
+_NAME = re.compile(r'^  name:[ \t]*["\']?([^"\'\n]*?)["\']?[ \t]*$')
 
 
 def _json_spec(path: str, text: str) -> CdiSpec:
@@ -283,15 +283,23 @@ def _json_spec(path: str, text: str) -> CdiSpec:
 
 
 def _yaml_names(text: str) -> tuple[str, ...]:
-    """Device names of the top-level ``devices:`` list, as nvidia-ctk lays it out (an item's keys at
-    indent 0 or 2: ``- name: "0"`` or ``  name: all``)."""
+    """Device names of the top-level ``devices:`` list: the ``name:`` key of each item, at the
+    items' own indent (``- name: "0"``, or ``name: all`` two columns right of the item's dash),
+    not the keys of the edits nested in them."""
     names: list[str] = []
-    inside = False
+    inside, dash = False, -1
     for line in text.splitlines():
         if line and not line[0].isspace() and not line.startswith("-"):
-            inside = line.startswith("devices:")
+            inside, dash = line.startswith("devices:"), -1
             continue
-        if inside and (m := _NAME.match(line)):
+        stripped = line.lstrip(" ")
+        if not inside or not stripped:
+            continue
+        indent = len(line) - len(stripped)
+        if dash < 0 and stripped.startswith("- "):
+            dash = indent
+        key = stripped[2:] if indent == dash and stripped.startswith("- ") else stripped
+        if indent in (dash, dash + 2) and (m := _NAME.match("  " + key)):
             names.append(m.group(1))
     return tuple(names)
 

@@ -1,4 +1,4 @@
-"""The golden root: a debootstrapped Debian 12 "fresh box" built once and cached.
+"""The golden roots: debootstrapped Debian 12 and Debian 13 "fresh boxes", each built once and cached.
 
 Every integration target is a copy-on-write overlay of this tree, so it must never be written
 to after the build. What it contains, and why:
@@ -29,6 +29,11 @@ to after the build. What it contains, and why:
 - ``/root/.ssh/authorized_keys`` holding the cached test key (see :func:`ensure_ssh_key`), and
   sshd host keys (openssh-server's postinst makes them; we check and fill in if absent).
 
+The Debian 13 (trixie) root (:data:`TRIXIE`) also holds the distribution's real container runtime
+for the containers tests: ``podman`` (5.4.2 in trixie) with ``runc`` (crun refuses this build
+machine's hybrid cgroup hierarchy: "cgroups in hybrid mode not supported") and
+``busybox-static``, whose one static binary makes a container root filesystem with no image.
+
 The build goes into a temporary sibling directory and is renamed into place, so a crashed
 build never leaves a half-made root behind; a stamp file records :data:`RECIPE_VERSION`, and a
 root with another stamp is rebuilt.
@@ -47,6 +52,10 @@ from .proc import HarnessError, file_lock, run
 #: Bump whenever the recipe below changes; a cached root with another value is rebuilt.
 RECIPE_VERSION = "golden-bookworm-3"
 SUITE = "bookworm"
+TRIXIE = "trixie"
+RECIPES = {SUITE: RECIPE_VERSION, TRIXIE: "golden-trixie-1"}
+"""Each suite's recipe version."""
+EXTRA_INCLUDE = {SUITE: (), TRIXIE: ("podman", "runc", "busybox-static")}
 MIRROR = os.environ.get("PROVISION_TEST_MIRROR", "http://deb.debian.org/debian")
 INCLUDE = (
     "python3",
@@ -93,8 +102,9 @@ def ensure_ssh_key(cache: Path) -> Path:
     return key
 
 
-def ensure_golden_root(cache: Path | None = None) -> GoldenRoot:
-    """Return the cached golden root, building it first when missing or stale.
+def ensure_golden_root(cache: Path | None = None, suite: str = SUITE) -> GoldenRoot:
+    """Return the cached golden root of ``suite`` (bookworm or trixie), building it first when
+    missing or stale.
 
     Concurrent sessions serialise on a lock file, so the root is built once.
 
@@ -102,13 +112,13 @@ def ensure_golden_root(cache: Path | None = None) -> GoldenRoot:
         HarnessError: when debootstrap or a customisation step fails.
     """
     cache = cache or cache_dir()
-    root = cache / f"golden-{SUITE}"
+    root = cache / f"golden-{suite}"
     key = ensure_ssh_key(cache)
     with file_lock(cache / "golden.lock"):
-        if _stamp(root) == RECIPE_VERSION:
+        if _stamp(root) == RECIPES[suite]:
             return GoldenRoot(root, key, 0.0)
         started = time.monotonic()
-        _build(root, key)
+        _build(root, key, suite)
         return GoldenRoot(root, key, time.monotonic() - started)
 
 
@@ -117,12 +127,13 @@ def _stamp(root: Path) -> str | None:
     return stamp.read_text().strip() if stamp.exists() else None
 
 
-def _build(root: Path, key: Path) -> None:
+def _build(root: Path, key: Path, suite: str) -> None:
     tmp = root.with_name(f"{root.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
+    include = ",".join((*INCLUDE, *EXTRA_INCLUDE[suite]))
     try:
-        run(["debootstrap", "--variant=minbase", f"--include={','.join(INCLUDE)}", SUITE, tmp, MIRROR])
-        _customise(tmp, key)
+        run(["debootstrap", "--variant=minbase", f"--include={include}", suite, tmp, MIRROR])
+        _customise(tmp, key, RECIPES[suite])
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -133,7 +144,7 @@ def _build(root: Path, key: Path) -> None:
     shutil.rmtree(stale, ignore_errors=True)
 
 
-def _customise(root: Path, key: Path) -> None:
+def _customise(root: Path, key: Path, recipe: str) -> None:
     policy = root / "usr/sbin/policy-rc.d"
     policy.write_text("#!/bin/sh\n# provision tests: never start services inside the chroot.\nexit 101\n")
     policy.chmod(0o755)
@@ -149,7 +160,7 @@ def _customise(root: Path, key: Path) -> None:
     if not list((root / "etc/ssh").glob("ssh_host_*_key")):
         run(["chroot", root, "ssh-keygen", "-A"])
     _check_modules_importable(root)
-    (root / STAMP).write_text(RECIPE_VERSION + "\n")
+    (root / STAMP).write_text(recipe + "\n")
 
 
 def _check_modules_importable(root: Path) -> None:
@@ -161,11 +172,12 @@ def _check_modules_importable(root: Path) -> None:
 
 
 def _main() -> None:
-    """``python3 -m tests.integration.harness.golden``: build (or reuse) the root, print figures."""
-    root = ensure_golden_root()
-    size = run(["du", "-sm", root.path]).stdout.split()[0]
-    state = f"built in {root.build_seconds:.1f} s" if root.build_seconds else "reused from cache"
-    print(f"golden root {root.path} ({RECIPE_VERSION}): {state}, {size} MB")
+    """``python3 -m tests.integration.harness.golden``: build (or reuse) both roots, print figures."""
+    for suite in RECIPES:
+        root = ensure_golden_root(suite=suite)
+        size = run(["du", "-sm", root.path]).stdout.split()[0]
+        state = f"built in {root.build_seconds:.1f} s" if root.build_seconds else "reused from cache"
+        print(f"golden root {root.path} ({RECIPES[suite]}): {state}, {size} MB")
 
 
 if __name__ == "__main__":

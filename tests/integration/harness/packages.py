@@ -41,7 +41,8 @@ Driver (branch 580 at 580.82.07 and 580.95.05, and branch 590 at 590.48.01):
     module names; inferred).
   - ``nvidia-utils`` ships ``/usr/bin/nvidia-smi``: a script that cannot talk to a GPU. It
     answers ``--query-gpu=driver_version --format=csv,noheader`` and ``--version`` with its
-    package version, and anything else with NVIDIA's real no-driver message and exit status 9.
+    package version, ``-L`` with the container tests' stand-in GPU nodes when there are any,
+    and anything else with NVIDIA's real no-driver message and exit status 9.
   - ``nvidia-fabricmanager`` exists at every driver version and **depends on nothing
     driver-specific**. FM packaging documents the rule ("the version of fabricmanager must
     match the NVIDIA driver installed") as a *runtime* check (the daemon refuses to start:
@@ -92,6 +93,8 @@ from dataclasses import dataclass, field
 DRIVER_VERSIONS = ("580.82.07", "580.95.05", "590.48.01")
 CUDNN_VERSIONS = ("9.14.0.64-1", "9.20.0.48-1")
 NCCL_VERSIONS = ("2.28.3-1+cuda13.0", "2.29.2-1+cuda13.0")
+STANDIN_DEV = "/var/lib/nvidia-standin/dev"
+"""Where the container tests make stand-in GPU device nodes (a chroot shares the host's /dev)."""
 MAINTAINER = "cudatools <cudatools@nvidia.com>"
 
 #: NVIDIA's message when nvidia-smi finds no loaded driver; it exits with status 9.
@@ -152,9 +155,19 @@ def _eq(name: str, version: str) -> str:
 def _nvidia_smi(version: str) -> str:
     cuda = "13.1" if version.startswith("590") else "13.0"
     return f"""#!/bin/sh
-# Stand-in nvidia-smi {version}: no GPU here, so only version queries answer.
+# Stand-in nvidia-smi {version}: no GPU here, so only version queries answer, and -L lists the
+# stand-in GPUs: the nodes a container got as /dev/nvidiaN (CDI), else those the container tests
+# made under {STANDIN_DEV} on the host (see tests/integration/harness/toolkit.py).
 case "$*" in
   "--query-gpu=driver_version --format=csv,noheader") echo "{version}"; exit 0 ;;
+  "-L")
+    found=0
+    for d in /dev/nvidia[0-9]* {STANDIN_DEV}/nvidia[0-9]*; do
+      [ -e "$d" ] || continue
+      n=${{d##*nvidia}}; found=1
+      echo "GPU $n: NVIDIA stand-in (UUID: GPU-standin-$n)"
+    done
+    [ $found = 1 ] && exit 0 ;;
   "--version")
     printf 'NVIDIA-SMI version  : {version}\\nNVML version        : {version.rsplit(".", 1)[0]}\\n'
     printf 'DRIVER version      : {version}\\nCUDA Version        : {cuda}\\n'

@@ -100,6 +100,18 @@ class Target:
         )
         self.run(["apt-get", "update", "-q", "--error-on=any"], check=True)
 
+    def bind_cgroups(self) -> None:
+        """Give the target the host's cgroup hierarchy, where a container runtime (runc) makes its
+        containers' cgroups; unmounted with the rest by :meth:`close`.
+
+        Raises:
+            HarnessError: when the mount fails.
+        """
+        where = self.root / "sys/fs/cgroup"
+        run(["mount", "--rbind", "/sys/fs/cgroup", where])
+        self._mounts.append(where)
+        run(["mount", "--make-rslave", where])
+
     def dpkg_status(self) -> dict[str, tuple[str, str]]:
         """Every package dpkg knows in the target: name -> (version, status), e.g.
         ``("580.95.05-1", "hold ok installed")``. Read with the host's dpkg-query on the
