@@ -777,6 +777,7 @@ def checklist(
         host=host,
         gpu_tdp_w=gpu.tdp_w if gpu else None,
         gpu_memory_gib=gpu.memory_gib if gpu else None,
+        catalog=catalog,
     )
     if output is not None:
         for path in write_documents(documents, output, cast(Format, fmt)):
