@@ -134,10 +134,12 @@ def main() -> None:
 
 def start_up() -> None:
     """What the console entry point sets before a command runs: the garbage-collection policy
-    (:func:`provision.gcpolicy.start_up`) and pydantic's plugin switch."""
-    from provision import gcpolicy
+    (:func:`provision.gcpolicy.start_up`), Ctrl-C's handler (:func:`provision.interrupts.own_sigint`)
+    and pydantic's plugin switch."""
+    from provision import gcpolicy, interrupts
 
     gcpolicy.start_up()
+    interrupts.own_sigint()  # started as a background job, SIGINT would be ignored: Ctrl-C is ours
     # pydantic looks for plugins (entry points of every installed distribution, through
     # importlib.metadata) when it builds its first validator: ~4 ms here, more with hundreds of
     # distributions installed. provision's models are its own, not meant for instrumentation. A
