@@ -18,8 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from provision.checklist import Checklist, ChecklistError, checklist_for, html_to_pdf, render_html
-from provision.checklist.pdf import print_argv
+from provision.checklist import Checklist, checklist_for, html_to_pdf, render_html
 from provision.detect.runner import facts_from_raw
 from provision.spec.loader import load_spec
 
@@ -137,18 +136,6 @@ class _BBoxes(HTMLParser):
             box = (values["xmin"], values["ymin"], width - values["xmax"], height - values["ymax"])
             if min(box) < MARGIN_PT:
                 self.outside.append(f"{box} on a {width}x{height} page")
-
-
-def test_argv_is_headless_with_a_fresh_profile(tmp_path: Path) -> None:
-    argv = print_argv("chromium", tmp_path / "c.html", tmp_path / "c.pdf", tmp_path / "profile")
-    assert argv[0] == "chromium" and "--headless" in argv and "--no-pdf-header-footer" in argv
-    assert f"--user-data-dir={tmp_path / 'profile'}" in argv and argv[-1].startswith("file://")
-
-
-def test_missing_browser_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PATH", "/nonexistent")
-    with pytest.raises(ChecklistError, match="apt-get install chromium"):
-        html_to_pdf("<html></html>")
 
 
 def test_without_chromium_the_pdf_tests_skip_with_the_reason_unless_ci_requires_it(
