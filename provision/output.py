@@ -106,27 +106,32 @@ def refuse_existing(paths: Iterable[Path], force: bool) -> None:
         raise ProvisionError(f"{existing[0]} exists{more}: give --force to replace it, or another --out")
 
 
-def write_atomic(path: Path, text: str, mode: int = 0o644) -> None:
-    """Write ``text`` to ``path`` through a temporary file in its directory renamed over it, so that
+def write_atomic(path: Path, data: str | bytes, mode: int = 0o644, option: str | None = None) -> None:
+    """Write ``data`` to ``path`` through a temporary file in its directory renamed over it, so that
     a reader sees the old file or the new one, never part of one (rename(2) is atomic within a file
     system); the directory and its parents are created.
+
+    Args:
+        option: The option that named the path, for the message (``--prometheus``); None says
+            ``cannot write PATH``.
 
     Raises:
         ProvisionError: The directory or the file cannot be written (the reason from the OS).
     """
+    where = f"{option} {path}" if option else f"cannot write {path}"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     except OSError as exc:
-        raise ProvisionError(f"cannot write {path}: {exc.strerror or exc}") from None
+        raise ProvisionError(f"{where}: cannot write in {path.parent}: {exc.strerror or exc}") from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        with os.fdopen(fd, "wb") as f:
             os.fchmod(f.fileno(), mode)
-            f.write(text)
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except OSError as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
-        raise ProvisionError(f"cannot write {path}: {exc.strerror or exc}") from None
+        raise ProvisionError(f"{where}: {exc.strerror or exc}") from None

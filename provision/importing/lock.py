@@ -13,33 +13,19 @@ module on the host at apply time only, so they are absent here. Shape (JSON, for
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import Field
 
 from provision.catalog import Catalog
 from provision.detect.facts import Facts, Venv
-from provision.lock.model import LockedPackage, LockedRepository, LockedVenv, LockedWheel, lock_document
-from provision.models import Frozen
+from provision.lock.model import LockedState, LockedVenv, LockedWheel, lock_document
 from provision.plan.models import Plan
 from provision.spec.models import Spec
 
 
-class ImportedLock(Frozen):
+class ImportedLock(LockedState):
     """What ``provision import`` read, exact (see the module docstring)."""
 
-    format_version: Literal[1] = 1
-    created_at: str
-    host: str
-    provision_version: str
     source: str = Field(description="Where the facts came from: this machine, a raw directory, a facts file.")
-    spec_path: str | None = None
-    spec_digest: str
-    spec: Spec
-    repository: LockedRepository | None = None
-    packages: tuple[LockedPackage, ...] = ()
-    pins: str | None = None
-    venv: LockedVenv | None = None
 
 
 def imported_lock(plan: Plan, facts: Facts, catalog: Catalog, source: str) -> ImportedLock:
