@@ -76,7 +76,10 @@ def test_ff08_transaction_pulling_a_driver_is_refused_and_nothing_installed(
     assert provision("plan", str(spec), "-i", str(target.inventory), "--out", str(saved)).exit_code == 0
     plan = Plan.model_validate_json(saved.read_text())
     # What a careless recipe would ask for: the `cuda-13-0` meta, which depends on cuda-drivers.
-    bad = plan.model_copy(update={"extravars": {**plan.extravars, "provision_apt_packages": ["cuda-13-0"]}})
+    roles = plan.extravars["roles"]
+    packages = {**roles["nvidia_packages"], "nvidia_packages_list": ["cuda-13-0"]}
+    tampered = {**plan.extravars, "roles": {**roles, "nvidia_packages": packages}}
+    bad = plan.model_copy(update={"extravars": tampered})
     before = target.dpkg_status()
     result = runner.run_playbook({"target": bad}, target.inventory, runner.new_run_dir(runs, "ff08"))
     assert not result.succeeded
