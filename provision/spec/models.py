@@ -598,7 +598,8 @@ class ContainersSpec(Frozen):
         examples=["podman"],
     )
     toolkit: Dotted = Field(
-        description='NVIDIA Container Toolkit release X.Y.Z, e.g. "1.18.2" (provision catalog containers).',
+        description='NVIDIA Container Toolkit release X.Y.Z, e.g. "1.18.2"; an unknown one is refused with '
+        "the releases the catalog knows.",
         examples=["1.18.2"],
     )
     repository: RepositorySpec | None = Field(

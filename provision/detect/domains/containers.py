@@ -64,37 +64,19 @@ def parse_runtime_version(tool: str, output: str, rc: int) -> RuntimeVersion | U
     return RuntimeVersion(version=DottedVersion(found.group(1)), line=line)
 
 
-class DockerVersionFact(Fact[RuntimeVersion]):
-    """``docker --version`` (the client; Debian's docker.io ships client and daemon together)."""
+def _version_fact(tool: str) -> type[Fact[RuntimeVersion]]:
+    """The ``<tool> --version`` fact (docker's is the client; Debian's docker.io ships both)."""
 
-    id = "docker-version"
-    argv = ("docker", "--version")
-
-    @staticmethod
     def parse(output: str, rc: int) -> RuntimeVersion | Unknown:
-        return parse_runtime_version("docker", output, rc)
+        return parse_runtime_version(tool, output, rc)
+
+    body = {"id": f"{tool}-version", "argv": (tool, "--version"), "parse": staticmethod(parse)}
+    return type(f"{tool.capitalize()}VersionFact", (Fact,), {**body, "__doc__": f"``{tool} --version``."})
 
 
-class ContainerdVersionFact(Fact[RuntimeVersion]):
-    """``containerd --version``."""
-
-    id = "containerd-version"
-    argv = ("containerd", "--version")
-
-    @staticmethod
-    def parse(output: str, rc: int) -> RuntimeVersion | Unknown:
-        return parse_runtime_version("containerd", output, rc)
-
-
-class PodmanVersionFact(Fact[RuntimeVersion]):
-    """``podman --version``."""
-
-    id = "podman-version"
-    argv = ("podman", "--version")
-
-    @staticmethod
-    def parse(output: str, rc: int) -> RuntimeVersion | Unknown:
-        return parse_runtime_version("podman", output, rc)
+DockerVersionFact = _version_fact("docker")
+ContainerdVersionFact = _version_fact("containerd")
+PodmanVersionFact = _version_fact("podman")
 
 
 class RuntimeConfig(Frozen):
