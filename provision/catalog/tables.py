@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from provision.catalog.catalog import Catalog
+from provision.catalog.lifecycle import ArchLastBranch, DriverBranch, KernelBuild, LifecycleRule
 from provision.catalog.models import (
     ArchList,
     ArchMinBranch,
@@ -27,7 +28,6 @@ from provision.catalog.models import (
     CudaRelease,
     CudaRow,
     DistroArchive,
-    DriverBranch,
     GpuModel,
     KernelModuleRules,
     RepoDistro,
@@ -69,9 +69,12 @@ class GpusFile(Frozen):
 
 
 class DriversFile(Frozen):
+    lifecycle: LifecycleRule
     branches: tuple[DriverBranch, ...]
     kernel_modules: KernelModuleRules
     arch_min_branch: tuple[ArchMinBranch, ...]
+    arch_last_branch: tuple[ArchLastBranch, ...]
+    kernel_builds: tuple[KernelBuild, ...]
 
 
 class ReposFile(Frozen):
@@ -236,6 +239,12 @@ def _check(files: _Files) -> None:
     _unique("cuda.yaml", "CUDA versions", [r.version.text for r in files.cuda.releases])
     _unique("torch.yaml", "torch releases", [r.release.text for r in files.torch.releases])
     _unique("repos.yaml", "distro codes", [d.code for d in files.repos.distros])
+    _unique("drivers.yaml", "driver branches", [str(b.branch) for b in files.drivers.branches])
+    _unique(
+        "drivers.yaml",
+        "architectures of arch_last_branch",
+        [r.arch.value for r in files.drivers.arch_last_branch],
+    )
     missing = set(files.drivers.kernel_modules.open_required_gpus.gpus) - {g.id for g in files.gpus.gpus}
     if missing:
         raise CatalogError(f"catalog file drivers.yaml: open_required_gpus: unknown ids {sorted(missing)}")
@@ -251,9 +260,12 @@ def _build(files: _Files, directory: Path) -> Catalog:
         index_url_pattern=files.torch.index_url_pattern,
         index_url_source=files.torch.index_url_source,
         driver_branches={b.branch: b for b in files.drivers.branches},
+        lifecycle=files.drivers.lifecycle,
         kernel_modules=files.drivers.kernel_modules,
         arch_min_cuda=files.gpus.arch_min_cuda,
         arch_min_branch=files.drivers.arch_min_branch,
+        arch_last_branch=files.drivers.arch_last_branch,
+        kernel_builds=files.drivers.kernel_builds,
         repo_url_pattern=files.repos.url_pattern,
         repo_url_arch=files.repos.url_arch,
         signing_key=files.repos.signing_key,

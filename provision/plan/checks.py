@@ -52,7 +52,10 @@ def _broken(facts: Facts, pm: PackageManager) -> Iterator[Finding]:
     transaction would stop on it, or apt would finish it unasked and leave the stack unheld."""
     if isinstance(facts.packages, Unknown):
         yield _f(
-            "packages-unknown", "warning", f"installed packages unknown ({facts.packages.unknown})", unconfirmed=True
+            "packages-unknown",
+            "warning",
+            f"installed packages unknown ({facts.packages.unknown})",
+            unconfirmed=True,
         )
         return
     broken = [p for p in facts.packages if p.broken]
@@ -107,6 +110,11 @@ def _gpus(spec: Spec, facts: Facts, catalog: Catalog) -> Iterator[Finding]:
 
 
 def _f(
-    rule: str, severity: Severity, message: str, source: str = "provision planner", *, unconfirmed: bool = False
+    rule: str,
+    severity: Severity,
+    message: str,
+    source: str = "provision planner",
+    *,
+    unconfirmed: bool = False,
 ) -> Finding:
     return Finding(rule=rule, severity=severity, message=message, source=source, unconfirmed=unconfirmed)
