@@ -23,6 +23,7 @@ from provision.catalog.models import (
     SigningKey,
     Source,
     TorchRelease,
+    VariantProjects,
 )
 from provision.catalog.packages import PackageNaming
 from provision.models import Frozen
@@ -40,6 +41,7 @@ class Catalog(Frozen):
         cuda_families: CUDA major -> minor-version-compatibility floor.
         cuda_releases: ``"13.0"`` -> release (GA toolkit driver, family floor).
         torch_releases: ``"2.11"`` -> release, ascending.
+        variant_projects: Projects installed with torch from its variant index (torchvision, ...).
         driver_branches: Branch -> lifecycle row (type, end of life, a release date).
         lifecycle: How long before a branch's end of life the plan warns.
         kernel_modules: Open/proprietary flavour rules.
@@ -60,6 +62,7 @@ class Catalog(Frozen):
     torch_releases: dict[str, TorchRelease]
     index_url_pattern: str
     index_url_source: tuple[str, ...]
+    variant_projects: VariantProjects
     driver_branches: dict[int, DriverBranch]
     lifecycle: LifecycleRule
     kernel_modules: KernelModuleRules

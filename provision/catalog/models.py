@@ -319,6 +319,17 @@ class GpuModel(Sourced):
     forward_compat: Support
 
 
+class VariantProjects(Sourced):
+    """Projects PyTorch publishes per CUDA variant (``torch``, ``torchvision``, ``torchaudio``):
+    installed with torch from its variant index, never from PyPI (another CUDA build there).
+
+    Attributes:
+        projects: Canonical project names (PEP 503).
+    """
+
+    projects: tuple[str, ...]
+
+
 class ArchMinCuda(Sourced):
     """First CUDA release supporting a compute capability (CC 12.0 -> 12.8)."""
 

@@ -35,6 +35,7 @@ from provision.catalog.models import (
     Source,
     Sourced,
     TorchRelease,
+    VariantProjects,
 )
 from provision.catalog.packages import PackageNaming
 from provision.catalog.prebuilt import DATA_DIR, read_data
@@ -59,6 +60,7 @@ class CudaFile(Frozen):
 class TorchFile(Frozen):
     index_url_pattern: str
     index_url_source: tuple[str, ...]
+    variant_projects: VariantProjects
     releases: tuple[TorchRelease, ...]
     arch_lists: tuple[ArchList, ...]
 
@@ -259,6 +261,7 @@ def _build(files: _Files, directory: Path) -> Catalog:
         torch_releases=_torch_releases(files.torch),
         index_url_pattern=files.torch.index_url_pattern,
         index_url_source=files.torch.index_url_source,
+        variant_projects=files.torch.variant_projects,
         driver_branches={b.branch: b for b in files.drivers.branches},
         lifecycle=files.drivers.lifecycle,
         kernel_modules=files.drivers.kernel_modules,

@@ -88,6 +88,7 @@ def _end_of_life(
             if row.eol != "ended"
             else "is past its end of life (NVIDIA lists it among ended branches)"
         )
+        when = when if row.eol != "ended" else ""  # a branch listed as ended is ended on any day
         message = f"driver branch {row.branch}{kind} {ended}{when}: no more bug or security fixes; {move}"
         rule = "driver-branch-end-of-life"
     else:

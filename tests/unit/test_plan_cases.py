@@ -4,13 +4,15 @@ Each case (``tests/unit/captures.py`` for capture, edits and spec edits) names t
 (``as_of``, none: not judged) and what the plan must say: ``blockers``, exactly the refusals' rule
 ids; ``warnings``, rule ids that must be among the warnings; ``absent``, rule ids that must not be
 there at all; ``words``, per rule id, words its message must contain; ``steps``, when given,
-exactly the changing steps (component: action).
+exactly the changing steps (component: action); ``extravars``, a dotted path into the plan's
+variables for the playbooks (``provision_python.constraints``) and the value it must have.
 """
 
 from __future__ import annotations
 
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -41,9 +43,16 @@ def test_plan_case(path: Path) -> None:
     if "steps" in case:
         changing = {s.component.value: s.action.value for s in plan.changes}
         assert changing == case["steps"]
+    for dotted, expected in (case.get("extravars") or {}).items():
+        value: Any = plan.extravars
+        for key in dotted.split("."):
+            value = value[key]
+        assert value == expected, dotted
 
 
 def test_every_case_names_a_rule_it_exercises() -> None:
     for path in CASES:
         case = read_case(path)
-        assert case.get("blockers") or case.get("warnings") or case.get("absent"), path.name
+        assert case.get("blockers") or case.get("warnings") or case.get("absent") or case.get("extravars"), (
+            path.name
+        )
