@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from provision.catalog import Catalog
 from provision.detect.facts import Facts
+from provision.invariants.attached import GpuAttached
 from provision.invariants.base import Invariant, Verdict
 from provision.invariants.binding import BootEffect, GpuBound
 from provision.invariants.compat import ForwardCompatSupported
@@ -21,6 +22,7 @@ INVARIANTS: tuple[Invariant, ...] = (
     EccOn(),
     GpuMemoryHealthy(),
     ClocksNotHeldDown(),
+    GpuAttached(),
     ForwardCompatSupported(),
     OneCudaWorld(),
 )

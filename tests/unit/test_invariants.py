@@ -65,7 +65,8 @@ def _check_plan(case: dict[str, Any], spec: Spec, facts: Facts) -> None:
 
 
 def _check_verify(case: dict[str, Any], spec: Spec, facts: Facts) -> None:
-    inputs = VerifyInputs.model_validate_json(INPUTS.read_text()).model_copy(update={"facts": facts})
+    saved = FIXTURES / "verify" / case["inputs"] if "inputs" in case else INPUTS
+    inputs = VerifyInputs.model_validate_json(saved.read_text()).model_copy(update={"facts": facts})
     results = {r.id: r for r in evaluate(spec, inputs, CATALOG, load_limits())}
     ids = {i.check_id for i in INVARIANTS if i.verify_check is None}
     failing = {i: r for i, r in results.items() if i in ids and r.status in ("fail", "warn")}
