@@ -7,7 +7,13 @@ import re
 from packaging.version import Version
 from pydantic import Field
 
-from provision.catalog.lifecycle import ArchLastBranch, DriverBranch, KernelBuild, LifecycleRule
+from provision.catalog.lifecycle import (
+    ArchLastBranch,
+    DriverBranch,
+    GspFirmwareRule,
+    KernelBuild,
+    LifecycleRule,
+)
 from provision.catalog.models import (
     Architecture,
     ArchMinBranch,
@@ -49,6 +55,7 @@ class Catalog(Frozen):
         arch_min_branch: Oldest branch per architecture where sourced.
         arch_last_branch: Last branch per architecture that NVIDIA dropped (Volta -> 580).
         kernel_builds: Kernel series from which older releases of a branch do not build.
+        gsp_firmware: Where the open modules find their GSP firmware, and the packages carrying it.
         repo_distros: Distro code -> NVIDIA repository entry.
         distro_archives: Distro code -> NVIDIA branches in the distribution's own archive.
         packages: Package naming rules (deb).
@@ -70,6 +77,7 @@ class Catalog(Frozen):
     arch_min_branch: tuple[ArchMinBranch, ...]
     arch_last_branch: tuple[ArchLastBranch, ...]
     kernel_builds: tuple[KernelBuild, ...]
+    gsp_firmware: GspFirmwareRule
     repo_url_pattern: str
     repo_url_arch: dict[str, str]
     signing_key: SigningKey

@@ -164,3 +164,36 @@ class DriverBranch(BranchDates):
     branch: int
     type: Literal["LTSB", "PB", "NFB"] | None
     max_cuda_major: int | None
+
+
+class GspFirmwarePackage(Sourced):
+    """The package that carries the GSP firmware for a driver source and distribution.
+
+    Attributes:
+        driver_source: ``distro`` (the distribution's archive).
+        distro: os-release ID (``ubuntu``, ``debian``).
+        name: Package name template with ``{branch}`` and ``{version}``.
+        version: Version template the package must have (``{version}``), where the name lacks it.
+    """
+
+    driver_source: Literal["distro", "nvidia-repo"]
+    distro: str
+    name: str
+    version: str | None = None
+
+    def request(self, branch: int, version: str) -> str:
+        """``nvidia-firmware-580-server-580.178.04`` or ``firmware-nvidia-gsp (= 550.163.01)``."""
+        name = self.name.format(branch=branch, version=version)
+        return f"{name} (= {self.version.format(version=version)})" if self.version else name
+
+
+class GspFirmwareRule(Sourced):
+    """Where the open kernel modules find their GSP firmware, and the packages that carry it."""
+
+    path: str
+    packages: tuple[GspFirmwarePackage, ...]
+
+    def package(self, driver_source: str, distro: str) -> GspFirmwarePackage | None:
+        return next(
+            (p for p in self.packages if (p.driver_source, p.distro) == (driver_source, distro)), None
+        )

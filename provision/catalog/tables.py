@@ -18,7 +18,13 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from provision.catalog.catalog import Catalog
-from provision.catalog.lifecycle import ArchLastBranch, DriverBranch, KernelBuild, LifecycleRule
+from provision.catalog.lifecycle import (
+    ArchLastBranch,
+    DriverBranch,
+    GspFirmwareRule,
+    KernelBuild,
+    LifecycleRule,
+)
 from provision.catalog.models import (
     ArchList,
     ArchMinBranch,
@@ -77,6 +83,7 @@ class DriversFile(Frozen):
     arch_min_branch: tuple[ArchMinBranch, ...]
     arch_last_branch: tuple[ArchLastBranch, ...]
     kernel_builds: tuple[KernelBuild, ...]
+    gsp_firmware: GspFirmwareRule
 
 
 class ReposFile(Frozen):
@@ -269,6 +276,7 @@ def _build(files: _Files, directory: Path) -> Catalog:
         arch_min_branch=files.drivers.arch_min_branch,
         arch_last_branch=files.drivers.arch_last_branch,
         kernel_builds=files.drivers.kernel_builds,
+        gsp_firmware=files.drivers.gsp_firmware,
         repo_url_pattern=files.repos.url_pattern,
         repo_url_arch=files.repos.url_arch,
         signing_key=files.repos.signing_key,

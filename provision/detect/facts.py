@@ -26,6 +26,7 @@ from provision.catalog.models import Flavor
 from provision.detect.domains.cuda import CudaToolkits, LibraryCache
 from provision.detect.domains.driver import (
     DkmsStatus,
+    GspFirmware,
     Initramfs,
     LoadedDriver,
     ModuleSigner,
@@ -59,6 +60,7 @@ __all__ = [
     "Gpu",
     "GpuHardware",
     "GpuHealth",
+    "GspFirmware",
     "Hardware",
     "Initramfs",
     "Iommu",
@@ -132,6 +134,7 @@ class Facts(Frozen):
     initramfs: Initramfs | Unknown = _NOT_PROBED
     ld_cache: LibraryCache | Unknown = _NOT_PROBED
     module_signer: ModuleSigner | Unknown = _NOT_PROBED
+    gsp_firmware: GspFirmware | Unknown = _NOT_PROBED
     vllm_unit: UnitFile | Unknown | None = Field(
         None, description="The vLLM server's unit file (serve:); None: not probed."
     )

@@ -9,8 +9,10 @@ from provision.invariants.base import Invariant, Verdict
 from provision.invariants.binding import BootEffect, GpuBound
 from provision.invariants.compat import ForwardCompatSupported
 from provision.invariants.cuda_world import OneCudaWorld
+from provision.invariants.gsp import GspFirmwareMatches
 from provision.invariants.hardware import Bar1MapsMemory, GpuMemory
 from provision.invariants.health import ClocksNotHeldDown, EccOn, GpuMemoryHealthy, MigAsSpecified
+from provision.invariants.toolkit import ToolkitFirst
 from provision.spec.models import Spec
 
 INVARIANTS: tuple[Invariant, ...] = (
@@ -23,7 +25,9 @@ INVARIANTS: tuple[Invariant, ...] = (
     GpuMemoryHealthy(),
     ClocksNotHeldDown(),
     GpuAttached(),
+    GspFirmwareMatches(),
     ForwardCompatSupported(),
+    ToolkitFirst(),
     OneCudaWorld(),
 )
 

@@ -2,8 +2,9 @@
 
 A case names a capture (a ``detect --save-raw`` directory under ``tests/fixtures/raw``), the exact
 text replaced in its probe outputs (``edits``: probe -> ``[[old, new], ...]``, each must match at
-least once; a probe may also be dropped with ``drop: [probe, ...]``) and the spec edits (``spec``:
-nested keys merged into the spec file, then validated as a spec).
+least once; a probe may also be dropped with ``drop: [probe, ...]``, and one the capture predates
+added with ``add: {probe: {command, output, rc}}`` in that probe's own output format) and the spec
+edits (``spec``: nested keys merged into the spec file, then validated as a spec).
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ def edited_facts(case: dict[str, Any]) -> Facts:
     outputs = read_raw(FIXTURES / "raw" / capture)
     for probe in case.get("drop") or ():
         del outputs[probe]
+    for probe, added in (case.get("add") or {}).items():
+        assert probe not in outputs, f"{probe} is in the capture: edit it instead"
+        outputs[probe] = ProbeOutput(command=added["command"], output=added["output"], rc=added.get("rc", 0))
     for probe, edits in (case.get("edits") or {}).items():
         out = outputs[probe]
         text = f"{out.output}[exit {out.rc}]"

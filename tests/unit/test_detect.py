@@ -132,8 +132,9 @@ def test_probe_ids_match_the_fixture_stems() -> None:
     } <= ids
     # The newest real capture holds an output of every probe detection runs, except the probes
     # added after it (monitoring's, issue 16, and module-signer, issue 17: their cases are under
-    # tests/fixtures/facts/; captured at the next device run: `provision detect --save-raw DIR`).
-    newer = {"listening", "monitoring-files", "module-signer"}
+    # tests/fixtures/facts/; captured at the next device run: `provision detect --save-raw DIR`), and
+    # gsp-firmware (the GSP firmware files per driver release).
+    newer = {"listening", "monitoring-files", "module-signer", "gsp-firmware"}
     assert ids - newer <= {p.stem for p in NEWEST_H200.glob("*.txt")}
 
 
