@@ -105,6 +105,17 @@ def test_plan_never_says_the_machine_matches_while_facts_were_unread() -> None:
     assert "matches the spec." not in run("plan", H200_SPEC, "--from-raw", H200_RAW).output
 
 
+def test_a_plan_with_changes_also_says_what_it_could_not_read(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(Path(H200_SPEC).read_text().replace('nccl: "2.28.3"', 'nccl: "2.29.2"'))
+    doc = json.loads(run("plan", str(spec), "--from-raw", H200_RAW, "--json").output)
+    unread = sum(1 for w in doc["warnings"] if w["unconfirmed"])
+    assert (
+        unread
+        and doc["summary"] == f"Plan: 1 to upgrade. {unread} warning(s) name facts that could not be read."
+    )
+
+
 def test_plan_detailed_exitcode_2_when_changes(tmp_path: Path) -> None:
     facts = tmp_path / "facts.json"
     facts.write_text(run("detect", "--from-raw", H200_RAW, "--json").output)
