@@ -110,10 +110,9 @@ def test_a_plan_with_changes_also_says_what_it_could_not_read(tmp_path: Path) ->
     spec.write_text(Path(H200_SPEC).read_text().replace('nccl: "2.28.3"', 'nccl: "2.29.2"'))
     doc = json.loads(run("plan", str(spec), "--from-raw", H200_RAW, "--json").output)
     unread = sum(1 for w in doc["warnings"] if w["unconfirmed"])
-    assert (
-        unread
-        and doc["summary"] == f"Plan: 1 to upgrade. {unread} warning(s) name facts that could not be read."
-    )
+    # The NCCL upgrade and the repository it comes from.
+    expected = f"Plan: 1 to configure, 1 to upgrade. {unread} warning(s) name facts that could not be read."
+    assert unread and doc["summary"] == expected
 
 
 def test_plan_detailed_exitcode_2_when_changes(tmp_path: Path) -> None:
