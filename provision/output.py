@@ -8,7 +8,10 @@ name costs one line, not minutes of GPU work followed by a report and an error.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from provision.errors import FactsError, ProvisionError
@@ -89,3 +92,46 @@ def read_input(path: Path, kind: str, error: type[ProvisionError], label: str | 
             UTF-8 text, holds a NUL byte, or is unreadable (see :mod:`provision.files`).
     """
     return read_text(path, what=kind, error=error, label=label or f"provision {kind}")
+
+
+def refuse_existing(paths: Iterable[Path], force: bool) -> None:
+    """Refuse, before any work, to replace a file the user did not say may be replaced.
+
+    Raises:
+        ProvisionError: One of ``paths`` exists and ``force`` is false.
+    """
+    existing = [p for p in paths if p.exists() or p.is_symlink()]
+    if existing and not force:
+        more = f" (and {len(existing) - 1} more)" if len(existing) > 1 else ""
+        raise ProvisionError(f"{existing[0]} exists{more}: give --force to replace it, or another --out")
+
+
+def write_atomic(path: Path, data: str | bytes, mode: int = 0o644, option: str | None = None) -> None:
+    """Write ``data`` to ``path`` through a temporary file in its directory renamed over it, so that
+    a reader sees the old file or the new one, never part of one (rename(2) is atomic within a file
+    system); the directory and its parents are created.
+
+    Args:
+        option: The option that named the path, for the message (``--prometheus``); None says
+            ``cannot write PATH``.
+
+    Raises:
+        ProvisionError: The directory or the file cannot be written (the reason from the OS).
+    """
+    where = f"{option} {path}" if option else f"cannot write {path}"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise ProvisionError(f"{where}: cannot write in {path.parent}: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), mode)
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise ProvisionError(f"{where}: {exc.strerror or exc}") from None

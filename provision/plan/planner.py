@@ -61,7 +61,7 @@ def make_plan(
         *(f for c in COMPONENTS for f in c.findings(ctx)),
         *flavor_findings(ctx.flavor, facts, catalog),
         *lifecycle_findings(spec, facts, catalog, as_of),
-        *hardware_findings(spec, facts),
+        *hardware_findings(spec, facts, catalog),
         *origin_findings(spec, facts, catalog),
         *invariant_findings(ctx.verdicts),
     ]
