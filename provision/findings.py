@@ -23,3 +23,8 @@ class Finding(Frozen):
     message: str
     source: str = Field(description="Where the rule comes from, e.g. 'CUDA 13.2 U2 release notes, Table 3'.")
     severity: Severity
+    unconfirmed: bool = Field(
+        False,
+        description="A warning that a fact could not be read, so the plan could not confirm what it "
+        "covers (the summary then never says the machine matches the spec).",
+    )

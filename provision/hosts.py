@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
+from datetime import date
 from enum import StrEnum
 from pathlib import Path
 
@@ -248,26 +249,40 @@ def unreachable_reason(facts: Facts | None) -> str | None:
 
 
 def plan_host(
-    host: str, held: HostSpec, facts: Facts | None, catalog: Catalog, fleet_monitored: tuple[str, ...] = ()
+    host: str,
+    held: HostSpec,
+    facts: Facts | None,
+    catalog: Catalog,
+    fleet_monitored: tuple[str, ...] = (),
+    as_of: date | None = None,
 ) -> HostPlan:
     """Plan one host against its spec (pure): the one planning step of every form.
 
-    ``fleet_monitored``: the hosts of the command with a monitoring section (scrape targets).
+    ``fleet_monitored``: the hosts of the command with a monitoring section (scrape targets);
+    ``as_of``: the day the driver branch's end of life is judged on (None: not judged).
     """
     from provision.detect.runner import unknown_facts
 
     reason = unreachable_reason(facts)
     read = facts if facts is not None else unknown_facts(host, NO_RESULT)
-    plan = make_plan(held.spec, read, catalog, spec_path=held.path, fleet_monitored=fleet_monitored)
+    plan = make_plan(
+        held.spec, read, catalog, spec_path=held.path, fleet_monitored=fleet_monitored, as_of=as_of
+    )
     return HostPlan(host, Path(held.path) if held.path else None, plan, reason)
 
 
-def plan_facts(hosts: Hosts, facts: Mapping[str, Facts], catalog: Catalog | None = None) -> FleetPlan:
-    """Every host planned on ``facts`` (a host missing from them is unreachable)."""
+def plan_facts(
+    hosts: Hosts, facts: Mapping[str, Facts], catalog: Catalog | None = None, as_of: date | None = None
+) -> FleetPlan:
+    """Every host planned on ``facts`` (a host missing from them is unreachable), all as of one day:
+    ``as_of``, or today (the controller's clock) when None; a saved plan passes its own ``as_of``."""
     cat = catalog or load_catalog()
+    day = as_of or date.today()
     monitored = tuple(h for h, held in hosts.specs.items() if held.spec.monitoring is not None)
     fleet = monitored if hosts.inventory is not None else ()
-    return FleetPlan({h: plan_host(h, held, facts.get(h), cat, fleet) for h, held in hosts.specs.items()})
+    return FleetPlan(
+        {h: plan_host(h, held, facts.get(h), cat, fleet, day) for h, held in hosts.specs.items()}
+    )
 
 
 def plan_hosts(hosts: Hosts, names: Iterable[str] | None = None, catalog: Catalog | None = None) -> FleetPlan:

@@ -325,7 +325,8 @@ def apply_workflow(
         spec, saved = app.spec_from(path)
         facts = app.gather(spec, target)
         hosts = one_spec(target.inventory, facts, HostSpec(spec, saved.spec_path if saved else str(path)))
-        planned = plan_facts(hosts, facts)
+        # A saved plan is planned again as of its own day: its end-of-life findings stay the same.
+        planned = plan_facts(hosts, facts, as_of=saved.as_of if saved is not None else None)
         if saved is not None:
             # The saved plan is applied only when planning now gives exactly it (host included).
             plans = planned.plans

@@ -22,7 +22,11 @@ Public API::
         # .arch_list(variant) -> ("sm_75", ..., "sm_120"), .ptx(variant) -> bool, .arches[variant], .status
     cat.variant_cuda("cu130") -> DottedVersion("13.0")
     cat.index_url("cu130") -> "https://download.pytorch.org/whl/cu130"
-    cat.driver_branch(580) -> DriverBranch | None    # .type, .eol, .max_cuda_major
+    cat.driver_branch(580) -> DriverBranch | None    # .type, .eol ("2028-06" | "ended" | None), .eol_text,
+        # .max_cuda_major, .state(as_of, cat.lifecycle.notice_days): ended | ending | supported | undated
+    cat.last_branch_for(Architecture.VOLTA) -> ArchLastBranch | None   # .branch 580
+    cat.branch_architectures(595) -> (Architecture.TURING, ..., Architecture.BLACKWELL)
+    cat.kernel_builds                                # rows: branch, kernel series, first release that builds
     cat.kernel_modules                               # open/proprietary flavour rules
     cat.min_cuda_for(gpu) -> DottedVersion | None; cat.min_branch_for(arch) -> ArchMinBranch | None
     cat.repository("ubuntu2404", arch="x86_64") -> NvidiaRepo | None
@@ -38,11 +42,11 @@ Public API::
 
 from provision.catalog.catalog import Catalog
 from provision.catalog.components import package_name_patterns
+from provision.catalog.lifecycle import DriverBranch
 from provision.catalog.loader import load_catalog, load_catalog_from
 from provision.catalog.models import (
     Architecture,
     CudaRelease,
-    DriverBranch,
     Flavor,
     GpuModel,
     NvidiaRepo,

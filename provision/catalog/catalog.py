@@ -7,6 +7,13 @@ import re
 from packaging.version import Version
 from pydantic import Field
 
+from provision.catalog.lifecycle import (
+    ArchLastBranch,
+    DriverBranch,
+    GspFirmwareRule,
+    KernelBuild,
+    LifecycleRule,
+)
 from provision.catalog.models import (
     Architecture,
     ArchMinBranch,
@@ -15,7 +22,6 @@ from provision.catalog.models import (
     CudaFamily,
     CudaRelease,
     DistroArchive,
-    DriverBranch,
     GpuModel,
     KernelModuleRules,
     NvidiaRepo,
@@ -23,6 +29,7 @@ from provision.catalog.models import (
     SigningKey,
     Source,
     TorchRelease,
+    VariantProjects,
 )
 from provision.catalog.packages import PackageNaming
 from provision.models import Frozen
@@ -40,10 +47,15 @@ class Catalog(Frozen):
         cuda_families: CUDA major -> minor-version-compatibility floor.
         cuda_releases: ``"13.0"`` -> release (GA toolkit driver, family floor).
         torch_releases: ``"2.11"`` -> release, ascending.
-        driver_branches: Branch -> lifecycle row.
+        variant_projects: Projects installed with torch from its variant index (torchvision, ...).
+        driver_branches: Branch -> lifecycle row (type, end of life, a release date).
+        lifecycle: How long before a branch's end of life the plan warns.
         kernel_modules: Open/proprietary flavour rules.
         arch_min_cuda: First CUDA release per compute capability.
         arch_min_branch: Oldest branch per architecture where sourced.
+        arch_last_branch: Last branch per architecture that NVIDIA dropped (Volta -> 580).
+        kernel_builds: Kernel series from which older releases of a branch do not build.
+        gsp_firmware: Where the open modules find their GSP firmware, and the packages carrying it.
         repo_distros: Distro code -> NVIDIA repository entry.
         distro_archives: Distro code -> NVIDIA branches in the distribution's own archive.
         packages: Package naming rules (deb).
@@ -57,10 +69,15 @@ class Catalog(Frozen):
     torch_releases: dict[str, TorchRelease]
     index_url_pattern: str
     index_url_source: tuple[str, ...]
+    variant_projects: VariantProjects
     driver_branches: dict[int, DriverBranch]
+    lifecycle: LifecycleRule
     kernel_modules: KernelModuleRules
     arch_min_cuda: tuple[ArchMinCuda, ...]
     arch_min_branch: tuple[ArchMinBranch, ...]
+    arch_last_branch: tuple[ArchLastBranch, ...]
+    kernel_builds: tuple[KernelBuild, ...]
+    gsp_firmware: GspFirmwareRule
     repo_url_pattern: str
     repo_url_arch: dict[str, str]
     signing_key: SigningKey
@@ -145,6 +162,20 @@ class Catalog(Frozen):
 
     def min_branch_for(self, arch: Architecture) -> ArchMinBranch | None:
         return next((r for r in self.arch_min_branch if r.arch == arch), None)
+
+    def last_branch_for(self, arch: Architecture) -> ArchLastBranch | None:
+        """The last branch that supports ``arch`` (Volta -> 580); None while NVIDIA supports it."""
+        return next((r for r in self.arch_last_branch if r.arch == arch), None)
+
+    def branch_architectures(self, branch: int) -> tuple[Architecture, ...]:
+        """The architectures ``branch`` supports, oldest first: from each one's first branch (where
+        sourced) to its last (where NVIDIA dropped it)."""
+        found = []
+        for arch in Architecture:
+            floor, last = self.min_branch_for(arch), self.last_branch_for(arch)
+            if (floor is None or branch >= floor.branch) and (last is None or branch <= last.branch):
+                found.append(arch)
+        return tuple(found)
 
     def cite(self, keys: tuple[str, ...]) -> str:
         """Human citation for source keys: ``CUDA 13.2 U2 release notes, Tables 2 and 3 (RN132)``."""

@@ -49,13 +49,16 @@ def gpu_rows(cat: Catalog) -> list[dict[str, Any]]:
 
 
 def driver_rows(cat: Catalog) -> list[dict[str, Any]]:
-    """One row per driver branch: its type (LTSB, PB, NFB), end of life, newest CUDA major."""
+    """One row per driver branch: its type (LTSB, PB, NFB), end of life (``June 2028``, ``ended``),
+    a release date where sourced, newest CUDA major, and the architectures it supports."""
     return [
         {
             "branch": b.branch,
             "type": b.type,
-            "eol": b.eol,
+            "eol": b.eol_text,
+            "released": f"{b.released} ({b.released_as})" if b.released else None,
             "max_cuda_major": b.max_cuda_major,
+            "architectures": [a.value for a in cat.branch_architectures(b.branch)],
             "source": list(b.source),
         }
         for b in cat.driver_branches.values()

@@ -319,6 +319,17 @@ class GpuModel(Sourced):
     forward_compat: Support
 
 
+class VariantProjects(Sourced):
+    """Projects PyTorch publishes per CUDA variant (``torch``, ``torchvision``, ``torchaudio``):
+    installed with torch from its variant index, never from PyPI (another CUDA build there).
+
+    Attributes:
+        projects: Canonical project names (PEP 503).
+    """
+
+    projects: tuple[str, ...]
+
+
 class ArchMinCuda(Sourced):
     """First CUDA release supporting a compute capability (CC 12.0 -> 12.8)."""
 
@@ -331,22 +342,6 @@ class ArchMinBranch(Sourced):
 
     arch: Architecture
     branch: int
-
-
-class DriverBranch(Sourced):
-    """A driver branch's lifecycle (DC-DRV).
-
-    Attributes:
-        branch: 580.
-        type: LTSB, PB or NFB; None where unverified (R615).
-        eol: End of life as the source words it ("June 2028", "EOL"); None if not stated.
-        max_cuda_major: Newest CUDA major without the forward-compatibility package.
-    """
-
-    branch: int
-    type: Literal["LTSB", "PB", "NFB"] | None
-    eol: str | None
-    max_cuda_major: int | None
 
 
 class ArchRule(Sourced):
@@ -367,10 +362,6 @@ class FromBranch(Sourced):
     from_branch: int
 
 
-class BranchRow(Sourced):
-    branch: int
-
-
 class KernelModuleRules(Frozen):
     """Open vs proprietary kernel module rules (DIG "Kernel Modules").
 
@@ -380,7 +371,7 @@ class KernelModuleRules(Frozen):
         open_required: Architectures that only run the open flavour (Blackwell).
         open_required_gpus: GPU ids that only run the open flavour (GH200, conf U).
         open_default: Branch from which open is NVIDIA's default (560).
-        pre_turing_last_branch: Last branch supporting Maxwell-Volta (580).
+        proprietary_removed: Branch from which NVIDIA ships no proprietary modules (620).
     """
 
     open_supported: FromArch
@@ -388,7 +379,7 @@ class KernelModuleRules(Frozen):
     open_required: ArchRule
     open_required_gpus: GpuIds
     open_default: FromBranch
-    pre_turing_last_branch: BranchRow
+    proprietary_removed: FromBranch
 
 
 # ---- Repository -----------------------------------------------------------------------------------

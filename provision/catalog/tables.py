@@ -18,6 +18,13 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from provision.catalog.catalog import Catalog
+from provision.catalog.lifecycle import (
+    ArchLastBranch,
+    DriverBranch,
+    GspFirmwareRule,
+    KernelBuild,
+    LifecycleRule,
+)
 from provision.catalog.models import (
     ArchList,
     ArchMinBranch,
@@ -27,7 +34,6 @@ from provision.catalog.models import (
     CudaRelease,
     CudaRow,
     DistroArchive,
-    DriverBranch,
     GpuModel,
     KernelModuleRules,
     RepoDistro,
@@ -35,6 +41,7 @@ from provision.catalog.models import (
     Source,
     Sourced,
     TorchRelease,
+    VariantProjects,
 )
 from provision.catalog.packages import PackageNaming
 from provision.catalog.prebuilt import DATA_DIR, read_data
@@ -59,6 +66,7 @@ class CudaFile(Frozen):
 class TorchFile(Frozen):
     index_url_pattern: str
     index_url_source: tuple[str, ...]
+    variant_projects: VariantProjects
     releases: tuple[TorchRelease, ...]
     arch_lists: tuple[ArchList, ...]
 
@@ -69,9 +77,13 @@ class GpusFile(Frozen):
 
 
 class DriversFile(Frozen):
+    lifecycle: LifecycleRule
     branches: tuple[DriverBranch, ...]
     kernel_modules: KernelModuleRules
     arch_min_branch: tuple[ArchMinBranch, ...]
+    arch_last_branch: tuple[ArchLastBranch, ...]
+    kernel_builds: tuple[KernelBuild, ...]
+    gsp_firmware: GspFirmwareRule
 
 
 class ReposFile(Frozen):
@@ -236,6 +248,12 @@ def _check(files: _Files) -> None:
     _unique("cuda.yaml", "CUDA versions", [r.version.text for r in files.cuda.releases])
     _unique("torch.yaml", "torch releases", [r.release.text for r in files.torch.releases])
     _unique("repos.yaml", "distro codes", [d.code for d in files.repos.distros])
+    _unique("drivers.yaml", "driver branches", [str(b.branch) for b in files.drivers.branches])
+    _unique(
+        "drivers.yaml",
+        "architectures of arch_last_branch",
+        [r.arch.value for r in files.drivers.arch_last_branch],
+    )
     missing = set(files.drivers.kernel_modules.open_required_gpus.gpus) - {g.id for g in files.gpus.gpus}
     if missing:
         raise CatalogError(f"catalog file drivers.yaml: open_required_gpus: unknown ids {sorted(missing)}")
@@ -250,10 +268,15 @@ def _build(files: _Files, directory: Path) -> Catalog:
         torch_releases=_torch_releases(files.torch),
         index_url_pattern=files.torch.index_url_pattern,
         index_url_source=files.torch.index_url_source,
+        variant_projects=files.torch.variant_projects,
         driver_branches={b.branch: b for b in files.drivers.branches},
+        lifecycle=files.drivers.lifecycle,
         kernel_modules=files.drivers.kernel_modules,
         arch_min_cuda=files.gpus.arch_min_cuda,
         arch_min_branch=files.drivers.arch_min_branch,
+        arch_last_branch=files.drivers.arch_last_branch,
+        kernel_builds=files.drivers.kernel_builds,
+        gsp_firmware=files.drivers.gsp_firmware,
         repo_url_pattern=files.repos.url_pattern,
         repo_url_arch=files.repos.url_arch,
         signing_key=files.repos.signing_key,

@@ -60,8 +60,18 @@ def cuda_toolkit_step(ctx: PlanContext) -> Step:
 
 
 def _present_without_meta(cuda: CudaToolkits | Unknown, release: DottedVersion) -> str | None:
-    """A reason when the toolkit's components are installed without its meta-package."""
-    if isinstance(cuda, Unknown) or release not in cuda.installed or cuda.nvcc_release != release:
+    """A reason when the toolkit's components are installed without its meta-package. The nvcc
+    probed proves it only when it is one of /usr/local/cuda*'s: another one first on PATH (a
+    distribution's /usr/bin/nvcc) says nothing of this toolkit (the cuda-toolkit-first invariant
+    names it), and installing the meta would not change what PATH finds."""
+    if isinstance(cuda, Unknown) or release not in cuda.installed:
+        return None
+    if cuda.nvcc_outside_toolkits():
+        return (
+            f"CUDA {release} present (/usr/local/cuda-{release}); the nvcc first on PATH is "
+            f"{cuda.nvcc_path} (CUDA {cuda.nvcc_release}), not this toolkit's"
+        )
+    if cuda.nvcc_release != release:
         return None
     return (
         f"CUDA {release} present (/usr/local/cuda-{release}, nvcc {cuda.nvcc_version}); "

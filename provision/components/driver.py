@@ -15,6 +15,7 @@ from typing import Any
 from provision.catalog import Catalog
 from provision.components.base import Action, Built, Component, InstallableComponent, PlanContext, Step
 from provision.components.distro import DistroDriver, archive_for, distro_driver
+from provision.components.kernel_builds import kernel_build_findings, unbuildable
 from provision.components.steps import change_action, noop
 from provision.detect.unknown import Unknown
 from provision.fieldfailures import ff_ref
@@ -73,7 +74,9 @@ class Driver(InstallableComponent):
         step = driver_step(ctx)
         changes = isinstance(step, Step) and step.changes
         replaced = replaced_step(ctx, step) if isinstance(step, Step) else None
-        return (step, *((replaced,) if replaced else ()), *(() if changes else kernel_guard_findings(ctx)))
+        builds = kernel_build_findings(ctx, changes) if builds_module(ctx) else ()
+        guard = () if changes else kernel_guard_findings(ctx)
+        return (step, *((replaced,) if replaced else ()), *builds, *guard)
 
     def spec_rules(self, spec: Spec, catalog: Catalog) -> Iterable[Finding]:
         return source_findings(spec)
@@ -205,6 +208,8 @@ def kernel_guard_findings(ctx: PlanContext) -> Iterator[Finding]:
     newer = [k for k in pm.packaged_kernels(facts) if k != running and pm.compare(k, running) > 0]
     found = _distro(ctx) if spec.driver.source == "distro" else None
     for kernel in newer:
+        if unbuildable(ctx, kernel):
+            continue  # driver-kernel-unbuildable names it, with the release that builds there
         package = found.kernel_module(spec.driver.branch, ctx.flavor, kernel) if found else None
         if package is not None:
             missing = ctx.installed(package) is None
@@ -231,6 +236,12 @@ def kernel_guard_findings(ctx: PlanContext) -> Iterator[Finding]:
             f"booting it leaves the GPU without a driver; install its headers (DKMS) or its module "
             f"package before it becomes the default ({guard})",
         )
+
+
+def builds_module(ctx: PlanContext) -> bool:
+    """Whether the kernel module is built on this machine: DKMS (NVIDIA's packages, a distribution
+    without a signed module for the running flavour) or a preinstalled driver's own build."""
+    return ctx.spec.driver.source == "preinstalled" or uses_dkms(ctx)
 
 
 def uses_dkms(ctx: PlanContext) -> bool:

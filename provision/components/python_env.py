@@ -3,18 +3,23 @@
 The torch requirement is pinned with its local variant tag (``torch==2.11.0+cu130``)
 and installed from the variant's own index only, so PyPI's default CUDA variant
 is never taken by accident (FF-09; PyTorch wheel index ``https://download.pytorch.org/whl/<variant>``).
+The projects PyTorch publishes per variant (torchvision, torchaudio: catalog ``variant_projects``)
+among the extra packages are installed with torch from that index. Every pip call into the venv
+runs with a constraints file holding the venv's torch build (:func:`torch_constraints`), so that
+an extra package can never replace the variant torch with PyPI's CPU or other-CUDA wheel: pip
+refuses the conflict instead (pip "Constraints Files", https://pip.pypa.io/en/stable/user_guide/#constraints-files).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from provision.catalog import Catalog
 from provision.components.base import Action, Built, Component, InstallableComponent, PlanContext, Step
 from provision.components.steps import noop
 from provision.findings import Finding
-from provision.spec.models import PythonSpec
+from provision.spec.models import PythonSpec, Spec
 from provision.versions import DottedVersion
 
 if TYPE_CHECKING:
@@ -42,6 +47,13 @@ class PythonEnv(InstallableComponent):
         removal = foreign_wheels_step(py, ctx.facts)
         return (venv_step(py, ctx.facts), *((removal,) if removal else ()), wheels_step(py, ctx.facts))
 
+    def spec_rules(self, spec: Spec, catalog: Catalog) -> Iterable[Finding]:
+        return torch_in_packages(spec.python)
+
+    def findings(self, ctx: PlanContext) -> Iterable[Finding]:
+        # The planner runs findings(), validate runs spec_rules(): the same refusal in both.
+        return self.spec_rules(ctx.spec, ctx.catalog)
+
     def role_runs(self, ctx: PlanContext) -> bool:
         return ctx.spec.python is not None
 
@@ -53,7 +65,7 @@ class PythonEnv(InstallableComponent):
             (s for s in ctx.steps() if s.component is Component.PYTHON_WHEELS and s.action is Action.REMOVE),
             None,
         )
-        variables = python_extravars(py, ctx.catalog)
+        variables = python_extravars(py, ctx.catalog, ctx.facts)
         variables["uninstall"] = list(removal.packages) if removal is not None else []
         variables["reinstall"] = bool(_half_installed(py, ctx.facts))
         return variables
@@ -279,18 +291,71 @@ def _describe(have: dict[str, str]) -> str:
     return f"torch {have['torch']}" if "torch" in have else ""
 
 
-def python_extravars(py: PythonSpec, catalog: Catalog) -> dict[str, Any]:
-    """Variables for the python role: interpreter, venv, torch index and requirements."""
+def python_extravars(py: PythonSpec, catalog: Catalog, facts: Facts) -> dict[str, Any]:
+    """Variables for the python role: interpreter, venv, torch index, the requirements installed
+    from it (torch and the variant projects among the extras), the other extras, and the
+    constraints every pip call holds."""
     index = (
         str(py.index_url)
         if py.index_url
         else (catalog.index_url(py.cuda_variant) if py.cuda_variant else None)
     )
+    variant, others = split_extras(py, catalog)
     torch = requirements(py)[:1] if py.torch is not None else ()
+    from_index = (*torch, *variant) if index else ()
     return {
         "interpreter": f"python{py.interpreter}",
         "venv": py.venv,
-        "torch_requirements": list(torch),
+        "torch_requirements": list(from_index),
         "torch_index_url": index or "",
-        "packages": list(py.packages),
+        "packages": list(others if index else py.packages),
+        "constraints": list(torch_constraints(py, facts)),
     }
+
+
+def torch_constraints(py: PythonSpec, facts: Facts) -> tuple[str, ...]:
+    """pip constraints holding the venv's torch build: the spec's torch with its variant tag, else the
+    torch installed in the venv (its version carries the tag, ``2.11.0+cu130``); empty when there is
+    neither (no torch to hold)."""
+    if py.torch is not None:
+        return (f"torch=={py.torch}+{py.cuda_variant}",)
+    torch = spec_torch(py, facts)
+    return (f"torch=={torch.version}",) if torch is not None and torch.version else ()
+
+
+def split_extras(py: PythonSpec, catalog: Catalog) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The extra packages as (PyTorch's variant projects, the others), each in spec order."""
+    if not py.packages:
+        return (), ()
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    projects = set(catalog.variant_projects.projects) - {"torch"}
+    named = [(text, canonicalize_name(Requirement(text).name)) for text in py.packages]
+    return (
+        tuple(t for t, n in named if n in projects),
+        tuple(t for t, n in named if n not in projects),
+    )
+
+
+def torch_in_packages(py: PythonSpec | None) -> Iterator[Finding]:
+    """A blocker for an extra requirement on torch that the spec's torch does not satisfy: the
+    constraints would make pip refuse it, and without them it would replace the variant build."""
+    if py is None or py.torch is None or not py.packages:
+        return
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+    from packaging.version import Version
+
+    pinned = Version(f"{py.torch}+{py.cuda_variant}")
+    for text in py.packages:
+        req = Requirement(text)
+        if canonicalize_name(req.name) == "torch" and not req.specifier.contains(pinned, prereleases=True):
+            yield Finding(
+                rule="python-packages-torch-conflict",
+                severity="blocker",
+                source="pip documentation, Constraints Files (https://pip.pypa.io/en/stable/user_guide/#constraints-files)",
+                message=f"python.packages asks {text}, which python.torch {py.torch}+{py.cuda_variant} does "
+                "not satisfy: every pip call holds the venv's torch build, so pip would refuse it; "
+                "drop it from python.packages or change python.torch",
+            )

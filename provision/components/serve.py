@@ -17,6 +17,7 @@ from packaging.version import InvalidVersion, Version
 
 from provision.catalog import Catalog
 from provision.components.base import Action, Built, Component, InstallableComponent, PlanContext, Step
+from provision.components.python_env import torch_constraints
 from provision.components.steps import noop
 from provision.detect.unknown import Unknown
 from provision.findings import Finding
@@ -80,7 +81,7 @@ class Serve(InstallableComponent):
         return {
             "venv": py.venv,
             "requirement": f"vllm=={serve.vllm}",
-            "constraints": list(constraints(py.torch, py.cuda_variant)),
+            "constraints": list(torch_constraints(py, ctx.facts)),
             "index_url": str(serve.index_url) if serve.index_url else "",
             "unit_path": UNIT_PATH,
             "unit": unit_text(server_config(ctx.spec, serve), data),
@@ -290,13 +291,6 @@ def fit_step(spec: Spec, serve: ServeSpec, catalog: Catalog, data: ServingData) 
         target=f"{serve.model} ({serve.weights}, {req.max_context:,} tokens x {req.sequences})",
         reason="memory fit: " + "; ".join(fit.lines),
     )
-
-
-def constraints(torch: Version | None, variant: str | None) -> tuple[str, ...]:
-    """pip constraints that keep the venv's torch: its exact version with its CUDA variant tag."""
-    if torch is None or variant is None:
-        return ()
-    return (f"torch=={torch}+{variant}",)
 
 
 def wheel_step(ctx: PlanContext, serve: ServeSpec, data: ServingData) -> Step:

@@ -27,6 +27,7 @@ from provision.detect.domains.containers import ContainerFacts
 from provision.detect.domains.cuda import CudaToolkits, LibraryCache
 from provision.detect.domains.driver import (
     DkmsStatus,
+    GspFirmware,
     Initramfs,
     LoadedDriver,
     ModuleSigner,
@@ -61,6 +62,7 @@ __all__ = [
     "Gpu",
     "GpuHardware",
     "GpuHealth",
+    "GspFirmware",
     "Hardware",
     "Initramfs",
     "Iommu",
@@ -134,6 +136,7 @@ class Facts(Frozen):
     initramfs: Initramfs | Unknown = _NOT_PROBED
     ld_cache: LibraryCache | Unknown = _NOT_PROBED
     module_signer: ModuleSigner | Unknown = _NOT_PROBED
+    gsp_firmware: GspFirmware | Unknown = _NOT_PROBED
     vllm_unit: UnitFile | Unknown | None = Field(
         None, description="The vLLM server's unit file (serve:); None: not probed."
     )

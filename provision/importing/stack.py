@@ -90,19 +90,15 @@ def _driver_version(facts: Facts, pm: PackageManager) -> tuple[DriverVersion | N
 
 
 def _default_branch(catalog: Catalog, arch: Architecture) -> int:
-    """The newest LTSB branch not at its end of life that runs ``arch`` (DC-DRV, DIG)."""
-    last = catalog.kernel_modules.pre_turing_last_branch.branch
-    old = arch in catalog.kernel_modules.proprietary_required.archs
-    floor = catalog.min_branch_for(arch)
+    """The newest LTSB branch not listed as ended that runs ``arch`` (DC-DRV, DIG; the branch's
+    architectures from the catalog's first and last branch per architecture)."""
     fits = [
         b.branch
         for b in catalog.driver_branches.values()
-        if b.type == "LTSB"
-        and b.eol != "EOL"
-        and (not old or b.branch <= last)
-        and (floor is None or b.branch >= floor.branch)
+        if b.type == "LTSB" and b.eol != "ended" and arch in catalog.branch_architectures(b.branch)
     ]
-    return max(fits, default=last)
+    last = catalog.last_branch_for(arch)
+    return max(fits, default=last.branch if last is not None else max(catalog.driver_branches))
 
 
 def _flavor(facts: Facts, catalog: Catalog, branch: int) -> tuple[str, str]:

@@ -94,10 +94,13 @@ class OneCudaWorld(Invariant):
         if nvcc is None:
             return self.holds(seen + "; no nvcc")
         if nvcc.major != built.major:
+            shadow = (
+                cuda.nvcc_path if not isinstance(cuda, Unknown) and cuda.nvcc_outside_toolkits() else None
+            )
             return self.violated(
-                f"{seen}; nvcc {nvcc}",
+                f"{seen}; nvcc {nvcc}" + (f" ({shadow})" if shadow else ""),
                 f"the toolkit is CUDA {nvcc.major}, torch is built for CUDA {built.major}",
-                "set cuda.toolkit to the CUDA release of the torch variant (or the variant to the toolkit)",
+                _major_fix(shadow),
             )
         if nvcc.minor != built.minor:
             return self.violated(
@@ -107,3 +110,11 @@ class OneCudaWorld(Invariant):
                 notice=True,
             )
         return self.holds(f"{seen}; nvcc {nvcc}")
+
+
+def _major_fix(shadow: str | None) -> str:
+    if shadow is not None:
+        return (
+            f"{shadow} is not /usr/local/cuda's: take it off the PATH or set CUDA_HOME (cuda-toolkit-first)"
+        )
+    return "set cuda.toolkit to the CUDA release of the torch variant (or the variant to the toolkit)"

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from provision.catalog import Catalog
 from provision.detect.facts import Facts
+from provision.invariants.attached import GpuAttached
 from provision.invariants.base import Invariant, Verdict
 from provision.invariants.binding import BootEffect, GpuBound
 from provision.invariants.compat import ForwardCompatSupported
 from provision.invariants.cuda_world import OneCudaWorld
+from provision.invariants.gsp import GspFirmwareMatches
 from provision.invariants.hardware import Bar1MapsMemory, GpuMemory
 from provision.invariants.health import ClocksNotHeldDown, EccOn, GpuMemoryHealthy, MigAsSpecified
+from provision.invariants.toolkit import ToolkitFirst
 from provision.spec.models import Spec
 
 INVARIANTS: tuple[Invariant, ...] = (
@@ -21,7 +24,10 @@ INVARIANTS: tuple[Invariant, ...] = (
     EccOn(),
     GpuMemoryHealthy(),
     ClocksNotHeldDown(),
+    GpuAttached(),
+    GspFirmwareMatches(),
     ForwardCompatSupported(),
+    ToolkitFirst(),
     OneCudaWorld(),
 )
 

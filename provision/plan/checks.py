@@ -51,7 +51,12 @@ def _broken(facts: Facts, pm: PackageManager) -> Iterator[Finding]:
     """A blocker for any unfinished package, NVIDIA's or not, or an interrupted dpkg run: the next
     transaction would stop on it, or apt would finish it unasked and leave the stack unheld."""
     if isinstance(facts.packages, Unknown):
-        yield _f("packages-unknown", "warning", f"installed packages unknown ({facts.packages.unknown})")
+        yield _f(
+            "packages-unknown",
+            "warning",
+            f"installed packages unknown ({facts.packages.unknown})",
+            unconfirmed=True,
+        )
         return
     broken = [p for p in facts.packages if p.broken]
     locks = facts.apt_locks
@@ -76,6 +81,7 @@ def _gpus(spec: Spec, facts: Facts, catalog: Catalog) -> Iterator[Finding]:
             "warning",
             f"no GPU visible ({facts.gpus.unknown}); "
             "GPU count and model are checked by verify after the driver loads",
+            unconfirmed=True,
         )
         return
     if len(facts.gpus) != spec.gpus.count:
@@ -103,5 +109,12 @@ def _gpus(spec: Spec, facts: Facts, catalog: Catalog) -> Iterator[Finding]:
             )
 
 
-def _f(rule: str, severity: Severity, message: str, source: str = "provision planner") -> Finding:
-    return Finding(rule=rule, severity=severity, message=message, source=source)
+def _f(
+    rule: str,
+    severity: Severity,
+    message: str,
+    source: str = "provision planner",
+    *,
+    unconfirmed: bool = False,
+) -> Finding:
+    return Finding(rule=rule, severity=severity, message=message, source=source, unconfirmed=unconfirmed)

@@ -3,8 +3,7 @@
 The spec rules check the flavour against the spec's GPU model; these rules check it against
 what lspci and nvidia-smi show, so a box with a different or a second card is caught. Rules
 from NVIDIA's Driver Installation Guide "Kernel Modules" via the catalog: open modules need
-Turing or newer (a GSP), Blackwell needs the open modules, and R580 is the last branch for
-Maxwell, Pascal and Volta.
+Turing or newer (a GSP), and Blackwell needs the open modules.
 """
 
 from __future__ import annotations
@@ -22,8 +21,9 @@ SOURCE = (
     "(https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/); "
     f"field failures FF-06, FF-07 ({ff_ref(6, 7)})"
 )
-# NVIDIA chip names in lspci/pci.ids start with the architecture's code (GB202, AD102, GA100, ...).
-_CHIP = re.compile(r"\b(GB|GH|AD|GA|TU|GV|GP|GM)\d{3}[A-Z]?\b")
+# NVIDIA chip names in lspci/pci.ids start with the architecture's code (GB202, AD102, GA100, ...);
+# data center and workstation boards add a suffix of up to two letters (GV100GL, AD102GL, GM204M).
+_CHIP = re.compile(r"\b(GB|GH|AD|GA|TU|GV|GP|GM)\d{3}[A-Z]{0,2}\b")
 _CHIP_ARCH = {
     "GB": "blackwell",
     "GH": "hopper",
@@ -60,18 +60,17 @@ def _pci_arch(device_id: str, description: str, catalog: Catalog) -> Architectur
     return Architecture(_CHIP_ARCH[chip[1]]) if chip else None
 
 
-def flavor_findings(flavor: str, branch: int, facts: Facts, catalog: Catalog) -> tuple[Finding, ...]:
-    """Blockers when the detected GPUs cannot run ``flavor`` on ``branch``, or no one flavour fits all."""
+def flavor_findings(flavor: str, facts: Facts, catalog: Catalog) -> tuple[Finding, ...]:
+    """Blockers when the detected GPUs cannot run ``flavor``, or no one flavour fits all (the branch
+    against the GPUs is :mod:`provision.plan.lifecycle`'s)."""
     gpus = detected_gpus(facts, catalog)
     rules = catalog.kernel_modules
     open_only = [label for label, arch in gpus if arch in rules.open_required.archs]
     closed_only = [label for label, arch in gpus if arch in rules.proprietary_required.archs]
-    return tuple(_findings(flavor, branch, open_only, closed_only, rules.pre_turing_last_branch.branch))
+    return tuple(_findings(flavor, open_only, closed_only))
 
 
-def _findings(
-    flavor: str, branch: int, open_only: list[str], closed_only: list[str], last_branch: int
-) -> Iterator[Finding]:
+def _findings(flavor: str, open_only: list[str], closed_only: list[str]) -> Iterator[Finding]:
     if open_only and closed_only:
         yield _block(
             "flavor-unsatisfiable",
@@ -90,12 +89,6 @@ def _findings(
             "flavor-proprietary-required",
             f"{closed_only[0]} has no GSP and cannot load the open "
             "kernel modules; set flavor: proprietary (FF-07)",
-        )
-    if closed_only and branch > last_branch:
-        yield _block(
-            "driver-branch-too-new-for-gpu",
-            f"{closed_only[0]} is supported up to branch "
-            f"{last_branch}; branch {branch} has no driver for it (FF-07)",
         )
 
 

@@ -43,6 +43,7 @@ def _unconfirmed(unknown: list[tuple[Invariant, Verdict]]) -> list[Finding]:
             severity="warning",
             message=f"cannot confirm {', '.join(i.id for i in invariants)}: {cause}",
             source="; ".join(dict.fromkeys(i.source for i in invariants)),
+            unconfirmed=True,
         )
         for cause, invariants in by_cause.items()
     ]

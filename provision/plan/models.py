@@ -6,6 +6,7 @@ reads it back and refuses it when the machine's facts fingerprint changed.
 
 from __future__ import annotations
 
+from datetime import date
 from typing import Any, Literal
 
 from pydantic import Field
@@ -47,6 +48,11 @@ class Plan(Frozen):
     format_version: Literal[1] = 1
     spec: Spec = Field(description="The spec planned, embedded so that a saved plan is self-contained.")
     spec_path: str | None = None
+    as_of: date | None = Field(
+        None,
+        description="The day the driver branch's end of life was judged on; applying the saved plan "
+        "plans again as of this day, so that the comparison does not depend on the date it runs.",
+    )
     host: str
     facts_fingerprint: str
     steps: tuple[Step, ...]

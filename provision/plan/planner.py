@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
+from datetime import date
 from typing import Any
 
 from provision.catalog import Catalog
@@ -26,6 +27,7 @@ from provision.plan.consistency import consistency_findings, reboot_pending
 from provision.plan.flavor import flavor_findings
 from provision.plan.hardware import hardware_findings
 from provision.plan.invariants import invariant_findings
+from provision.plan.lifecycle import lifecycle_findings
 from provision.plan.models import Plan
 from provision.plan.origins import origin_findings
 from provision.spec.models import Spec
@@ -38,12 +40,16 @@ def make_plan(
     catalog: Catalog,
     spec_path: str | None = None,
     fleet_monitored: tuple[str, ...] = (),
+    as_of: date | None = None,
 ) -> Plan:
     """Diff ``spec`` against ``facts`` into an ordered plan.
 
     Args:
         fleet_monitored: The command's hosts with a monitoring section (a monitoring server
             scrapes them); empty for one machine.
+        as_of: The day the driver branch's end of life is judged on, recorded in the plan
+            (``Plan.as_of``); None judges no dated end of life. The planner reads no clock:
+            :func:`provision.hosts.plan_facts` passes today, apply of a saved plan its ``as_of``.
 
     Returns:
         A Plan whose ``blockers`` are non-empty when the spec is refused; its steps are then
@@ -55,17 +61,18 @@ def make_plan(
         *check_facts(spec, facts, catalog),
         *consistency_findings(facts),
         *(f for c in COMPONENTS for f in c.findings(ctx)),
-        *flavor_findings(ctx.flavor, spec.driver.branch, facts, catalog),
+        *flavor_findings(ctx.flavor, facts, catalog),
+        *lifecycle_findings(spec, facts, catalog, as_of),
         *hardware_findings(spec, facts, catalog),
         *origin_findings(spec, facts, catalog),
         *invariant_findings(ctx.verdicts),
     ]
     if any(f.rule == "gpu-model-unknown" for f in findings):
-        return _plan(ctx, (), findings, spec_path)
+        return _plan(ctx, (), findings, spec_path, as_of)
     built = build(ctx)
     steps = tuple(s for s in built if isinstance(s, Step))
     findings += [f for f in built if isinstance(f, Finding)]
-    return _plan(ctx, steps, findings, spec_path)
+    return _plan(ctx, steps, findings, spec_path, as_of)
 
 
 def context(spec: Spec, facts: Facts, catalog: Catalog) -> PlanContext:
@@ -122,10 +129,17 @@ def _reboot(ctx: PlanContext, built: list[Built]) -> list[Built]:
     ]
 
 
-def _plan(ctx: PlanContext, steps: tuple[Step, ...], findings: list[Finding], spec_path: str | None) -> Plan:
+def _plan(
+    ctx: PlanContext,
+    steps: tuple[Step, ...],
+    findings: list[Finding],
+    spec_path: str | None,
+    as_of: date | None,
+) -> Plan:
     return Plan(
         spec=ctx.spec,
         spec_path=spec_path,
+        as_of=as_of,
         host=ctx.facts.host,
         facts_fingerprint=ctx.facts.fingerprint(),
         steps=steps,

@@ -109,14 +109,19 @@ def _pad(text: str, width: int) -> str:
 
 
 def summary(plan: Plan) -> str:
-    """One line: what would change, or why nothing will."""
+    """One line: what would change, or why nothing will; it never says the machine matches the spec
+    while a warning names a fact that could not be read (:attr:`Finding.unconfirmed`)."""
     if plan.refused:
         return f"Refused: {len(plan.blockers)} blocker(s); nothing will be changed."
     counts: dict[str, int] = {}
     for step in plan.changes:
         counts[step.action.value] = counts.get(step.action.value, 0) + 1
     reboot = " A reboot is required afterwards." if plan.reboot_required else ""
+    unconfirmed = sum(1 for w in plan.warnings if w.unconfirmed)
+    unread = f" {unconfirmed} warning(s) name facts that could not be read." if unconfirmed else ""
+    if not counts and unconfirmed:
+        return "No changes planned, but the machine is not confirmed to match the spec:" + unread + reboot
     if not counts:
         return "No changes. The machine matches the spec." + reboot
     parts = ", ".join(f"{n} to {a}" for a, n in counts.items())
-    return f"Plan: {parts}." + reboot
+    return f"Plan: {parts}." + unread + reboot

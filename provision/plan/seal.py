@@ -24,6 +24,7 @@ SEALED_PARTS = (
     "format_version",
     "spec",
     "spec_path",
+    "as_of",
     "host",
     "facts_fingerprint",
     "steps",

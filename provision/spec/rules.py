@@ -9,7 +9,7 @@ Rule ids:
     gpu-model-unknown, cuda-release-unknown, cuda-driver-floor, cuda-driver-minor-compat,
     torch-release-unknown, torch-release-unconfirmed, torch-variant-unpublished,
     torch-driver-floor, torch-driver-minor-compat, torch-arch-missing, torch-cuda-major-mismatch,
-    python-version-range, flavor-open-required, flavor-proprietary-required,
+    python-version-range, flavor-open-required, flavor-proprietary-required, flavor-proprietary-removed,
     driver-branch-too-new-for-arch, driver-branch-unknown, arch-min-cuda, arch-min-branch,
     os-repo-unserved, os-repo-cuda-unconfirmed, fm-without-nvswitch, fm-disabled-on-nvswitch,
     driver-distro-unknown, driver-distro-branch, driver-distro-no-fm, driver-distro-fm-unplanned,
@@ -322,6 +322,15 @@ def flavor_for_arch(ctx: _Ctx) -> Iterator[Finding]:
             "the proprietary module does not initialise it (RmInitAdapter failed, FF-06)",
             rules.open_required.source,
         )
+    removed = rules.proprietary_removed
+    if flavor == "proprietary" and ctx.spec.driver.branch >= removed.from_branch:
+        yield ctx.finding(
+            "flavor-proprietary-removed",
+            "blocker",
+            f"driver branch {ctx.spec.driver.branch} has no proprietary kernel modules (removed from "
+            f"{removed.from_branch}); set driver.flavor: open, or a branch below {removed.from_branch}",
+            removed.source,
+        )
     if flavor == "open" and gpu.architecture in rules.proprietary_required.archs:
         yield ctx.finding(
             "flavor-proprietary-required",
@@ -341,13 +350,13 @@ def branch_for_arch(ctx: _Ctx) -> Iterator[Finding]:
     gpu, branch = ctx.gpu, ctx.spec.driver.branch
     if gpu is None:
         return
-    last = ctx.cat.kernel_modules.pre_turing_last_branch
-    if gpu.architecture in ctx.cat.kernel_modules.proprietary_required.archs and branch > last.branch:
+    last = ctx.cat.last_branch_for(gpu.architecture)
+    if last is not None and branch > last.branch:
         yield ctx.finding(
             "driver-branch-too-new-for-arch",
             "blocker",
             f"R{last.branch} is the last branch for {gpu.architecture.title} GPUs ({gpu.id}); "
-            f"spec driver.branch is {branch}",
+            f"spec driver.branch is {branch}: set driver.branch: {last.branch}",
             last.source,
         )
     floor = ctx.cat.min_branch_for(gpu.architecture)

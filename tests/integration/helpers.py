@@ -62,3 +62,15 @@ def write_spec(
 
 def provision(*args: str) -> Any:
     return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+def assert_no_change_unconfirmed(plan: dict[str, Any]) -> None:
+    """A plan of a GPU-less test root after a converged apply: no change, and a summary that does not
+    say the machine matches the spec, since no GPU (and so the driver side) could be read there."""
+    unread = [w["rule"] for w in plan["warnings"] if w["unconfirmed"]]
+    assert "gpus-not-visible" in unread, plan["warnings"]
+    assert not [s for s in plan["steps"] if s["action"] != "noop"], plan["steps"]
+    assert plan["summary"] == (
+        "No changes planned, but the machine is not confirmed to match the spec: "
+        f"{len(unread)} warning(s) name facts that could not be read."
+    )

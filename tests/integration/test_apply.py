@@ -15,7 +15,7 @@ import yaml
 from provision.apply import runner
 from tests.integration.harness.services import NvidiaRepo, WheelIndex
 from tests.integration.harness.target import Target
-from tests.integration.helpers import STACK, provision, write_spec
+from tests.integration.helpers import STACK, assert_no_change_unconfirmed, provision, write_spec
 
 
 def test_apply_installs_holds_converges_and_reapplies_nothing(
@@ -41,7 +41,7 @@ def test_apply_installs_holds_converges_and_reapplies_nothing(
     replan = provision("plan", str(spec), "-i", inv, "--detailed-exitcode", "--json")
     assert replan.exit_code == 0, replan.output
     replanned = json.loads(replan.stdout)
-    assert replanned["summary"] == "No changes. The machine matches the spec."
+    assert_no_change_unconfirmed(replanned)
     assert all(w["rule"] != "mixed-driver-sources" for w in replanned["warnings"])
 
     facts = json.loads(provision("detect", "-i", inv, "--json").stdout)["hosts"][0]

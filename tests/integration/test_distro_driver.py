@@ -27,7 +27,7 @@ import yaml
 
 from tests.integration.harness import golden, timings
 from tests.integration.harness.target import Target
-from tests.integration.helpers import provision
+from tests.integration.helpers import assert_no_change_unconfirmed, provision
 
 SECURITY = os.environ.get("PROVISION_TEST_SECURITY_MIRROR", "http://deb.debian.org/debian-security")
 COMPONENTS = "main contrib non-free non-free-firmware"  # firmware-nvidia-gsp is in non-free-firmware
@@ -108,7 +108,7 @@ def test_debian_driver_from_non_free_is_built_by_dkms_pinned_held_and_converges(
 
     replan = provision("plan", spec, "-i", inv, "--detailed-exitcode", "--json")
     assert replan.exit_code == 0, replan.output
-    assert json.loads(replan.stdout)["summary"] == "No changes. The machine matches the spec."
+    assert_no_change_unconfirmed(json.loads(replan.stdout))
 
     second = provision("apply", spec, "-i", inv, "--yes")
     assert second.exit_code == 0, second.output

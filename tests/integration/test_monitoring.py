@@ -29,7 +29,7 @@ import pytest
 from tests.integration.harness import golden
 from tests.integration.harness.services import NvidiaRepo, WheelIndex
 from tests.integration.harness.target import CHROOT_ENV, Target
-from tests.integration.helpers import provision, write_spec
+from tests.integration.helpers import assert_no_change_unconfirmed, provision, write_spec
 
 DCGM = {
     "datacenter-gpu-manager-4-core": "1:4.5.3-1",
@@ -265,7 +265,7 @@ def test_monitoring_applies_runs_scrapes_and_reapplies_nothing(
     # With every daemon running, detection sees their sockets as theirs: no refusal, no change.
     replan = provision("plan", str(spec), "-i", inv, "--detailed-exitcode", "--json")
     assert replan.exit_code == 0, replan.output
-    assert json.loads(replan.stdout)["summary"] == "No changes. The machine matches the spec."
+    assert_no_change_unconfirmed(json.loads(replan.stdout))
     second = provision("apply", str(spec), "-i", inv, "--yes")
     assert second.exit_code == 0, second.output
     assert "Nothing to do: Ansible was not started." in second.output

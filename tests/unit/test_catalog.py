@@ -278,7 +278,7 @@ def test_kernel_module_rules(cat: Catalog) -> None:
     assert rules.open_supported.from_arch is Architecture.TURING
     assert rules.proprietary_required.archs == (Architecture.MAXWELL, Architecture.PASCAL, Architecture.VOLTA)
     assert rules.open_required.archs == (Architecture.BLACKWELL,)
-    assert (rules.open_default.from_branch, rules.pre_turing_last_branch.branch) == (560, 580)
+    assert (rules.open_default.from_branch, rules.proprietary_removed.from_branch) == (560, 620)
 
 
 @pytest.mark.parametrize(
@@ -396,3 +396,49 @@ def test_missing_file_is_a_catalog_error(data_copy: Path) -> None:
     (data_copy / "gpus.yaml").unlink()
     with pytest.raises(CatalogError, match=r"gpus\.yaml"):
         load_catalog_from(data_copy)
+
+
+@pytest.mark.parametrize(
+    ("branch", "day", "state"),
+    [
+        (580, "2027-12-29", "supported"),  # 184 days before the end of June 2028
+        (580, "2027-12-30", "ending"),  # 183 days before: the notice starts
+        (580, "2028-06-30", "ending"),  # the last day of its end-of-life month
+        (580, "2028-07-01", "ended"),
+        (535, "2026-07-01", "ended"),
+        (550, None, "ended"),  # listed as ended: no date needed
+        (580, None, "undated"),  # a month, but no day to judge it on
+        (590, "2026-12-01", "undated"),  # a New Feature Branch without an end-of-life date
+    ],
+)
+def test_branch_lifecycle_state(cat: Catalog, branch: int, day: str | None, state: str) -> None:
+    from datetime import date
+
+    row = cat.driver_branch(branch)
+    assert row is not None
+    assert row.state(date.fromisoformat(day) if day else None, cat.lifecycle.notice_days) == state
+
+
+def test_branch_architectures_run_from_each_first_to_each_last_branch(cat: Catalog) -> None:
+    assert Architecture.VOLTA in cat.branch_architectures(580)
+    assert Architecture.VOLTA not in cat.branch_architectures(590)
+    assert Architecture.BLACKWELL not in cat.branch_architectures(565)
+    assert cat.branch_architectures(620)[0] is Architecture.TURING
+
+
+def test_kernel_builds_name_the_first_release_that_builds() -> None:
+    from provision.catalog.lifecycle import builds, kernel_series, known_building
+
+    rows = load_catalog().kernel_builds
+    six19 = kernel_series("6.19.3-200.fc43.x86_64")
+    assert six19 == DottedVersion("6.19") and kernel_series("vmlinuz") is None
+    assert builds(rows, DriverVersion("580.126.18"), six19) is None
+    refused = builds(rows, DriverVersion("580.95.05"), six19)
+    assert refused is not None and str(refused.first) == "580.126.18"
+    assert builds(rows, DriverVersion("580.95.05"), DottedVersion("6.18")) is None  # no row: not judged
+    blocked = builds(rows, DriverVersion("590.48.01"), DottedVersion("7.0"))
+    assert blocked is not None and blocked.first is None  # no 590 release is known to build from 6.19
+    assert [str(v) for v in known_building(rows, DottedVersion("6.19"))] == ["580.126.18"]
+    # 570 needs 570.169 for 6.15, and 570.195.03 from 6.17: the newest requirement decides.
+    decided = builds(rows, DriverVersion("570.172.08"), DottedVersion("6.17"))
+    assert decided is not None and str(decided.first) == "570.195.03"

@@ -13,6 +13,8 @@ from provision.cli import cli
 ROOT = Path(__file__).resolve().parents[2]
 H200_SPEC = str(ROOT / "specs" / "h200-ubuntu2404.yaml")
 H200_RAW = str(ROOT / "tests" / "fixtures" / "raw" / "h200-ubuntu2404-spec")
+H200_FULL_RAW = str(ROOT / "tests" / "fixtures" / "raw" / "h200-ubuntu2404-2026-12-01")
+"""The later capture of the same machine, with every probe the planner's invariants read."""
 A100X_SPEC = str(ROOT / "specs" / "dual-a100x.yaml")
 
 
@@ -81,9 +83,36 @@ def test_detect_from_raw_json_round_trips() -> None:
 
 
 def test_plan_from_real_h200_probes_has_no_changes() -> None:
-    result = run("plan", H200_SPEC, "--from-raw", H200_RAW, "--detailed-exitcode")
+    result = run("plan", H200_SPEC, "--from-raw", H200_FULL_RAW, "--detailed-exitcode")
     assert result.exit_code == 0, result.output
     assert "No changes. The machine matches the spec." in result.output
+
+
+def test_plan_never_says_the_machine_matches_while_facts_were_unread() -> None:
+    # The earlier real capture predates the binding, initramfs and loader-cache probes: nothing to
+    # change, but those invariants cannot be confirmed, and the summary says so.
+    result = run("plan", H200_SPEC, "--from-raw", H200_RAW, "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    unconfirmed = [w["rule"] for w in doc["warnings"] if w["unconfirmed"]]
+    assert unconfirmed and set(unconfirmed) == {"invariant-unconfirmed"}
+    assert not [w for w in doc["warnings"] if not w["unconfirmed"]]
+    assert {s["action"] for s in doc["steps"]} == {"noop"}
+    assert doc["summary"] == (
+        "No changes planned, but the machine is not confirmed to match the spec: "
+        f"{len(unconfirmed)} warning(s) name facts that could not be read."
+    )
+    assert "matches the spec." not in run("plan", H200_SPEC, "--from-raw", H200_RAW).output
+
+
+def test_a_plan_with_changes_also_says_what_it_could_not_read(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(Path(H200_SPEC).read_text().replace('nccl: "2.28.3"', 'nccl: "2.29.2"'))
+    doc = json.loads(run("plan", str(spec), "--from-raw", H200_RAW, "--json").output)
+    unread = sum(1 for w in doc["warnings"] if w["unconfirmed"])
+    # The NCCL upgrade and the repository it comes from.
+    expected = f"Plan: 1 to configure, 1 to upgrade. {unread} warning(s) name facts that could not be read."
+    assert unread and doc["summary"] == expected
 
 
 def test_plan_detailed_exitcode_2_when_changes(tmp_path: Path) -> None:

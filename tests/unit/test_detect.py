@@ -133,8 +133,8 @@ def test_probe_ids_match_the_fixture_stems() -> None:
     # The newest real capture holds an output of every probe detection runs, except the probes
     # added after it (monitoring's, issue 16, and module-signer, issue 17: their cases are under
     # tests/fixtures/facts/; captured at the next device run: `provision detect --save-raw DIR`),
-    # and the container runtimes' and CDI's (issue 29).
-    newer = {"listening", "monitoring-files", "module-signer"}
+    # the container runtimes' and CDI's, and gsp-firmware (the GSP firmware files per driver release).
+    newer = {"listening", "monitoring-files", "module-signer", "gsp-firmware"}
     newer |= {
         "docker-version",
         "containerd-version",

@@ -244,7 +244,7 @@ def test_ff07_pre_turing_with_open_flavor_is_refused() -> None:
 def test_ff07_pre_turing_above_r580_is_refused() -> None:
     s = spec(driver__flavor="proprietary", driver__branch=590, driver__version=None, cuda=None, python=None)
     plan = make_plan(s, fresh_ubuntu(nvidia_pci=(GT_1030,)), CATALOG)
-    assert "supported up to branch 580" in finding(plan, "driver-branch-too-new-for-gpu")
+    assert "R580 is the last driver branch that supports it" in finding(plan, "driver-branch-too-new-for-gpu")
 
 
 def test_ff06_ff07_mixed_box_is_unsatisfiable() -> None:

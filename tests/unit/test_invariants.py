@@ -11,11 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ruamel.yaml import YAML
 
 from provision.catalog import load_catalog
 from provision.detect.facts import Facts
-from provision.detect.raw import ProbeOutput, read_raw
+from provision.detect.raw import read_raw
 from provision.detect.registry import facts_from_outputs
 from provision.invariants.hardware import MEMORY_LOW
 from provision.invariants.registry import INVARIANTS, judge_all
@@ -25,45 +24,20 @@ from provision.spec.models import Spec
 from provision.verify.limits import default, load_limits
 from provision.verify.runs import VerifyInputs
 from provision.verify.workflow import evaluate
+from tests.unit.captures import edited_facts, edited_spec, read_case
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
-CAPTURE = FIXTURES / "raw" / "h200-ubuntu2404-2026-12-01"
 INPUTS = FIXTURES / "verify" / "h200-ubuntu2404-2026-12-01" / "inputs.json"
 CASES = sorted((FIXTURES / "invariants").glob("*.yaml"))
 SPEC = Path(__file__).parents[2] / "specs" / "h200-ubuntu2404.yaml"
 CATALOG = load_catalog()
 
 
-def _case(path: Path) -> dict[str, Any]:
-    data: dict[str, Any] = YAML(typ="safe").load(path.read_text(encoding="utf-8"))
-    return data
-
-
-def _edited(case: dict[str, Any]) -> Facts:
-    outputs = read_raw(CAPTURE)
-    for probe, edits in (case.get("edits") or {}).items():
-        out = outputs[probe]
-        text = f"{out.output}[exit {out.rc}]"
-        for old, new in edits:
-            assert old in text, f"edit of {probe} matches nothing: {old[:60]!r}"
-            text = text.replace(old, new)
-        body, _, rc = text.rpartition("[exit ")
-        outputs[probe] = ProbeOutput(command=out.command, output=body, rc=int(rc.rstrip("]\n")))
-    return facts_from_outputs(outputs, host="h200")
-
-
-def _spec(case: dict[str, Any]) -> Spec:
-    spec = load_spec(SPEC)
-    for section, values in (case.get("spec") or {}).items():
-        spec = spec.model_copy(update={section: getattr(spec, section).model_copy(update=values)})
-    return spec
-
-
 @pytest.mark.parametrize("path", CASES, ids=lambda p: p.stem)
 def test_invariant_case(path: Path) -> None:
-    case = _case(path)
+    case = read_case(path)
     assert case["description"], "say what was edited"
-    facts, spec = _edited(case), _spec(case)
+    facts, spec = edited_facts(case), edited_spec(case)
     verdicts = {v.invariant: v for v in judge_all(spec, facts, CATALOG)}
     assert sorted(i for i, v in verdicts.items() if v.violated) == sorted(case["violated"])
     assert sorted(i for i, v in verdicts.items() if v.status == "unknown") == sorted(case.get("unknown", []))
@@ -91,7 +65,8 @@ def _check_plan(case: dict[str, Any], spec: Spec, facts: Facts) -> None:
 
 
 def _check_verify(case: dict[str, Any], spec: Spec, facts: Facts) -> None:
-    inputs = VerifyInputs.model_validate_json(INPUTS.read_text()).model_copy(update={"facts": facts})
+    saved = FIXTURES / "verify" / case["inputs"] if "inputs" in case else INPUTS
+    inputs = VerifyInputs.model_validate_json(saved.read_text()).model_copy(update={"facts": facts})
     results = {r.id: r for r in evaluate(spec, inputs, CATALOG, load_limits())}
     ids = {i.check_id for i in INVARIANTS if i.verify_check is None}
     failing = {i: r for i, r in results.items() if i in ids and r.status in ("fail", "warn")}
@@ -122,5 +97,5 @@ def test_memory_floor_is_verify_s() -> None:
 
 
 def test_every_invariant_has_a_case_that_violates_it() -> None:
-    violated = {i for path in CASES for i in _case(path)["violated"]}
+    violated = {i for path in CASES for i in read_case(path)["violated"]}
     assert {i.id for i in INVARIANTS} <= violated

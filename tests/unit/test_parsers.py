@@ -68,7 +68,8 @@ def test_h200_held_cudnn_and_nccl() -> None:
 def test_h200_cuda_toolkit_and_nvcc() -> None:
     dirs = parse_fixture("cuda-dirs")
     assert dirs.installed == (DottedVersion("13.0"),) and dirs.default_target == "/etc/alternatives/cuda"
-    assert parse_fixture("nvcc") == (DottedVersion("13.0"), DottedVersion("13.0.88"))
+    nvcc = (DottedVersion("13.0"), DottedVersion("13.0.88"), "/usr/local/cuda/bin/nvcc")
+    assert parse_fixture("nvcc") == nvcc
 
 
 def test_h200_torch_from_real_import() -> None:

@@ -157,3 +157,64 @@ def test_every_conditional_in_the_roles_is_a_string_or_a_bool() -> None:
     for path in sorted(roles.glob("*/tasks/*.yml")):
         for condition in _conditions(yaml.safe_load(path.read_text())):
             assert isinstance(condition, (str, bool)), (path, condition)
+
+
+PYTHON_VARS = Path(__file__).parents[2] / "playbooks" / "roles" / "python_env" / "vars" / "main.yml"
+
+
+@pytest.mark.parametrize(
+    ("uv", "constraints", "expected"),
+    [
+        (
+            {"rc": 1, "stdout": ""},
+            ["torch==2.11.0+cu130"],
+            [
+                "/opt/v/bin/python",
+                "-m",
+                "pip",
+                "install",
+                "--disable-pip-version-check",
+                "-c",
+                "/opt/v/provision-constraints.txt",
+            ],
+        ),
+        (
+            {"rc": 0, "stdout": "/usr/bin/uv"},
+            ["torch==2.11.0+cu130"],
+            [
+                "/usr/bin/uv",
+                "pip",
+                "install",
+                "--python",
+                "/opt/v/bin/python",
+                "-c",
+                "/opt/v/provision-constraints.txt",
+            ],
+        ),
+        (
+            {"rc": 1, "stdout": ""},
+            [],
+            ["/opt/v/bin/python", "-m", "pip", "install", "--disable-pip-version-check"],
+        ),
+    ],
+    ids=["pip", "uv", "no-torch-to-hold"],
+)
+def test_every_pip_call_of_the_python_role_holds_the_constraints(
+    uv: dict[str, Any], constraints: list[str], expected: list[str]
+) -> None:
+    variables: dict[str, Any] = {
+        name: trust_as_template(value) for name, value in yaml.safe_load(PYTHON_VARS.read_text()).items()
+    }
+    variables |= {
+        "python_env_venv": "/opt/v",
+        "python_env_uv": uv,
+        "python_env_reinstall": False,
+        "python_env_constraints": constraints,
+    }
+    templar = Templar(loader=DataLoader(), variables=variables)
+    assert templar.template(trust_as_template("{{ python_env_constrained }}")) == expected
+    tasks = (PYTHON_VARS.parents[1] / "tasks" / "Debian.yml").read_text()
+    commands = [t["ansible.builtin.command"] for t in yaml.safe_load(tasks) if "ansible.builtin.command" in t]
+    argvs = [str(c["argv"]) for c in commands]
+    assert sum("python_env_constrained" in a for a in argvs) == 2  # torch and the extras
+    assert not [a for a in argvs if "python_env_installer" in a]  # no install without the constraints

@@ -226,6 +226,12 @@ CASES: list[tuple[dict[str, Any], str, str, str]] = [
         "Blackwell GPU rtx-5090 (GB202) requires driver.flavor open",
     ),
     (
+        {"driver__branch": 620, "driver__flavor": "proprietary"},
+        "flavor-proprietary-removed",
+        "blocker",
+        "driver branch 620 has no proprietary kernel modules (removed from 620); set driver.flavor: open",
+    ),
+    (
         {"gpus__model": "gh200", "driver__flavor": "proprietary", "os__version": "22.04"},
         "flavor-open-required",
         "blocker",

@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from datetime import date
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pytest_mock import MockerFixture
 from typer.testing import CliRunner
 
+from provision import hosts
 from provision.app import check_drift
 from provision.cli import cli
+from provision.detect.raw import read_raw
+from provision.detect.registry import facts_from_outputs
 from provision.errors import DriftError
 from provision.plan.models import Plan
 from provision.plan.seal import SEALED_PARTS, edited_parts, sealed
@@ -53,6 +58,7 @@ EDITS: list[tuple[str, Edit, str]] = [
     ("index url", _set("spec.python.index_url", "https://evil.example/whl/"), "spec"),
     ("holds off", _set("spec.driver.hold", True), "spec"),
     ("spec path", _set("spec_path", "/tmp/other.yaml"), "spec_path"),
+    ("the plan's day", _set("as_of", "2020-01-01"), "as_of"),
     ("host", _set("host", "other-host"), "host"),
     ("facts fingerprint", _set("facts_fingerprint", "0" * 64), "facts_fingerprint"),
     ("a step's action", _set("steps.0.action", "install"), "steps"),
@@ -139,3 +145,35 @@ def test_apply_runs_the_saved_plan_only_when_planning_again_gives_the_same(saved
 def test_sealing_is_stable_through_json(saved: dict[str, Any]) -> None:
     plan = Plan.model_validate_json(json.dumps(saved))
     assert sealed(plan.model_copy(update={"seal": None})).seal == plan.seal
+
+
+def _today(monkeypatch: pytest.MonkeyPatch, day: date) -> None:
+    class Day(date):
+        @classmethod
+        def today(cls) -> Day:
+            return cls(day.year, day.month, day.day)
+
+    monkeypatch.setattr(hosts, "date", Day)
+
+
+def test_a_saved_plan_is_compared_as_of_its_own_day(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mocker: MockerFixture
+) -> None:
+    # Saved seven months before R580's end of life, applied within six of it: planning on the apply's
+    # day would add the near-end-of-life warning and refuse the plan as changed; as of its own day
+    # (recorded in the plan) it is the same plan.
+    raw = ROOT / "tests" / "fixtures" / "raw" / "h200-ubuntu2404-2026-12-01"
+    out = tmp_path / "plan.json"
+    _today(monkeypatch, date(2027, 12, 1))
+    made = CliRunner().invoke(cli, ["plan", H200_SPEC, "--from-raw", str(raw), "--out", str(out)])
+    assert made.exit_code == 0, made.output
+    saved = Plan.model_validate_json(out.read_text())
+    assert str(saved.as_of) == "2027-12-01" and not saved.warnings
+    _today(monkeypatch, date(2028, 2, 10))
+    now = CliRunner().invoke(cli, ["plan", H200_SPEC, "--from-raw", str(raw), "--json"])
+    assert "driver-branch-near-end-of-life" in {w["rule"] for w in json.loads(now.stdout)["warnings"]}
+    facts = facts_from_outputs(read_raw(raw), host=saved.host)
+    mocker.patch("provision.app.gather", return_value={saved.host: facts})
+    applied = CliRunner().invoke(cli, ["apply", str(out), "--dry-run", "--json", "--runs-dir", str(tmp_path)])
+    assert applied.exit_code == 0, applied.output
+    assert json.loads(applied.stdout)["outcome"] == "nothing-to-do"

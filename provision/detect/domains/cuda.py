@@ -26,6 +26,15 @@ class CudaToolkits(Frozen):
     default_target: str | None = Field(None, description="What /usr/local/cuda points to, if a link.")
     nvcc_release: Dotted | None = Field(None, description="nvcc --version 'release X.Y'.")
     nvcc_version: Dotted | None = Field(None, description="nvcc --version 'VX.Y.Z'.")
+    nvcc_path: str | None = Field(
+        None,
+        description="The nvcc the probe ran: the first on the default PATH, else /usr/local/cuda/bin/nvcc; "
+        "None when not read (older captures).",
+    )
+
+    def nvcc_outside_toolkits(self) -> bool:
+        """Whether the nvcc found is not one of /usr/local/cuda*'s (a distribution's /usr/bin/nvcc)."""
+        return self.nvcc_path is not None and not self.nvcc_path.startswith("/usr/local/cuda")
 
 
 def parse_cuda_dirs(output: str, rc: int) -> CudaToolkits | Unknown:
@@ -45,23 +54,26 @@ def parse_cuda_dirs(output: str, rc: int) -> CudaToolkits | Unknown:
     return CudaToolkits(installed=tuple(sorted(versions)), default_target=target)
 
 
-def parse_nvcc(output: str, rc: int) -> tuple[DottedVersion, DottedVersion] | Unknown:
-    """``nvcc --version`` -> (release ``13.0``, full version ``13.0.88``)."""
+def parse_nvcc(output: str, rc: int) -> tuple[DottedVersion, DottedVersion, str | None] | Unknown:
+    """Our nvcc probe (its path, then ``nvcc --version``) -> (release ``13.0``, full version
+    ``13.0.88``, the path, None when the output does not start with one)."""
     if (bad := failure("nvcc", output, rc)) is not None:
         return bad
     match = _NVCC.search(output)
     if match is None:
         return Unknown(unknown=f"no 'release X.Y, VX.Y.Z' in nvcc output: {first_line(output)}")
-    return DottedVersion(match.group(1)), DottedVersion(match.group(2))
+    path = first_line(output).strip()
+    found = path if path.startswith("/") and path.endswith("/nvcc") else None
+    return DottedVersion(match.group(1)), DottedVersion(match.group(2)), found
 
 
 def merge_cuda(
-    dirs: CudaToolkits | Unknown, nvcc: tuple[DottedVersion, DottedVersion] | Unknown
+    dirs: CudaToolkits | Unknown, nvcc: tuple[DottedVersion, DottedVersion, str | None] | Unknown
 ) -> CudaToolkits | Unknown:
-    """Add nvcc's versions to the toolkit directories; no nvcc is not an unknown."""
+    """Add nvcc's versions and path to the toolkit directories; no nvcc is not an unknown."""
     if isinstance(dirs, Unknown) or isinstance(nvcc, Unknown):
         return dirs
-    return dirs.model_copy(update={"nvcc_release": nvcc[0], "nvcc_version": nvcc[1]})
+    return dirs.model_copy(update={"nvcc_release": nvcc[0], "nvcc_version": nvcc[1], "nvcc_path": nvcc[2]})
 
 
 _CUDA_DIRS_SCRIPT = (
@@ -80,8 +92,8 @@ class CudaDirsFact(Fact[CudaToolkits]):
     parse = staticmethod(parse_cuda_dirs)
 
 
-class NvccFact(Fact[tuple[DottedVersion, DottedVersion]]):
-    """The default nvcc's release and full version."""
+class NvccFact(Fact[tuple[DottedVersion, DottedVersion, str | None]]):
+    """The default nvcc's release, full version and path."""
 
     id = "nvcc"
     argv = sh(_NVCC_SCRIPT)

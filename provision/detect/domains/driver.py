@@ -292,6 +292,43 @@ class InitramfsFact(Fact[Initramfs]):
     parse = staticmethod(parse_initramfs)
 
 
+class GspFirmware(Frozen):
+    """The GSP firmware files installed under ``/lib/firmware/nvidia/<version>/`` (``gsp_*.bin``).
+
+    The open kernel modules load the GSP firmware of their own release from there; the .run
+    installer and the distributions' packages put it there (open-gpu-kernel-modules CHANGELOG,
+    530.30.02: ``gsp_tu10x.bin`` and ``gsp_ga10x.bin``; README: the modules "must be used with GSP
+    firmware ... from a corresponding driver release").
+
+    Attributes:
+        versions: Driver release -> the GSP firmware file names installed for it.
+    """
+
+    versions: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+
+    def has(self, version: str) -> bool:
+        """Whether GSP firmware for driver release ``version`` is installed."""
+        return bool(self.versions.get(version))
+
+
+def parse_gsp_firmware(output: str, rc: int) -> GspFirmware | Unknown:
+    """One ``/lib/firmware/nvidia/<version>/gsp_<chip>.bin[.xz|.zst]`` path per line -> files by release."""
+    if (bad := failure("gsp firmware probe", output, rc)) is not None:
+        return bad
+    found: dict[str, tuple[str, ...]] = {}
+    for match in re.finditer(r"^/(?:usr/)?lib/firmware/nvidia/([\d.]+)/(gsp_[\w.-]+)$", output, re.MULTILINE):
+        found[match.group(1)] = (*found.get(match.group(1), ()), match.group(2))
+    return GspFirmware(versions=found)
+
+
+class GspFirmwareFact(Fact[GspFirmware]):
+    """The GSP firmware files per driver release under /lib/firmware/nvidia."""
+
+    id = "gsp-firmware"
+    argv = ("sh", "-c", 'for f in /lib/firmware/nvidia/*/gsp_*; do [ -e "$f" ] && echo "$f"; done; exit 0')
+    parse = staticmethod(parse_gsp_firmware)
+
+
 class FabricManagerVersionFact(Fact[str]):
     """The installed fabric manager's version; read by verify, not part of :class:`Facts`."""
 
@@ -301,7 +338,16 @@ class FabricManagerVersionFact(Fact[str]):
     parse = staticmethod(parse_fm_version)
 
 
-FACTS = (LoadedDriverFact, ModuleOnDiskFact, DkmsFact, NouveauFact, MokFact, InitramfsFact, ModuleSignerFact)
+FACTS = (
+    LoadedDriverFact,
+    ModuleOnDiskFact,
+    DkmsFact,
+    NouveauFact,
+    MokFact,
+    InitramfsFact,
+    ModuleSignerFact,
+    GspFirmwareFact,
+)
 
 
 FIELDS: dict[str, Derive] = {
@@ -312,5 +358,6 @@ FIELDS: dict[str, Derive] = {
     "mok": if_probed(MokFact),
     "initramfs": if_probed(InitramfsFact),
     "module_signer": if_probed(ModuleSignerFact),
+    "gsp_firmware": if_probed(GspFirmwareFact),
 }
 """Facts fields of this domain; None means "not probed" (the field keeps its default)."""

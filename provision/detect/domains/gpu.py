@@ -293,6 +293,11 @@ class GpuHealth(Frozen):
     clock_events: tuple[str, ...] = Field(
         (), description="Clocks event reasons shown Active, e.g. HW Slowdown."
     )
+    gsp_firmware: str | None = Field(
+        None,
+        description="GSP Firmware Version: the GSP firmware the driver loaded on this GPU (its own "
+        "release, e.g. 580.159.04); None where N/A (no GSP firmware in use) or not shown.",
+    )
 
 
 class SmiGpu(Frozen):
@@ -392,7 +397,13 @@ def _health(bdf: str, block: str) -> GpuHealth:
         remapping_failed=_yes(_field(rows, "Remapping Failure Occurred")),
         dram_uncorrectable_volatile=int(dram) if dram and dram.isascii() and dram.isdigit() else None,
         clock_events=tuple(active),
+        gsp_firmware=_known(_field(block, "GSP Firmware Version")),
     )
+
+
+def _known(text: str | None) -> str | None:
+    """A field's value, None for ``N/A`` and friends."""
+    return None if not text or text.startswith(("N/A", "[N/A]", "Not Supported", "[Not Supported]")) else text
 
 
 def _section_total(block: str, section: str) -> int | None:

@@ -1,0 +1,65 @@
+"""Every GPU function bound to nvidia.ko is a GPU the driver serves.
+
+The kernel binds nvidia.ko to a PCI function at probe time; the driver initialises the GPU when it
+is first opened (RmInitAdapter). A GPU whose initialisation failed, or that fell off the bus
+(Xid 79), stays bound in sysfs while ``nvidia-smi`` no longer lists it, or lists no device at all.
+Only its bus address tells which card it is. Sources: NVIDIA XID Errors (Xid 79, "GPU has fallen
+off the bus", https://docs.nvidia.com/deploy/xid-errors/index.html); nvidia-smi(1) ``pci.bus_id``
+(https://docs.nvidia.com/deploy/nvidia-smi/index.html).
+"""
+
+from __future__ import annotations
+
+from provision.catalog import Catalog
+from provision.detect.domains.pci import normalize_bdf
+from provision.detect.facts import Facts, LoadedDriver, Unknown
+from provision.invariants.base import Invariant, Verdict
+from provision.invariants.binding import gpu_functions, module
+from provision.spec.models import Spec
+
+
+class GpuAttached(Invariant):
+    """Every GPU function sysfs shows bound to nvidia is listed by nvidia-smi (same bus address)."""
+
+    id = "gpu-attached"
+    title = "every bound GPU served by the driver"
+    layer = "driver"
+    source = (
+        "NVIDIA XID Errors, Xid 79 (https://docs.nvidia.com/deploy/xid-errors/index.html); "
+        "nvidia-smi pci.bus_id (https://docs.nvidia.com/deploy/nvidia-smi/index.html)"
+    )
+    reads = ("hardware", "gpus", "driver")
+    severity = "warning"
+
+    def judge(self, spec: Spec, facts: Facts, catalog: Catalog) -> Verdict:
+        functions = gpu_functions(facts)
+        if isinstance(functions, Unknown):
+            return self.unknown(functions)
+        if module(spec.gpus.binding) != "nvidia":
+            return self.not_applicable(f"the spec binds the GPUs to {spec.gpus.binding}")
+        unread = next((g.driver for g in functions if isinstance(g.driver, Unknown)), None)
+        if unread is not None:
+            return self.unknown(unread)
+        bound = [g.bdf for g in functions if isinstance(g.driver, str) and module(g.driver) == "nvidia"]
+        if not bound:
+            return self.not_applicable("no GPU function is bound to nvidia (gpu-bound judges that)")
+        if not isinstance(facts.driver, LoadedDriver):
+            return self.not_applicable("nvidia.ko is not loaded")
+        listed = facts.gpus
+        if isinstance(listed, Unknown):
+            return self.unknown(listed)
+        if any(g.pci_bus_id is None for g in listed):
+            return self.unknown("nvidia-smi gave no bus address for a GPU")
+        seen = {normalize_bdf(g.pci_bus_id or "") for g in listed}
+        missing = [bdf for bdf in bound if bdf not in seen]
+        if not missing:
+            return self.holds(f"{len(bound)} bound GPU(s), each listed by nvidia-smi")
+        shown = ", ".join(sorted(seen)) if seen else "no device ('No devices were found')"
+        return self.violated(
+            f"{', '.join(missing)} bound to nvidia in sysfs; nvidia-smi lists {shown}",
+            f"nvidia.ko {facts.driver.version} bound {'them' if len(missing) > 1 else 'it'} but does not "
+            "serve it: its initialisation failed (RmInitAdapter) or the GPU fell off the bus (Xid 79)",
+            f"read the kernel log for {missing[0]}: `dmesg | grep -e NVRM -e Xid`; RmInitAdapter failed: "
+            "check the module flavour and the GSP firmware for this GPU; Xid 79: reseat the card, check its "
+            "power and slot (PCIe link), then reboot",
+        )
