@@ -419,8 +419,12 @@ def failure_message(res: Mapping[str, Any]) -> str:
 
     Ansible's ``msg`` when it says something; for a module that crashed (``MODULE FAILURE``,
     e.g. no Python on the host) or a command that failed, the last line of the module's own
-    stderr, then stdout, which carries the cause (an exception, ``python3: not found``).
+    stderr, then stdout, which carries the cause (an exception, ``python3: not found``). A task
+    with a loop: its first failed item's line.
     """
+    items = res.get("results")
+    if isinstance(items, list) and (failed := [i for i in items if isinstance(i, dict) and i.get("failed")]):
+        return failure_message(failed[0])
     msg = _lines(res.get("msg"))
     if msg and not msg[0].startswith(_GENERIC):
         return msg[0]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from ruamel.yaml.composer import Composer
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.events import AliasEvent
 
+from provision import trust
 from provision.errors import FactsError, ProvisionError
 
 MAX_BYTES = 4 << 20
@@ -31,25 +31,42 @@ MAX_NODES = 100_000
 
 
 def read_bytes(
-    path: Path, *, what: str, error: type[ProvisionError] = ProvisionError, limit: int = MAX_BYTES
+    path: Path,
+    *,
+    what: str,
+    error: type[ProvisionError] = ProvisionError,
+    limit: int = MAX_BYTES,
+    directory: int | None = None,
 ) -> bytes:
-    """The bytes of ``path``, a regular file of at most ``limit`` bytes.
+    """The bytes of ``path``, a trusted regular file of at most ``limit`` bytes.
 
-    Opened without blocking so that a FIFO or a device is refused, not waited on.
+    The path must pass the trust rule (:mod:`provision.trust`: root's or the invoking user's, and
+    writable by no one else, from ``/`` down); it is opened without following a link another user
+    could have planted and without blocking, and a FIFO or a device is refused, never opened.
+
+    Args:
+        directory: A descriptor of ``path``'s directory from :func:`provision.trust.open_directory`
+            (a raw directory of many files: one walk for all of them).
 
     Raises:
-        ProvisionError: ``error`` when the file is missing, not a regular file, too large or unreadable.
+        ProvisionError: ``error`` when the file is missing, not trusted (:func:`untrusted_message`),
+            not a regular file, too large or unreadable.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
-    except FileNotFoundError:
+        if directory is None:
+            fd = trust.open_file(path)
+        else:
+            fd = trust.open_in(directory, str(path.parent), path.name)
+    except trust.Missing:
         raise error(f"{path}: no such {what} file") from None
+    except trust.NotRegular as exc:
+        raise error(f"{path}: not a regular file ({exc.kind}); give the {what} file itself") from None
+    except trust.Untrusted as exc:
+        raise error(untrusted_message(path, exc, f"the {what} file")) from None
     except OSError as exc:
         raise error(f"{path}: cannot read the {what} file: {exc.strerror or exc}") from None
     try:
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise error(f"{path}: not a regular file ({_kind(info.st_mode)}); give the {what} file itself")
         # os.read sized by fstat: a buffered read(limit + 1) allocated the whole limit for every
         # file, which dominated reading a fleet's thousands of raw files.
         data = os.read(fd, min(info.st_size, limit) + 1)
@@ -64,9 +81,18 @@ def read_bytes(
     return data
 
 
-def _kind(mode: int) -> str:
-    kinds = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device"}
-    return kinds.get(stat.S_IFMT(mode), "a special file")
+def untrusted_message(path: Path | str, exc: trust.Untrusted, what: str) -> str:
+    """The one line for a path the trust rule refused: the path given, the part that failed and
+    its owner, and where the rule is explained.
+
+    Args:
+        what: What the path is for the message (``the spec file``, ``the venv``).
+    """
+    part = "" if exc.path == str(path) else f"{exc.path}: "
+    return (
+        f"{path}: refused, {what} is not trusted: {part}{exc.reason} (provision reads, runs and writes as "
+        f"root only what root or the invoking user owns and no one else may write: {trust.DOC})"
+    )
 
 
 def read_text(

@@ -260,7 +260,11 @@ class PythonSpec(Frozen):
     """Python virtual environment with a PyTorch wheel from a pinned index."""
 
     interpreter: Dotted = Field(description='Python X.Y used to create the venv, e.g. "3.12".')
-    venv: VenvPath = Field(description="Absolute path of the virtual environment, under /opt/ or /srv/.")
+    venv: VenvPath = Field(
+        description="Absolute path of the virtual environment, e.g. /opt/torch or /home/you/venv: not a "
+        "system or shared directory; apply and verify use it only when root or the invoking user owns it and "
+        "no one else may write it."
+    )
     torch: Pep440 | None = Field(None, description='PyTorch release, e.g. "2.11.0" (local tag not included).')
     cuda_variant: Annotated[str, Field(pattern=r"^cu\d{3}$")] | None = Field(
         None, description="PyTorch CUDA wheel variant, e.g. cu130."
