@@ -554,6 +554,7 @@ def apply(
     spec; a failed or unreachable host is reported and the others finish (exit 1). With --reboot,
     exit 3 means a host waits for a step at its console (MOK enrollment).
     """
+    _check_outputs(directories={"--runs-dir": runs_dir})
     from provision import app as workflow
     from provision.apply import runner
     from provision.apply.reboot import RebootOptions
@@ -827,7 +828,7 @@ def verify(
     from provision.ansible import default_runs_dir
     from provision.verify.command import emit, run_verify
 
-    _check_outputs(files={"--junit": junit}, directories={"--save-raw": save_raw})
+    _check_outputs(files={"--junit": junit}, directories={"--save-raw": save_raw, "--runs-dir": runs_dir})
     if prometheus is not None:
         from provision.verify.textfile import check_path
 
@@ -951,6 +952,7 @@ def rollback(
     The plan shows the downgrades and is refused, with the list, when the repository no longer
     serves a locked version; the lock's holds and pins come back with it. Exit codes as apply's.
     """
+    _check_outputs(directories={"--runs-dir": runs_dir})
     from provision.apply import runner
     from provision.apply.workflow import ApplyOptions
     from provision.rollback import RollbackOptions, rollback_workflow

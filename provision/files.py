@@ -255,19 +255,62 @@ def read_yaml(path: Path, *, what: str, error: type[ProvisionError], typ: str = 
     return parse_yaml(read_text(path, what=what, error=error), path, error=error, typ=typ)
 
 
-def check_inventory(inventory: Path) -> None:
-    """Refuse, before Ansible or ssh are started, an inventory that is missing or unreadable.
+def check_inventory(inventory: Path, error: type[ProvisionError] = FactsError) -> None:
+    """Refuse, before Ansible or ssh are started, an inventory that is missing, unreadable or that the
+    trust rule refuses (Ansible runs an inventory's scripts and its ``ansible_python_interpreter``).
 
-    A directory is Ansible's inventory directory; a file must be readable as a regular file (a FIFO or
-    a device never reaches Ansible).
+    A file must be a trusted regular file of UTF-8 text (a FIFO, a device or binary data never reaches
+    Ansible), and the ``group_vars/`` and ``host_vars/`` beside it trusted trees; a directory (Ansible's
+    inventory directory, with its own ``group_vars/``) a trusted tree. The ``ansible.cfg`` that
+    Ansible reads in this process (``$ANSIBLE_CONFIG``, the working directory's, ``~/.ansible.cfg``,
+    ``/etc/ansible/ansible.cfg``: it names plugin paths) must be trusted too.
 
     Raises:
-        FactsError: ``<inventory>: no such inventory``, or why the file cannot be read.
+        ProvisionError: ``error``: ``<inventory>: no such inventory``, or why it cannot be read or
+            is not trusted (one line, naming the part and its owner).
     """
     if not inventory.exists():
-        raise FactsError(f"{inventory}: no such inventory")
-    if not inventory.is_dir():
-        read_bytes(inventory, what="inventory", error=FactsError)
+        raise error(f"{inventory}: no such inventory")
+    if inventory.is_dir():
+        check_tree(inventory, "the inventory directory", error)
+    else:
+        read_text(inventory, what="inventory", error=error, label="text inventory")
+        for name in ("group_vars", "host_vars"):
+            if (beside := inventory.parent / name).exists():
+                check_tree(beside, f"the inventory's {name}", error)
+    from ansible.config.manager import find_ini_config_file  # type: ignore[import-untyped]
+
+    if (config := find_ini_config_file()) is not None:
+        read_text(Path(config), what="Ansible configuration", error=error)
+
+
+def check_tree(top: Path, what: str, error: type[ProvisionError] = ProvisionError) -> None:
+    """Refuse ``top`` unless it and everything below it pass the trust rule
+    (:func:`provision.trust.check_tree`).
+
+    Raises:
+        ProvisionError: ``error`` with :func:`untrusted_message`'s one line.
+    """
+    try:
+        trust.check_tree(top)
+    except trust.Untrusted as exc:
+        raise error(untrusted_message(top, exc, what)) from None
+    except OSError as exc:
+        raise error(f"{top}: cannot read {what}: {exc.strerror or exc}") from None
+
+
+def check_directory(directory: Path, what: str, error: type[ProvisionError] = ProvisionError) -> None:
+    """Refuse ``directory`` unless the trust rule accepts it as a directory (nothing below it read).
+
+    Raises:
+        ProvisionError: ``error`` with :func:`untrusted_message`'s one line.
+    """
+    try:
+        trust.check_path(directory, kind="dir")
+    except trust.Untrusted as exc:
+        raise error(untrusted_message(directory, exc, what)) from None
+    except OSError as exc:
+        raise error(f"{directory}: cannot read {what}: {exc.strerror or exc}") from None
 
 
 Location = tuple[int, int]

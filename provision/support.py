@@ -22,7 +22,6 @@ from __future__ import annotations
 import base64
 import io
 import json
-import os
 import re
 import tarfile
 import tempfile
@@ -172,12 +171,16 @@ def write_bundles(
 
 
 def _archive(path: Path, members: Mapping[str, str]) -> Path:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.fchmod(fd, 0o600)
-    with os.fdopen(fd, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz") as tar:
+    """The bundle, built in memory and written atomically, mode 0600 (:func:`provision.output.write_output`:
+    never through a link planted at ``path``)."""
+    from provision.output import PRIVATE, write_output
+
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
         for name, text in members.items():
             data = redact(text).encode("utf-8")
             info = tarfile.TarInfo(name)
             info.size, info.mode = len(data), 0o600
             tar.addfile(info, io.BytesIO(data))
+    write_output(path, buffer.getvalue(), mode=PRIVATE)
     return path

@@ -193,8 +193,12 @@ class _Found(NamedTuple):
     """The entry's lstat; None when it does not exist (``missing_ok``)."""
 
 
-def _walk(path: str, owners: frozenset[int], *, missing_ok: bool = False) -> _Found:
+def _walk(path: str, owners: frozenset[int], *, missing_ok: bool = False, create_ok: bool = False) -> _Found:
     """Walk ``path`` from ``/`` one part at a time, checking each directory and link on the way.
+
+    ``missing_ok``: a missing part ends the walk, where the directory that would hold it must be
+    writable by no one else, or, with ``create_ok``, may be sticky (the caller creates the part
+    itself, exclusively, and walks again).
 
     Raises:
         Untrusted: A part above the last fails the rule, is not a directory, changed while
@@ -230,8 +234,8 @@ def _walk(path: str, owners: frozenset[int], *, missing_ok: bool = False) -> _Fo
             except FileNotFoundError:
                 if not missing_ok:
                     raise Missing(entry, "no such file or directory") from None
-                # Whoever may write the directory could create the missing entry: no sticky exception.
-                _check_mode(where, os.fstat(fd), owners, above=False)
+                # Whoever may write the directory could create the missing entry first.
+                _check_mode(where, os.fstat(fd), owners, above=create_ok)
                 return _Found(os.dup(fd), where, name, entry, None)
             except NotADirectoryError:
                 raise Untrusted(where, "not a directory") from None
@@ -282,13 +286,15 @@ def check_path(
         missing_ok: A path that does not exist (yet) passes when the directory that would hold
             its first missing part is trusted and writable by no one else (not even sticky).
         sticky_ok: The last part may be a sticky directory others may write (``/tmp``: a
-            directory provision creates a private entry in).
+            directory provision creates a private entry in); with ``missing_ok``, the directory
+            that would hold the first missing part may be sticky too (the caller creates it
+            exclusively and checks it again: another user's entry of that name is then refused).
 
     Raises:
         Untrusted: One line naming the first part that fails and its owner.
     """
     trusted = _owners(owners)
-    found = _walk(os.fspath(path), trusted, missing_ok=missing_ok)
+    found = _walk(os.fspath(path), trusted, missing_ok=missing_ok, create_ok=sticky_ok)
     try:
         if found.info is None:
             return False

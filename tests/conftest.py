@@ -1,5 +1,5 @@
 """Every test: provision's run directories go under pytest's temporary directory, never into this
-machine's real ``/var/log/provision/runs`` (root's default), unless the test sets its own."""
+machine's real ``/var/lib/provision/runs`` (root's default), unless the test sets its own."""
 
 from __future__ import annotations
 

@@ -22,6 +22,7 @@ from provision.ansible import new_run_dir as new_run_dir
 from provision.ansible import refuse_templates as _refuse_templates
 from provision.apply.keyring import fetch_verified_keyring, read_key_file, write_verified_keyring
 from provision.errors import ApplyError
+from provision.output import write_output
 from provision.pkg import apt
 from provision.plan.models import Plan
 from provision.resources import data_dir
@@ -111,7 +112,7 @@ def run_playbook(
 
 def _save_plans(plans: dict[str, Plan], run_dir: Path) -> None:
     for host, plan in plans.items():
-        (run_dir / f"plan-{host}.json").write_text(plan.model_dump_json(indent=2))
+        write_output(run_dir / f"plan-{host}.json", plan.model_dump_json(indent=2))
 
 
 def _keyring(plans: dict[str, Plan], run_dir: Path) -> Path:

@@ -21,9 +21,6 @@ Families::
 
 from __future__ import annotations
 
-import contextlib
-import os
-import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
@@ -32,7 +29,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from provision.errors import ProvisionError
-from provision.output import check_output_file
+from provision.output import PUBLIC, check_output_file, write_output
 from provision.verify.models import CheckResult, Report
 
 UNITS: dict[str, tuple[str, float]] = {
@@ -145,27 +142,12 @@ def check_path(path: Path) -> None:
 
 
 def write_textfile(path: Path, reports: Mapping[str, Report]) -> None:
-    """Write ``reports`` to ``path`` atomically: a temporary file beside it, mode 0644, fsync, rename.
+    """Write ``reports`` to ``path`` atomically, mode 0644 (:func:`provision.output.write_output`:
+    a temporary file beside it, fsync, rename; never through a planted link).
 
     Raises:
         ProvisionError: :func:`check_path` refuses ``path``, or its directory cannot be written
             (the reason from the OS).
     """
     check_path(path)
-    data = render(reports)
-    directory = path.parent if str(path.parent) else Path(".")
-    try:
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise ProvisionError(f"--prometheus {path}: cannot write in {directory}: {exc.strerror}") from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            os.fchmod(f.fileno(), 0o644)
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise ProvisionError(f"--prometheus {path}: {exc.strerror}") from None
+    write_output(path, render(reports), mode=PUBLIC)
