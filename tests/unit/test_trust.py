@@ -415,3 +415,24 @@ def test_torch_probe_on_a_missing_venv_names_it(tmp_path: Path) -> None:
     assert parse_torch(out.stdout, out.returncode) == Unknown(
         unknown=f"torch: no virtual environment at {tmp_path / 'none'}"
     )
+
+
+@pytest.mark.parametrize("target", ["/dev/zero", "secret"])
+def test_the_venv_probe_does_not_follow_a_pyvenv_cfg_link(tmp_path: Path, target: str) -> None:
+    venv, _ = _planted_venv(tmp_path)
+    secret = tmp_path / "secret"
+    secret.write_text("version = 3.12.3\nroot-only = hunter2\n")
+    secret.chmod(0o600)
+    (venv / "pyvenv.cfg").unlink()
+    (venv / "pyvenv.cfg").symlink_to(target if target.startswith("/") else secret)
+    out = subprocess.run(VenvFact.command(str(venv)), capture_output=True, text=True, timeout=10)
+    said = out.stdout + out.stderr
+    assert "hunter2" not in said and len(said) < 1000
+    assert "Too many levels of symbolic links" in said and out.returncode == 1
+
+
+def test_the_venv_probe_prints_only_the_keys_it_parses(tmp_path: Path) -> None:
+    venv, _ = _planted_venv(tmp_path)
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\nversion = 3.12.3\nprompt = token-abc123\n")
+    out = subprocess.run(VenvFact.command(str(venv)), capture_output=True, text=True, timeout=10)
+    assert "version = 3.12.3" in out.stdout and "token-abc123" not in out.stdout
