@@ -35,6 +35,7 @@ from provision.detect.raw import format_raw, read_raw
 from provision.detect.runner import host_dir_name
 from provision.errors import FactsError
 from provision.resources import data_dir
+from provision.spec.urls import redact_urls
 
 _SECRET_VALUE = re.compile(
     r"""(?ix)
@@ -42,7 +43,6 @@ _SECRET_VALUE = re.compile(
       ["']?\s*[:=]\s*["']? )
     ( [^"'\s,}]+ )"""
 )
-_URL_CREDENTIALS = re.compile(r"(\w+://)[^/\s:@]+:[^/\s@]+@")
 _NVIDIA_KERNEL_LINE = re.compile(r"NVRM|nvidia|nouveau|Xid|NVLink|nv_", re.IGNORECASE)
 PREFIX = "support-"
 """Bundles are ``support-<host>.tar.gz`` (the host as :func:`host_dir_name` writes it)."""
@@ -67,9 +67,10 @@ def bundle_path(directory: Path, host: str) -> Path:
 
 
 def redact(text: str) -> str:
-    """``text`` with secret values and URL credentials replaced by ``<redacted>``."""
-    text = _SECRET_VALUE.sub(lambda m: m.group(1) + "<redacted>", text)
-    return _URL_CREDENTIALS.sub(lambda m: m.group(1) + "<redacted>@", text)
+    """``text`` with secret values (``password: x``, ``token=x``) and every URL's userinfo, query,
+    fragment and token-like path segments (:func:`provision.spec.urls.redact_urls`) replaced by
+    ``<redacted>``."""
+    return redact_urls(_SECRET_VALUE.sub(lambda m: m.group(1) + "<redacted>", text))
 
 
 def nvidia_lines(dmesg: str) -> str:
