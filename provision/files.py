@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,10 @@ MAX_DEPTH = 64
 """Deepest nesting of YAML or JSON accepted; every format provision reads is under 10 deep."""
 MAX_NODES = 100_000
 """YAML nodes per document once aliases are expanded: a 1 KB alias bomb expands to 10^9; a spec has ~100."""
+MAX_DIGITS = 40
+"""Longest number (digits, signs, points and exponents) read in YAML or JSON: every figure provision
+reads fits in 20 digits (a byte count of a fleet's memory, a 64-bit counter); Python's int() stops
+at 4300 digits with a ValueError, and a float of 400 digits overflows arithmetic."""
 
 
 def read_bytes(
@@ -125,15 +130,18 @@ def _position(text: str, offset: int) -> tuple[int, int]:
 def read_json_text(
     path: Path, *, what: str, error: type[ProvisionError] = ProvisionError, label: str | None = None
 ) -> str:
-    """The text of the JSON file ``path`` (see :func:`read_text`), nested at most :data:`MAX_DEPTH` deep.
+    """The text of the JSON file ``path`` (see :func:`read_text`), nested at most :data:`MAX_DEPTH`
+    deep, its numbers at most :data:`MAX_DIGITS` characters long.
 
     Raises:
-        ProvisionError: ``error`` as :func:`read_text`, or the brackets nest too deep (located).
+        ProvisionError: ``error`` as :func:`read_text`, or the brackets nest too deep or a number
+            is too long (located).
     """
     text = read_text(path, what=what, error=error, label=label)
-    if (where := _too_deep(text, "[{", "]}")) is not None:
+    if (found := _beyond_limits(text, "[{", "]}")) is not None:
+        where, problem = found
         line, col = _position(text, where)
-        raise error(f"{path}:{line}:{col}: nested deeper than {MAX_DEPTH} levels; not a {label or what} file")
+        raise error(f"{path}:{line}:{col}: {problem}; not a {label or what} file")
     return text
 
 
@@ -150,23 +158,33 @@ def read_json(
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise error(f"{path}:{exc.lineno}:{exc.colno}: not a {label or what} file ({exc.msg})") from None
+    except (ValueError, RecursionError) as exc:  # bounded above; kept so that no input is a traceback
+        raise error(f"{path}: not a {label or what} file ({str(exc).splitlines()[0][:200]})") from None
 
 
-def _too_deep(text: str, openers: str, closers: str) -> int | None:
-    """Offset where bracket nesting exceeds :data:`MAX_DEPTH` (ignoring strings), else None."""
-    depth, in_string, escaped = 0, False, False
+def _beyond_limits(text: str, openers: str, closers: str) -> tuple[int, str] | None:
+    """Where, outside strings, bracket nesting exceeds :data:`MAX_DEPTH` or a number is longer
+    than :data:`MAX_DIGITS`, and which; None when neither (one linear pass)."""
+    depth, in_string, escaped, number = 0, False, False, 0
     for i, char in enumerate(text):
         if in_string:
             escaped, in_string = (not escaped and char == "\\"), in_string and (escaped or char != '"')
-        elif char == '"':
+            continue
+        number = number + 1 if char in _NUMBER_CHARS else 0
+        if number > MAX_DIGITS:
+            return i - MAX_DIGITS, f"a number longer than {MAX_DIGITS} characters"
+        if char == '"':
             in_string = True
         elif char in openers:
             depth += 1
             if depth > MAX_DEPTH:
-                return i
+                return i, f"nested deeper than {MAX_DEPTH} levels"
         elif char in closers:
             depth -= 1
     return None
+
+
+_NUMBER_CHARS = frozenset("-+.0123456789eE")
 
 
 class _BoundedComposer(Composer):
@@ -188,6 +206,10 @@ class _BoundedComposer(Composer):
         self._nodes += _expanded_size(anchored, self._sizes) if anchored is not None else 1
         if self._nodes > MAX_NODES:
             raise _LimitError(f"more than {MAX_NODES} values once aliases are expanded", event.start_mark)
+        value = getattr(event, "value", None)
+        plain = value if isinstance(value, str) and not getattr(event, "style", None) else ""
+        if len(plain) > MAX_DIGITS and _YAML_NUMBER.fullmatch(plain):
+            raise _LimitError(f"a number longer than {MAX_DIGITS} characters", event.start_mark)
         tag = getattr(event, "tag", None)
         if tag is not None and tag not in _CORE_TAGS:
             raise _LimitError(f"unknown tag {tag} (only plain YAML values are read)", event.start_mark)
@@ -198,6 +220,10 @@ class _BoundedComposer(Composer):
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
+
+
+_YAML_NUMBER = re.compile(r"[-+]?(0x[0-9a-fA-F_]+|0o[0-7_]+|([0-9][0-9_]*)?\.?[0-9_]*([eE][-+]?[0-9]+)?)")
+"""A plain scalar YAML 1.2's core schema (or ruamel's 1.1 leftovers: ``_``, ``0o``) reads as a number."""
 
 
 def _expanded_size(node: Any, sizes: dict[int, int]) -> int:

@@ -120,12 +120,13 @@ def host_events(runner_dir: Path | None, hosts: list[str]) -> dict[str, dict[str
         text = path.read_text(encoding="utf-8", errors="replace")
         try:
             event = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         host = (event.get("event_data") or {}).get("host") if isinstance(event, dict) else None
         if host in found:
             found[host][f"ansible/job_events/{path.name}"] = text
-            printed[host].append((int(event.get("counter") or 0), str(event.get("stdout") or "")))
+            counter = event.get("counter")
+            printed[host].append((counter if isinstance(counter, int) else 0, str(event.get("stdout") or "")))
     for host, lines in printed.items():
         if lines:
             found[host]["ansible/stdout"] = "".join(s + "\n" for _, s in sorted(lines) if s)

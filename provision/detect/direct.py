@@ -229,6 +229,6 @@ def run_one(argv: list[str], program: bytes, timeout: float) -> str | dict[str, 
         return f"{_FAILED}: rc {done.returncode}: {last}"
     try:
         parsed = json.loads(done.stdout)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # malformed, 5000-digit numbers, nesting
         return f"{_FAILED}: collector printed no JSON: {done.stdout[:200]!r}"
     return parsed if isinstance(parsed, dict) else f"{_FAILED}: collector printed JSON that is not an object"

@@ -233,7 +233,7 @@ def last_json(stdout: str) -> dict[str, Any] | None:
     for line in reversed(stdout.strip().splitlines()):
         try:
             doc = json.loads(line)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # the venv's program may print anything
             continue
         if isinstance(doc, dict):
             return doc
