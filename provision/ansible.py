@@ -522,18 +522,32 @@ def new_run_dir(runs_dir: Path, label: str) -> Path:
         UntrustedError: ``runs_dir`` (or the directory it would be created in) is not trusted.
         ApplyError: The directory cannot be created.
     """
-    from provision.files import untrusted_message
-    from provision.trust import Untrusted, check_path
-
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
     run_dir = runs_dir / f"{stamp}-{label}"
     try:
-        if not check_path(runs_dir, kind="dir", missing_ok=True, sticky_ok=True):
+        if not check_runs_dir(runs_dir):
             runs_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
-            check_path(runs_dir, kind="dir", sticky_ok=True)
+            check_runs_dir(runs_dir)
         run_dir.mkdir(mode=0o700)
-    except Untrusted as exc:
-        raise UntrustedError(untrusted_message(runs_dir, exc, "the runs directory")) from None
     except OSError as exc:
         raise ApplyError(f"cannot create a run directory in {runs_dir}: {exc.strerror or exc}") from None
     return run_dir
+
+
+def check_runs_dir(runs_dir: Path, option: str = "") -> bool:
+    """Refuse a runs directory the trust rule refuses, whole path (ansible-runner reads its run
+    directories by path: unlike an output, no directory above may be another user's); whether it
+    exists (a missing one must be creatable where no one else could create it first, or in a
+    sticky directory).
+
+    Raises:
+        UntrustedError: One line, prefixed with ``option`` (``--runs-dir``) when given.
+    """
+    from provision.files import untrusted_message
+    from provision.trust import Untrusted, check_path
+
+    try:
+        return check_path(runs_dir, kind="dir", missing_ok=True, sticky_ok=True)
+    except Untrusted as exc:
+        said = untrusted_message(runs_dir, exc, "the runs directory")
+        raise UntrustedError(f"{option} {said}" if option else said) from None

@@ -62,7 +62,7 @@ def check_output_directory(directory: Path, option: str) -> None:
 
 def _check(path: Path, option: str, what: str, *, missing_ok: bool = False, sticky_ok: bool = False) -> None:
     try:
-        trust.check_path(path, kind="dir", missing_ok=missing_ok, sticky_ok=sticky_ok)
+        trust.check_path(path, kind="dir", missing_ok=missing_ok, sticky_ok=sticky_ok, writing=True)
     except trust.Untrusted as exc:
         raise UntrustedError(f"{option} {untrusted_message(path, exc, what)}") from None
 
@@ -150,7 +150,7 @@ def make_output_directory(directory: Path) -> None:
         UntrustedError: The rule refuses it or where it would go.
     """
     try:
-        if not trust.check_path(directory, kind="dir", missing_ok=True, sticky_ok=True):
+        if not trust.check_path(directory, kind="dir", missing_ok=True, sticky_ok=True, writing=True):
             directory.mkdir(mode=0o755, parents=True, exist_ok=True)
     except trust.Untrusted as exc:
         raise UntrustedError(untrusted_message(directory, exc, "the output directory")) from None
@@ -160,7 +160,7 @@ def make_output_directory(directory: Path) -> None:
 
 def _open_output_directory(directory: Path, path: Path) -> int:
     try:
-        return trust.open_directory(directory, sticky_ok=True)
+        return trust.open_directory(directory, sticky_ok=True, writing=True)
     except trust.Missing:
         raise ProvisionError(f"cannot write {path}: no such directory {directory}") from None
     except trust.Untrusted as exc:

@@ -193,12 +193,22 @@ class _Found(NamedTuple):
     """The entry's lstat; None when it does not exist (``missing_ok``)."""
 
 
-def _walk(path: str, owners: frozenset[int], *, missing_ok: bool = False, create_ok: bool = False) -> _Found:
+def _walk(
+    path: str,
+    owners: frozenset[int],
+    *,
+    missing_ok: bool = False,
+    create_ok: bool = False,
+    writing: bool = False,
+) -> _Found:
     """Walk ``path`` from ``/`` one part at a time, checking each directory and link on the way.
 
     ``missing_ok``: a missing part ends the walk, where the directory that would hold it must be
     writable by no one else, or, with ``create_ok``, may be sticky (the caller creates the part
     itself, exclusively, and walks again).
+
+    ``writing``: the directories above the last part may be anyone's (a service's own, such as
+    ``/var/lib/prometheus``); links must still be a trusted user's (see :func:`open_directory`).
 
     Raises:
         Untrusted: A part above the last fails the rule, is not a directory, changed while
@@ -239,7 +249,8 @@ def _walk(path: str, owners: frozenset[int], *, missing_ok: bool = False, create
                 return _Found(os.dup(fd), where, name, entry, None)
             except NotADirectoryError:
                 raise Untrusted(where, "not a directory") from None
-            _check_owner(entry, info, owners)
+            if last or not writing or stat.S_ISLNK(info.st_mode):
+                _check_owner(entry, info, owners)
             if stat.S_ISLNK(info.st_mode):
                 links += 1
                 if links > MAX_LINKS:
@@ -255,7 +266,8 @@ def _walk(path: str, owners: frozenset[int], *, missing_ok: bool = False, create
                 return _Found(os.dup(fd), where, name, entry, info)
             if not stat.S_ISDIR(info.st_mode):
                 raise Untrusted(entry, f"not a directory ({_kind(info.st_mode)})")
-            _check_mode(entry, info, owners, above=True)
+            if not writing:
+                _check_mode(entry, info, owners, above=True)
             child = os.open(name, _DIR_FLAGS, dir_fd=fd)
             stack.append((child, entry))
             if not _same(os.fstat(child), info):
@@ -276,6 +288,7 @@ def check_path(
     kind: str | None = None,
     missing_ok: bool = False,
     sticky_ok: bool = False,
+    writing: bool = False,
 ) -> bool:
     """Refuse ``path`` unless it is trusted (see the module docstring); whether it exists.
 
@@ -289,12 +302,14 @@ def check_path(
             directory provision creates a private entry in); with ``missing_ok``, the directory
             that would hold the first missing part may be sticky too (the caller creates it
             exclusively and checks it again: another user's entry of that name is then refused).
+        writing: The path is a directory written into through its descriptor
+            (:func:`open_directory` with ``writing``): the directories above it may be anyone's.
 
     Raises:
         Untrusted: One line naming the first part that fails and its owner.
     """
     trusted = _owners(owners)
-    found = _walk(os.fspath(path), trusted, missing_ok=missing_ok, create_ok=sticky_ok)
+    found = _walk(os.fspath(path), trusted, missing_ok=missing_ok, create_ok=sticky_ok, writing=writing)
     try:
         if found.info is None:
             return False
@@ -366,16 +381,27 @@ def _open_entry(dir_fd: int, name: str, path: str, info: os.stat_result, owners:
 
 
 def open_directory(
-    path: str | os.PathLike[str], owners: Iterable[int] | None = None, *, sticky_ok: bool = False
+    path: str | os.PathLike[str],
+    owners: Iterable[int] | None = None,
+    *,
+    sticky_ok: bool = False,
+    writing: bool = False,
 ) -> int:
     """A descriptor (``O_RDONLY | O_DIRECTORY``) of the directory ``path`` once it is trusted, for
     creating and renaming files in it with ``dir_fd`` (see :func:`check_path` for ``sticky_ok``).
+
+    ``writing``: only the directory itself must pass, not those above it (node exporter's
+    ``/var/lib/prometheus/node-exporter`` is root's inside the ``prometheus`` user's directory). A
+    file written by ``openat(O_CREAT | O_EXCL | O_NOFOLLOW)`` and ``renameat`` in the descriptor
+    reaches that directory whatever is renamed above it afterwards; and since no link an
+    untrusted user owns is followed on the way, and the directory reached must be a trusted
+    user's, what another user could swap in is only a trusted directory already in their tree.
 
     Raises:
         Untrusted: As :func:`check_path` with ``kind="dir"``.
     """
     trusted = _owners(owners)
-    found = _walk(os.fspath(path), trusted)
+    found = _walk(os.fspath(path), trusted, writing=writing)
     try:
         assert found.info is not None
         _check_kind(found.path, found.info, "dir")

@@ -82,12 +82,32 @@ def test_an_output_directory_another_user_owns_or_may_write_is_refused(base: Pat
     theirs.mkdir()
     os.chown(theirs, NOBODY, NOBODY)
     with pytest.raises(UntrustedError, match=r"--save-raw .*owned by uid 65534"):
-        check_output_directory(theirs / "raw", "--save-raw")
+        check_output_directory(theirs, "--save-raw")
     with pytest.raises(UntrustedError, match=r"--out .*owned by uid 65534"):
         check_output_file(theirs / "plan.json", "--out")
     with pytest.raises(UntrustedError, match="owned by uid 65534"):
-        write_files(theirs / "raw", {"uname.txt": "x"})
-    assert not (theirs / "raw").exists()
+        write_files(theirs, {"uname.txt": "x"})
+    assert list(theirs.iterdir()) == []
+    shared = base / "shared"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o777)
+    with pytest.raises(UntrustedError, match="writable by every user"):
+        write_output(shared / "plan.json", "x")
+
+
+@needs_root
+def test_a_root_directory_inside_another_users_is_written_through_its_descriptor(base: Path) -> None:
+    # node exporter's /var/lib/prometheus/node-exporter: root's, inside the prometheus user's own.
+    service = base / "prometheus"
+    (service / "node-exporter").mkdir(parents=True)
+    os.chown(service, NOBODY, NOBODY)
+    check_output_file(service / "node-exporter" / "verify.prom", "--prometheus")
+    write_output(service / "node-exporter" / "verify.prom", "x 1\n")
+    assert (service / "node-exporter" / "verify.prom").read_text() == "x 1\n"
+    (service / "link").symlink_to(service / "node-exporter")
+    os.lchown(service / "link", NOBODY, NOBODY)  # a link of theirs on the way is never followed
+    with pytest.raises(UntrustedError, match="a symbolic link owned by uid 65534"):
+        write_output(service / "link" / "verify.prom", "x 1\n")
 
 
 @needs_root
