@@ -31,7 +31,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from provision import gcpolicy
+from provision import gcpolicy, interrupts
 from provision.errors import ApplyError, UntrustedError
 
 Event = dict[str, Any]
@@ -333,11 +333,14 @@ def _interruptible() -> Iterator[threading.Event]:
     this process; a KeyboardInterrupt here would abandon the child, blocked on its pipe (issue 13).
     Through the event ansible-runner kills the child's process group and the run ends ``canceled``.
     A second Ctrl-C raises KeyboardInterrupt as usual. Outside the main thread nothing changes.
+    Afterwards SIGINT is Python's default handler where the process was started with it ignored
+    (:func:`provision.interrupts.own_sigint`), not the inherited ``SIG_IGN``.
     """
     interrupted = threading.Event()
     if threading.current_thread() is not threading.main_thread():
         yield interrupted
         return
+    interrupts.own_sigint()
 
     def on_sigint(signum: int, frame: FrameType | None) -> None:
         if interrupted.is_set():

@@ -134,10 +134,12 @@ def main() -> None:
 
 def start_up() -> None:
     """What the console entry point sets before a command runs: the garbage-collection policy
-    (:func:`provision.gcpolicy.start_up`) and pydantic's plugin switch."""
-    from provision import gcpolicy
+    (:func:`provision.gcpolicy.start_up`), Ctrl-C's handler (:func:`provision.interrupts.own_sigint`)
+    and pydantic's plugin switch."""
+    from provision import gcpolicy, interrupts
 
     gcpolicy.start_up()
+    interrupts.own_sigint()  # started as a background job, SIGINT would be ignored: Ctrl-C is ours
     # pydantic looks for plugins (entry points of every installed distribution, through
     # importlib.metadata) when it builds its first validator: ~4 ms here, more with hundreds of
     # distributions installed. provision's models are its own, not meant for instrumentation. A
@@ -359,6 +361,71 @@ def detect(
         err.print(f"[red]{escape(host)}: {escape(reason)}[/]", soft_wrap=True)
     if lost:
         raise typer.Exit(1)  # as plan's fleet form: a host that could not be detected fails the command
+
+
+@cli.command("import")
+@user_errors()
+def import_(
+    *,
+    out_path: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Write the spec here (and its lock beside it, NAME.lock.json); with -i a directory for "
+            "fleet.yaml, specs/ and locks/. Without it the spec is printed.",
+            readable=False,
+        ),
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace files that exist.")] = False,
+    as_json: JsonOpt = False,
+    facts: Annotated[
+        Path | None, typer.Option("--facts", help="Import from `detect --json` output.", readable=False)
+    ] = None,
+    from_raw: Annotated[
+        Path | None,
+        typer.Option(
+            "--from-raw",
+            help="Import from a raw probe directory (`detect --save-raw DIR`); with -i, DIR/<host>/ "
+            "per host.",
+            readable=False,
+        ),
+    ] = None,
+    inventory: InvOpt = None,
+    limit: LimitOpt = None,
+    forks: ForksOpt = None,
+    venv: Annotated[
+        str | None,
+        typer.Option(
+            "--venv",
+            help="The venv to import (default: this machine's first venv with torch under /opt, /srv).",
+        ),
+    ] = None,
+    name: Annotated[
+        str | None, typer.Option("--name", help="The spec's name (default: from its shape).")
+    ] = None,
+    gpus: Annotated[
+        str | None,
+        typer.Option(
+            "--gpus",
+            help="MODEL[:COUNT]: the GPUs where the facts cannot name them (no driver loaded yet, a model "
+            "lspci alone does not tell); `provision catalog gpus` lists the models.",
+        ),
+    ] = None,
+) -> None:
+    """Write the spec of the machine as it is, so that `provision plan` on it shows no changes.
+
+    Each chosen value has a comment saying why (the loaded module's flavour, the package that shows
+    the driver's source, a value left out and what keeping it would change). With an inventory
+    (-i), one spec per distinct machine shape and a fleet file mapping hosts to them. Exit 0 when
+    every plan on the written specs is empty, 2 when one still shows changes (listed), 1 when
+    nothing could be written or a host could not be imported.
+    """
+    from provision.importing.command import gpus_option, run
+    from provision.importing.workflow import Source
+
+    source = Source(facts, from_raw, inventory, limit, forks, venv, name, gpus_option(gpus))
+    raise typer.Exit(run(source, out_path, force, as_json, err))
 
 
 def _check_outputs(
@@ -722,6 +789,7 @@ def checklist(
         host=host,
         gpu_tdp_w=gpu.tdp_w if gpu else None,
         gpu_memory_gib=gpu.memory_gib if gpu else None,
+        catalog=catalog,
     )
     if output is not None:
         for path in write_documents(documents, output, cast(Format, fmt)):

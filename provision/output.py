@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from provision import trust
@@ -214,3 +214,36 @@ def read_input(path: Path, kind: str, error: type[ProvisionError], label: str | 
             UTF-8 text, holds a NUL byte, or is unreadable (see :mod:`provision.files`).
     """
     return read_text(path, what=kind, error=error, label=label or f"provision {kind}")
+
+
+def refuse_existing(paths: Iterable[Path], force: bool) -> None:
+    """Refuse, before any work, to replace a file the user did not say may be replaced.
+
+    Raises:
+        ProvisionError: One of ``paths`` exists and ``force`` is false.
+    """
+    existing = [p for p in paths if p.exists() or p.is_symlink()]
+    if existing and not force:
+        more = f" (and {len(existing) - 1} more)" if len(existing) > 1 else ""
+        raise ProvisionError(f"{existing[0]} exists{more}: give --force to replace it, or another --out")
+
+
+def write_atomic(path: Path, data: str | bytes, mode: int = PUBLIC, option: str | None = None) -> None:
+    """:func:`write_output`, the directory and its missing parents created first
+    (:func:`make_output_directory`).
+
+    Args:
+        option: The option that named the path, for the message (``--prometheus``).
+
+    Raises:
+        ProvisionError: The directory or the file cannot be written (the reason), prefixed with
+            ``option`` when given; UntrustedError where the trust rule refuses it.
+    """
+    try:
+        make_output_directory(path.parent)
+        write_output(path, data, mode=mode)
+    except ProvisionError as exc:
+        if option is None:
+            raise
+        exc.args = (f"{option} {exc}",)
+        raise

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal, TypedDict, Unpack
 
+from provision.catalog import Catalog
 from provision.checklist.items import (
     Checklist,
     ChecklistItem,
@@ -20,6 +21,7 @@ from provision.checklist.observe import Observation, observe
 from provision.checklist.pdf import ChecklistError, html_to_pdf
 from provision.checklist.render import Paper, render_html, render_markdown
 from provision.detect.facts import Facts
+from provision.detect.peer import PeerAccess, peer_access
 from provision.output import make_output_directory, write_output
 from provision.spec.models import Spec
 
@@ -52,6 +54,7 @@ def render(
     host: str | None = None,
     facts: Facts | None = None,
     facts_from: str | None = None,
+    peer: PeerAccess | None = None,
 ) -> str:
     """Build the checklist for ``spec`` (with each item's observed state when ``facts`` is given).
 
@@ -64,6 +67,7 @@ def render(
         host: Host name for the header; None takes ``facts.host``, or leaves a blank to fill in.
         facts: Detected facts of the host; None renders the blank paper checklist.
         facts_from: Where the facts came from, for the header (``detected``, a file name).
+        peer: Whether the GPUs do P2P (:func:`provision.detect.peer.peer_access`), for the ACS item.
 
     Returns:
         The rendered document.
@@ -72,7 +76,9 @@ def render(
         SpecError: If ``spec.bios`` repeats an item id or skips an unknown id.
         CatalogError: If the shipped default items fail to load.
     """
-    checklist = checklist_for(spec, gpu_tdp_w, gpu_memory_gib, host=host, facts=facts, facts_from=facts_from)
+    checklist = checklist_for(
+        spec, gpu_tdp_w, gpu_memory_gib, host=host, facts=facts, facts_from=facts_from, peer=peer
+    )
     if fmt == "html":
         return render_html(checklist, paper)
     return render_markdown(checklist)
@@ -86,6 +92,7 @@ class RenderOptions(TypedDict, total=False):
     host: str | None
     facts: Facts | None
     facts_from: str | None
+    peer: PeerAccess | None
 
 
 def render_pdf(spec: Spec, paper: Paper = "a4", **options: Unpack[RenderOptions]) -> bytes:
@@ -113,8 +120,10 @@ def render_documents(
     host: str | None = None,
     gpu_tdp_w: int | None = None,
     gpu_memory_gib: float | None = None,
+    catalog: Catalog | None = None,
 ) -> dict[str | None, str | bytes]:
-    """One document per host of ``facts_by_host``, or one blank document keyed None when it is empty.
+    """One document per host of ``facts_by_host``, or one blank document keyed None when it is empty;
+    with ``catalog``, each tailored to whether its GPUs do P2P (:func:`~provision.detect.peer.peer_access`).
 
     Returns:
         ``{host: text (md, html) or PDF bytes}``.
@@ -136,6 +145,7 @@ def render_documents(
             host=name,
             facts=facts,
             facts_from=facts_from,
+            peer=peer_access(facts, catalog, spec.gpus.model) if catalog is not None else None,
         )
         documents[name] = html_to_pdf(html_or_md) if fmt == "pdf" else html_or_md
     return documents

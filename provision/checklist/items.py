@@ -20,6 +20,7 @@ from pydantic import Field, ValidationError
 from provision.catalog.prebuilt import read_data
 from provision.checklist.observe import Observation, machine_summary, observe
 from provision.detect.facts import Facts
+from provision.detect.peer import PeerAccess
 from provision.errors import CatalogError, SpecError, did_you_mean
 from provision.models import Frozen
 from provision.spec.models import BiosItem, Spec
@@ -108,6 +109,7 @@ def checklist_for(
     today: date | None = None,
     facts: Facts | None = None,
     facts_from: str | None = None,
+    peer: PeerAccess | None = None,
 ) -> Checklist:
     """Build the checklist for ``spec``: defaults, then ``bios.items``, minus ``bios.skip``.
 
@@ -119,6 +121,8 @@ def checklist_for(
         today: Generation date; today's date by default.
         facts: The host's detected facts; each item then carries an :class:`Observation`.
         facts_from: Where ``facts`` came from, printed in the header (e.g. ``facts.json``).
+        peer: Whether the GPUs do P2P at all (:func:`provision.detect.peer.peer_access`); the ACS/P2P
+            item is tailored to it (no promise of P2P where the driver offers none).
 
     Returns:
         The merged checklist with sizing details for ``spec.gpus.count`` GPUs.
@@ -128,7 +132,7 @@ def checklist_for(
     """
     merged = merge_items(load_default_items(), spec)
     details = sizing_details(spec, gpu_tdp_w, gpu_memory_gib)
-    items = tuple(_with_detail(item, details) for item in merged)
+    items = tuple(_for_peers(_with_detail(item, details), spec.gpus.count, peer) for item in merged)
     return Checklist(
         spec_name=spec.name,
         description=spec.description,
@@ -136,14 +140,57 @@ def checklist_for(
         gpu_model=spec.gpus.model,
         gpu_count=spec.gpus.count,
         generated=today or date.today(),
-        items=items if facts is None else tuple(_observed(item, facts) for item in items),
+        items=items if facts is None else tuple(_observed(item, facts, peer) for item in items),
         facts_from=facts_from if facts else None,
         machine=machine_summary(facts) if facts else (),
     )
 
 
-def _observed(item: ChecklistItem, facts: Facts) -> ChecklistItem:
-    return item.model_copy(update={"observation": observe(item.id, facts)})
+def _observed(item: ChecklistItem, facts: Facts, peer: PeerAccess | None) -> ChecklistItem:
+    seen = observe(item.id, facts)
+    if (
+        item.id == ACS_ITEM
+        and peer is not None
+        and peer.supported is False
+        and seen.status != "not-observable"
+    ):
+        # No P2P to redirect: the ACS and IOMMU readings are a decision for VMs and isolation.
+        seen = Observation(
+            status="observed", value=f"{peer.why}, so ACS does not decide P2P here; {seen.value}"
+        )
+    return item.model_copy(update={"observation": seen})
+
+
+ACS_ITEM = "acs-iommu"
+"""The checklist item whose promise (P2P between the GPUs) depends on the GPUs."""
+
+
+def _for_peers(item: ChecklistItem, count: int, peer: PeerAccess | None) -> ChecklistItem:
+    """The ACS/P2P item as it applies to these GPUs: one GPU has no P2P traffic, and GPUs whose
+    driver offers no P2P (GeForce from Ada on) get no promise of ``topo -p2p r`` OK."""
+    if item.id != ACS_ITEM:
+        return item
+    if count == 1:
+        return item.model_copy(
+            update={
+                "detail": "One GPU: there is no GPU-to-GPU traffic for ACS to redirect; the IOMMU part "
+                "applies to VMs and passthrough only."
+            }
+        )
+    if peer is None or peer.supported is not False:
+        return item
+    return item.model_copy(
+        update={
+            "title": "Set ACS and the IOMMU for isolation only: these GPUs do no peer-to-peer",
+            "how": "Keep ACS and the IOMMU (VT-d / AMD-Vi) as VMs, passthrough or device isolation need "
+            "them; no firmware setting gives these GPUs P2P with NVIDIA's driver.",
+            "detail": f"{peer.why} (source: {peer.source}): no GPU-to-GPU P2P whatever ACS and the IOMMU "
+            "say; copies and NCCL go through host memory.",
+            "check": "`nvidia-smi topo -p2p r` shows GNS (GPU not supported) between the GPUs, as expected "
+            "on these GPUs; a 2-GPU `all_reduce_perf` finishes under a timeout (NCCL over host memory); "
+            "`sudo lspci -vvv -s <bridge> | grep ACSCtl` for the record.",
+        }
+    )
 
 
 def merge_items(defaults: tuple[ChecklistItem, ...], spec: Spec) -> tuple[ChecklistItem, ...]:

@@ -32,8 +32,9 @@ _DOMAINS = (os_kernel, driver, packages, gpu, cuda, python, hardware, service, m
 FACTS: tuple[FactType, ...] = tuple(f for domain in _DOMAINS for f in domain.FACTS)
 """Every fact of a detection, in probe order. Probe ids are unique (a test checks it)."""
 
-EXTRA_FACTS: tuple[FactType, ...] = (driver.FabricManagerVersionFact,)
-"""Facts read by verify only, not part of :class:`Facts` (parsed by the same code)."""
+EXTRA_FACTS: tuple[FactType, ...] = (driver.FabricManagerVersionFact, python.VenvSearchFact)
+"""Facts not part of :class:`Facts`, parsed by the same code: the fabric manager's version (read by
+verify) and the venvs on the machine (read by ``provision import``)."""
 
 FIELDS: dict[str, Derive] = {name: derive for domain in _DOMAINS for name, derive in domain.FIELDS.items()}
 """Each Facts field and how it is derived from the parsed outputs."""

@@ -18,6 +18,7 @@ from provision.catalog import load_catalog
 from provision.checklist import EXTENSIONS, Format, checklist_for, html_to_pdf, render_documents
 from provision.checklist.render import Paper
 from provision.detect.facts import Facts, Unknown
+from provision.detect.peer import peer_access
 from provision.detect.runner import unknown_facts
 from provision.fleet.mapping import Fleet
 from provision.fleet.orchestrate import held_hosts, unreachable_reason
@@ -62,7 +63,14 @@ def host_facts(host: str, facts: Facts | None) -> tuple[Facts, str | None]:
 
 def observation_counts(spec: Spec, facts: Facts) -> dict[str, int]:
     """How many of the spec's checklist items are in each observation state on ``facts``."""
-    checklist = checklist_for(spec, None, None, host=facts.host, facts=facts)
+    checklist = checklist_for(
+        spec,
+        None,
+        None,
+        host=facts.host,
+        facts=facts,
+        peer=peer_access(facts, load_catalog(), spec.gpus.model),
+    )
     seen: Counter[str] = Counter(item.observation.status for item in checklist.items if item.observation)
     return {status: seen.get(status, 0) for status in COLUMNS}
 
@@ -113,7 +121,8 @@ def write_fleet_checklists(fleet: Fleet, fmt: Format, paper: Paper, output: Path
 
 
 def _render(spec: Spec, fmt: Format, paper: Paper, facts: Facts, origin: str) -> str | bytes:
-    gpu = load_catalog().gpus.get(spec.gpus.model)
+    catalog = load_catalog()
+    gpu = catalog.gpus.get(spec.gpus.model)
     documents = render_documents(
         spec,
         fmt,
@@ -122,6 +131,7 @@ def _render(spec: Spec, fmt: Format, paper: Paper, facts: Facts, origin: str) ->
         facts_from=origin,
         gpu_tdp_w=gpu.tdp_w if gpu else None,
         gpu_memory_gib=gpu.memory_gib if gpu else None,
+        catalog=catalog,
     )
     return documents[facts.host]
 

@@ -75,15 +75,14 @@ class VerifyResult(Frozen):
     failed: tuple[str, ...] = Field((), description="Failed checks, ``id[subject]``.")
 
 
-class Lock(Frozen):
-    """One lock: see the module docstring for the JSON shape."""
+class LockedState(Frozen):
+    """What a host runs, exact: the part of a lock that reading the machine gives (also
+    ``provision import``'s lock, :mod:`provision.importing.lock`)."""
 
     format_version: Literal[1] = 1
-    number: int = Field(ge=1)
     created_at: str
     host: str
     provision_version: str
-    run_dir: str | None = None
     spec_path: str | None = None
     spec_digest: str
     spec: Spec
@@ -91,11 +90,18 @@ class Lock(Frozen):
     packages: tuple[LockedPackage, ...] = ()
     pins: str | None = None
     venv: LockedVenv | None = None
-    verify: VerifyResult | None = None
 
     def package(self, name: str) -> LockedPackage | None:
         """The locked package ``name``, or None."""
         return next((p for p in self.packages if p.name == name), None)
+
+
+class Lock(LockedState):
+    """One lock of a converged apply: see the module docstring for the JSON shape."""
+
+    number: int = Field(ge=1)
+    run_dir: str | None = None
+    verify: VerifyResult | None = None
 
 
 def spec_digest(spec: Spec) -> str:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from provision.catalog import Catalog
 from provision.detect.facts import Facts, Unknown
+from provision.detect.peer import peer_access
 from provision.fieldfailures import ff_ref
 from provision.plan.models import Finding
 from provision.spec.models import Spec
@@ -16,14 +18,18 @@ from provision.spec.models import Spec
 """nvidia-smi topo -m path classes from best to worst (its legend)."""
 
 
-def hardware_findings(spec: Spec, facts: Facts) -> tuple[Finding, ...]:
+def hardware_findings(spec: Spec, facts: Facts, catalog: Catalog) -> tuple[Finding, ...]:
     """Warnings for ACS redirection, GPUs across NUMA nodes, degraded links and slow GPU paths."""
-    return (*_acs(facts), *_numa(facts), *_links(facts), *_paths(spec, facts))
+    return (*_acs(spec, facts, catalog), *_numa(facts), *_links(facts), *_paths(spec, facts))
 
 
-def _acs(facts: Facts) -> Iterator[Finding]:
+def _acs(spec: Spec, facts: Facts, catalog: Catalog) -> Iterator[Finding]:
+    """ACS redirection on the bridges above two or more GPUs that do P2P (where NVIDIA's driver offers
+    the GPUs no P2P, GeForce from Ada on, traffic goes through host memory whatever ACS says)."""
     hw = facts.hardware
     if isinstance(hw, Unknown) or isinstance(hw.acs, Unknown) or isinstance(hw.pci, Unknown):
+        return
+    if peer_access(facts, catalog, spec.gpus.model).supported is False:
         return
     upstream = {b for g in hw.pci if g.is_gpu and not isinstance(g.upstream, Unknown) for b in g.upstream}
     redirecting = sorted(b for b in upstream if b in hw.acs and hw.acs[b].redirecting)

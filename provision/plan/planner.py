@@ -54,7 +54,7 @@ def make_plan(
         *consistency_findings(facts),
         *(f for c in COMPONENTS for f in c.findings(ctx)),
         *flavor_findings(ctx.flavor, spec.driver.branch, facts, catalog),
-        *hardware_findings(spec, facts),
+        *hardware_findings(spec, facts, catalog),
         *origin_findings(spec, facts, catalog),
         *invariant_findings(ctx.verdicts),
     ]

@@ -11,6 +11,11 @@ from __future__ import annotations
 import re
 from pathlib import PurePosixPath
 
+VENV_ROOTS = ("/opt", "/srv")
+"""Where ``provision import`` looks for a machine's venvs: the directories root-made venvs go in
+(Filesystem Hierarchy Standard 3.0: /opt add-on software, /srv site data). A spec's venv may lie
+elsewhere too (:func:`venv_path`)."""
+
 SYSTEM_TREES = (
     "/bin",
     "/boot",
@@ -78,4 +83,4 @@ def venv_path(value: str) -> str:
     return value
 
 
-__all__ = ["SYSTEM_TREES", "absolute_path", "venv_path"]
+__all__ = ["SYSTEM_TREES", "VENV_ROOTS", "absolute_path", "venv_path"]

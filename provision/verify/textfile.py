@@ -29,7 +29,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from provision.errors import ProvisionError
-from provision.output import PUBLIC, check_output_file, write_output
+from provision.output import check_output_file, write_atomic
 from provision.verify.models import CheckResult, Report
 
 UNITS: dict[str, tuple[str, float]] = {
@@ -150,4 +150,4 @@ def write_textfile(path: Path, reports: Mapping[str, Report]) -> None:
             (the reason from the OS).
     """
     check_path(path)
-    write_output(path, render(reports), mode=PUBLIC)
+    write_atomic(path, render(reports), option="--prometheus")

@@ -54,6 +54,37 @@ def test_apply_installs_holds_converges_and_reapplies_nothing(
     assert "Nothing to do: Ansible was not started." in second.output
     assert len(list(runs.iterdir())) == 1
 
+    _imported_back(spec, inv, tmp_path / "imported")
+
+
+def _imported_back(spec: Path, inv: str, out: Path) -> None:
+    """``provision import`` of the converged target gives the stack back (the target has no GPU,
+    hence --gpus; a remote venv is not searched, hence --venv) and names the one section it cannot
+    read, the mirror; with that section written, the imported fleet plans no changes. The versions
+    are the applied spec's, prefixes included (cuDNN "9.14"), as provision's pins file records them."""
+    result = provision(
+        "import", "-i", inv, "--gpus", "a100x:2", "--venv", "/opt/provision/venv", "--out", str(out)
+    )
+    assert result.exit_code == 2, result.output  # the mirror's repository: is the user's to write
+    (written,) = (out / "specs").iterdir()
+    imported = yaml.safe_load(written.read_text())
+    assert imported["driver"] == {
+        "branch": 580,
+        "flavor": "open",
+        "version": "580.95.05",
+        "source": "nvidia-repo",
+        "hold": True,
+    }
+    assert imported["cuda"] == {"toolkit": "13.0", "cudnn": "9.14", "nccl": "2.28.3"}  # as the pins say
+    assert (imported["python"]["torch"], imported["python"]["cuda_variant"]) == ("2.11.0", "cu130")
+    text = " ".join(written.read_text().replace("#   ", "").split())
+    assert "provision's repository keyring holds key" in text and "a mirror (packages from 127.0.0.1" in text
+    imported["repository"] = yaml.safe_load(spec.read_text())["repository"]
+    written.write_text(yaml.safe_dump(imported))
+    replan = provision("plan", "--fleet", str(out / "fleet.yaml"), "--json")
+    assert replan.exit_code == 0, replan.output
+    assert json.loads(replan.stdout)["summary"]["unchanged"] == ["target"], replan.stdout
+
 
 def test_playbooks_rerun_with_the_same_variables_change_nothing(
     target: Target, nvidia_repo: NvidiaRepo, wheel_index: WheelIndex, tmp_path: Path, runs: Path

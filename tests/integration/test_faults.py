@@ -224,13 +224,20 @@ def test_ctrl_c_during_apply_says_interrupted_leaves_no_process_and_the_next_app
     target: Target, spec_for: Callable[..., Path], clean: dict[str, Any], runs: Path
 ) -> None:
     source = target.root / FILES[1]
-    with _interrupt_when(source.exists):
-        interrupted = apply(spec_for(), target)
+    # Started as a background job of a shell without job control would be: SIGINT ignored. The
+    # apply's own handling must still stop the run, and leave Python's handler, not SIG_IGN, behind.
+    ignored = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with _interrupt_when(source.exists):
+            interrupted = apply(spec_for(), target)
+        handler_after = signal.getsignal(signal.SIGINT)
+    finally:
+        signal.signal(signal.SIGINT, ignored)
     assert interrupted.exit_code == 130, interrupted.output
     assert "Interrupted" in interrupted.output
     assert "Reboot required" not in interrupted.output
     assert _ansible_processes(target) == []
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert handler_after is signal.default_int_handler
 
     if "broken-package-state" in provision("plan", str(spec_for()), "-i", str(target.inventory)).output:
         target.run(["dpkg", "--configure", "-a"], check=True)  # apt was stopped mid-run: the advice

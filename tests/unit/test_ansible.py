@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
@@ -96,34 +95,6 @@ def test_apply_reads_hosts_from_the_play_result(fake_run: Any, tmp_path: Path) -
     assert result.hosts["a"] == runner.HostResult("a", ok=3, changed=1)
     assert result.hosts["b"].failures == ("Install the driver.: apt said no",)
     assert not result.succeeded
-
-
-def test_a_real_local_play(tmp_path: Path) -> None:
-    project = tmp_path / "project"
-    project.mkdir()
-    play = [
-        {
-            "hosts": "all",
-            "gather_facts": False,
-            "tasks": [{"name": "Say hello.", "ansible.builtin.debug": {"msg": "{{ greeting }}"}}],
-        }
-    ]
-    (project / "hello.yml").write_text(json.dumps(play))
-    inventory = f"here ansible_connection=local ansible_python_interpreter={sys.executable}\n"
-    seen: list[str] = []
-    played = ansible.run_play(
-        tmp_path,
-        "hello.yml",
-        inventory,
-        extravars={"greeting": "hi"},
-        on_event=lambda e: seen.append(e["event"]),
-    )
-    assert played.succeeded and played.rc == 0
-    assert played.count("ok", "here") == 1
-    ok = next(e for e in played.events if e["event"] == "runner_on_ok")
-    assert ok["event_data"]["res"]["msg"] == "hi"
-    assert "runner_on_ok" in seen and "playbook_on_stats" in seen
-    assert not (tmp_path / "env" / "extravars").exists()  # suppress_env_files
 
 
 # A module that cannot start on the host: Ansible's res for it (msg is a placeholder; the cause is

@@ -13,14 +13,17 @@ from typer.testing import CliRunner
 
 from provision.checklist import (
     Checklist,
+    ChecklistError,
     Observation,
     checklist_for,
+    html_to_pdf,
     load_default_items,
     psu_watts,
     render,
     render_html,
     render_markdown,
 )
+from provision.checklist.pdf import print_argv
 from provision.cli import cli
 from provision.detect.runner import facts_from_raw
 from provision.errors import ProvisionError, SpecError
@@ -397,3 +400,15 @@ def test_cli_output_an_existing_directory_gets_a_file_inside(tmp_path: Path) -> 
     result = CliRunner().invoke(cli, ["checklist", SPEC_FILE, "-f", "html", "-o", str(tmp_path)])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "checklist.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+
+
+def test_argv_is_headless_with_a_fresh_profile(tmp_path: Path) -> None:
+    argv = print_argv("chromium", tmp_path / "c.html", tmp_path / "c.pdf", tmp_path / "profile")
+    assert argv[0] == "chromium" and "--headless" in argv and "--no-pdf-header-footer" in argv
+    assert f"--user-data-dir={tmp_path / 'profile'}" in argv and argv[-1].startswith("file://")
+
+
+def test_missing_browser_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(ChecklistError, match="apt-get install chromium"):
+        html_to_pdf("<html></html>")

@@ -141,10 +141,14 @@ def test_probe_ids_match_the_fixture_stems() -> None:
 
 
 def test_collector_runs_probes_concurrently(tmp_path: Path) -> None:
-    probes = [{"id": f"s{i}", "argv": ["sleep", "0.5"], "timeout": 5} for i in range(6)]
-    started = time.monotonic()
+    """Each probe marks that it started, then waits until all six have: run one after another, the
+    first would wait until its timeout (rc 124). No wall-clock bound, so load cannot fail it."""
+    barrier = 'touch "$0/$1"; while [ "$(ls "$0" | wc -l)" -lt 6 ]; do sleep 0.02; done'
+    probes = [
+        {"id": f"s{i}", "argv": ["sh", "-c", barrier, str(tmp_path), f"s{i}"], "timeout": 60}
+        for i in range(6)
+    ]
     results = collector.collect(probes)
-    assert time.monotonic() - started < 2.0, "six 0.5 s probes must overlap"
     assert [r["rc"] for r in results.values()] == [0] * 6 and list(results) == [f"s{i}" for i in range(6)]
 
 
@@ -153,10 +157,11 @@ def test_collector_not_found_and_timeout() -> None:
     results = collector.collect(
         [
             {"id": "missing", "argv": ["no-such-tool-4711", "-x"], "timeout": 5},
-            {"id": "slow", "argv": ["sh", "-c", "echo started; sleep 30 | cat"], "timeout": 0.5},
+            {"id": "slow", "argv": ["sh", "-c", "echo started; sleep 60 | cat"], "timeout": 0.5},
         ]
     )
-    assert time.monotonic() - started < 5, "the timeout must kill the pipeline's children too"
+    # Bounded by the pipeline's own sleep: had the timeout spared sleep, cat would wait for its 60 s.
+    assert time.monotonic() - started < 60, "the timeout must kill the pipeline's children too"
     missing = {"command": "no-such-tool-4711 -x", "output": "no-such-tool-4711: not found\n", "rc": 127}
     assert results["missing"] == missing
     assert results["slow"]["rc"] == 124 and results["slow"]["output"].startswith("started\n")

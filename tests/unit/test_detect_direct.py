@@ -123,20 +123,6 @@ def test_forks_bound_the_hosts_run_at_once(mocker: MockerFixture) -> None:
     assert seen == [1]
 
 
-def test_the_play_detects_what_one_ssh_command_detects(monkeypatch: pytest.MonkeyPatch) -> None:
-    inventory = (
-        LOCAL + "refused ansible_host=127.0.0.1 ansible_port=1 ansible_python_interpreter=/usr/bin/python3\n"
-    )
-    direct_facts = detect_remote(inventory)
-    monkeypatch.setenv(direct.ENV_SWITCH, "ansible")
-    played = detect_remote(inventory)  # real ansible-playbook: pipelining, free strategy
-    assert (
-        played["local"].os == direct_facts["local"].os and played["local"].gpus == direct_facts["local"].gpus
-    )
-    assert played["refused"].os.unknown.startswith("host unreachable")  # type: ignore[union-attr]
-    assert direct_facts["refused"].os.unknown.startswith("host unreachable")  # type: ignore[union-attr]
-
-
 def test_hosts_come_back_in_inventory_order_whatever_order_they_finish(mocker: MockerFixture) -> None:
     names = [f"h{i}" for i in range(6)]
     inventory = "".join(LOCAL.replace("local ", f"{n} ", 1) for n in names)

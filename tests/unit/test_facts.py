@@ -85,9 +85,9 @@ def test_parsers_never_raise_or_hang_on_mutated_cases(fact: FactType) -> None:
     for text in texts:
         for _ in range(60):
             mutated = _mutate(rng, text)
-            started = time.perf_counter()
+            started = time.thread_time()  # this thread's CPU: other processes' load does not count
             fact.parse(mutated, rng.choice((0, 0, 1)))
-            assert time.perf_counter() - started < 1.0, "parser took over 1 s"
+            assert time.thread_time() - started < 1.0, "parser used over 1 s of CPU"
 
 
 def _mutate(rng: random.Random, text: str) -> str:

@@ -1,7 +1,7 @@
 """Ctrl-C on every Ansible-backed command: ``Interrupted`` on stderr, exit 130 (README, "Exit
 codes"), and with ``--json`` still exactly one document (``outcome: "interrupted"``).
 
-ansible-runner's status ``canceled`` is what a real Ctrl-C gives (tests/unit/test_interrupt.py runs
+ansible-runner's status ``canceled`` is what a real Ctrl-C gives (tests/system/test_interrupt_real.py runs
 real ansible-playbook for it); here the one ansible-runner call site, ``provision.ansible.run_play``,
 returns that status, and the commands run for real through typer's CliRunner.
 """

@@ -1,9 +1,10 @@
-"""Every fact parser is total: any text and exit status give a value or an Unknown, quickly.
+"""Every fact parser is total: any text and exit status give a value or an Unknown, in bounded work.
 
 One hypothesis property per parser, with a fixed seed and budget so that the suite is
 deterministic; texts are built from the parser's own captured cases (cut, repeated, spliced with
 odd tokens such as ``inf``, ``-1``, ``٣`` or a very long line) as well as from arbitrary text.
-``tests/fuzz/fuzz_parsers.py`` runs the same properties with a far larger budget.
+``tests/fuzz/test_fuzz_parsers.py`` runs the same properties with a far larger budget; their speed is
+measured by ``benchmarks/bench_parsers.py``.
 """
 
 from __future__ import annotations
@@ -23,8 +24,11 @@ CASES = Path(__file__).resolve().parents[1] / "fixtures" / "facts"
 ALL = (*FACTS, *EXTRA_FACTS)
 EXAMPLES = 60
 """Examples per parser in the suite (the fuzz script runs thousands)."""
-SECONDS = 1.0
-"""Longest a parse may take on one input."""
+CPU_SECONDS = 1.0
+"""Most CPU time one parse may use on one input, counted on this thread only (``time.thread_time``):
+other processes' load does not add to it, as it does to wall-clock time. It catches what the
+property is about, work that explodes with the input (backtracking regexes, quadratic splits: a
+parse here takes milliseconds); how fast parsers are is measured in benchmarks/, not here."""
 
 ODD = [
     "inf", "-inf", "nan", "1e999", "-1", "٣", "²", "0x1F", " ", "\t", ":", "::", "|", "[N/A]",
@@ -61,10 +65,11 @@ def outputs(draw: st.DrawFn, texts: list[str]) -> str:
 
 
 def check_total(fact: FactType, text: str, rc: int) -> None:
-    """The property: parse returns (never raises) within :data:`SECONDS`."""
-    started = time.perf_counter()
+    """The property: parse returns (never raises) within :data:`CPU_SECONDS` of this thread's CPU."""
+    started = time.thread_time()
     fact.parse(text, rc)
-    assert time.perf_counter() - started < SECONDS, f"{fact.id} took over {SECONDS} s"
+    used = time.thread_time() - started
+    assert used < CPU_SECONDS, f"{fact.id} used {used:.2f} s of CPU on one input"
 
 
 RCS = st.sampled_from((0, 0, 0, 1, 2, 124, 127, -1))

@@ -12,6 +12,7 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -57,10 +58,18 @@ def fake_smi(tmp_path: Path) -> tuple[Path, Path]:
     return program, log
 
 
+def _until(ready: Callable[[], bool], within_s: float = 60) -> None:
+    """Wait for ``ready()``: an event, not a duration, so that a loaded machine only makes it later."""
+    deadline = time.monotonic() + within_s
+    while not ready():
+        assert time.monotonic() < deadline, f"not ready within {within_s} s"
+        time.sleep(0.01)
+
+
 def test_one_process_samples_the_whole_load(fake_smi: tuple[Path, Path]) -> None:
     program, log = fake_smi
     with Sampler(0, period_s=0.02, nvidia_smi=str(program)) as sampler:
-        time.sleep(1.0)  # the load
+        _until(lambda: len(sampler.samples) >= 5)  # the load: as long as five samples take here
     assert sampler.error is None
     assert sampler.samples == recorded()[: len(sampler.samples)] and len(sampler.samples) >= 5
     starts = log.read_text(encoding="utf-8").splitlines()
@@ -79,7 +88,7 @@ def test_a_failing_nvidia_smi_is_the_phase_error(tmp_path: Path) -> None:
     program.write_text("#!/bin/sh\necho 'No devices were found'\nexit 6\n", encoding="utf-8")
     program.chmod(0o755)
     with Sampler(0, nvidia_smi=str(program)) as sampler:
-        time.sleep(0.2)
+        _until(lambda: sampler._proc is not None and sampler._proc.poll() is not None)  # it exited
     assert sampler.samples == [] and sampler.error == "nvidia-smi exited 6: No devices were found"
 
 
@@ -125,19 +134,31 @@ def _child(tmp_path: Path, program: str) -> tuple[subprocess.Popen[bytes], Path]
 
 
 def test_progress_is_shown_while_the_program_runs(tmp_path: Path) -> None:
-    seen: list[tuple[float, str]] = []
-    proc, err = _child(tmp_path, CHILD)
-    assert launch.wait_watching(proc, 30, err, lambda text: seen.append((time.monotonic(), text)))
-    ended = time.monotonic()
-    assert [text for _, text in seen] == [
-        "GPU 0 (NVIDIA H200): checked product and pinned copies",
-        "GPU 0: bf16 load for 5 s",
-    ]
-    assert seen[0][0] < ended - 0.8  # reported during the run, not after it
+    """The child goes on only once the parent has shown its first progress line (the callback writes
+    a file the child waits for): progress read only after the run would leave the child waiting
+    and exiting 7. No wall-clock bound, so load cannot fail it."""
+    shown = tmp_path / "shown"
+    waiting = CHILD.replace(
+        "time.sleep(0.6)",
+        f"import os\nfor _ in range(6000):\n    if os.path.exists({str(shown)!r}): break\n"
+        "    time.sleep(0.01)\nelse:\n    sys.exit(7)",
+        1,
+    )
+    seen: list[str] = []
+
+    def show(text: str) -> None:
+        seen.append(text)
+        shown.touch()
+
+    proc, err = _child(tmp_path, waiting)
+    assert launch.wait_watching(proc, 120, err, show)
+    assert proc.returncode == 0, "the first progress line was not shown while the program ran"
+    assert seen == ["GPU 0 (NVIDIA H200): checked product and pinned copies", "GPU 0: bf16 load for 5 s"]
 
 
 def test_a_program_past_its_deadline_is_killed_and_its_progress_kept(tmp_path: Path) -> None:
     seen: list[str] = []
     proc, err = _child(tmp_path, CHILD.replace("time.sleep(0.6)", "time.sleep(30)", 1))
+    _until(lambda: PROGRESS in err.read_text(encoding="utf-8"))  # it started, however loaded the machine
     assert not launch.wait_watching(proc, 1.0, err, seen.append)
     assert proc.returncode is not None and seen == ["GPU 0 (NVIDIA H200): checked product and pinned copies"]

@@ -299,6 +299,10 @@ class SmiGpu(Frozen):
     """One GPU's section of ``nvidia-smi -q``: what detection reads from it."""
 
     bdf: str = Field(description="Domain:bus:device.function, lower case, e.g. 0000:41:00.0.")
+    product_brand: str | None = Field(None, description="Product Brand: NVIDIA, GeForce, Quadro, ...")
+    product_architecture: str | None = Field(
+        None, description="Product Architecture: Hopper, Ada Lovelace, ..."
+    )
     memory_total_mib: int | None = Field(None, description="FB Memory Usage / Total, MiB.")
     bar1_total_mib: int | None = Field(None, description="BAR1 Memory Usage / Total, MiB.")
     fabric: tuple[str, str] | None = Field(None, description="Fabric (State, Status); None: no section.")
@@ -328,7 +332,8 @@ class FabricState(Frozen):
 
 
 def parse_nvidia_smi_q(output: str, rc: int) -> SmiQuery | Unknown:
-    """``nvidia-smi -q`` -> each GPU's BDF, memory and BAR1 totals, and fabric state.
+    """``nvidia-smi -q`` -> each GPU's BDF, product brand and architecture, memory and BAR1 totals,
+    and fabric state.
 
     "No devices were found" (or any output without ``GPU <bdf>`` sections) is zero GPUs.
     """
@@ -340,6 +345,8 @@ def parse_nvidia_smi_q(output: str, rc: int) -> SmiQuery | Unknown:
         gpus.append(
             SmiGpu(
                 bdf=bdf,
+                product_brand=_field(block, "Product Brand"),
+                product_architecture=_field(block, "Product Architecture"),
                 memory_total_mib=_section_total(block, "FB Memory Usage"),
                 bar1_total_mib=_section_total(block, "BAR1 Memory Usage"),
                 fabric=_fabric(block),

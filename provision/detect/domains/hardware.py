@@ -85,7 +85,8 @@ def _pci(p: Parsed) -> tuple[GpuHardware, ...] | Unknown:
 def merge_bar1(
     devices: tuple[GpuHardware, ...] | Unknown, smi: SmiQuery | Unknown
 ) -> tuple[GpuHardware, ...] | Unknown:
-    """Add ``nvidia-smi -q`` memory and BAR1 totals to the sysfs devices, matched by BDF."""
+    """Add ``nvidia-smi -q`` memory and BAR1 totals, product brand and architecture to the sysfs
+    devices, matched by BDF."""
     if isinstance(devices, Unknown):
         return devices
     if isinstance(smi, Unknown) or not smi.gpus:
@@ -100,7 +101,12 @@ def merge_bar1(
 def _with_totals(gpu: GpuHardware, smi: SmiGpu | None) -> GpuHardware:
     if smi is None:
         return gpu
-    update = {"memory_total_mib": smi.memory_total_mib, "bar1_total_mib": smi.bar1_total_mib}
+    update = {
+        "memory_total_mib": smi.memory_total_mib,
+        "bar1_total_mib": smi.bar1_total_mib,
+        "product_brand": smi.product_brand,
+        "product_architecture": smi.product_architecture,
+    }
     return gpu.model_copy(update={k: v for k, v in update.items() if v is not None})
 
 

@@ -76,6 +76,8 @@ class GpuHardware(Frozen):
     link_max: PciLink | None = None
     sriov_totalvfs: int | Unknown = Unknown(unknown="sriov_totalvfs not in this capture")
     upstream: tuple[str, ...] | Unknown = Unknown(unknown="sysfs path not in this capture")
+    product_brand: str | None = Field(None, description="nvidia-smi -q Product Brand (GeForce, NVIDIA, ...).")
+    product_architecture: str | None = Field(None, description="nvidia-smi -q Product Architecture.")
     bar1_total_mib: int | Unknown = Unknown(unknown="not reported by nvidia-smi -q")
     memory_total_mib: int | Unknown = Unknown(unknown="not reported by nvidia-smi -q")
     driver: str | Unknown | None = Field(

@@ -15,6 +15,7 @@ from pydantic import Field
 from provision.detect.collector import NOT_FOUND_RC
 from provision.detect.fact import Derive, Fact, Parsed, Unknown, failure, first_line, is_count, sh
 from provision.models import Frozen
+from provision.spec.paths import VENV_ROOTS
 from provision.versions import Dotted, DottedVersion
 
 _LEADING_VERSION = re.compile(r"^\d+(\.\d+)*")
@@ -246,6 +247,70 @@ class TorchFact(Fact[Torch]):
     @classmethod
     def command(cls, venv: str) -> tuple[str, ...]:
         return sh(_TORCH_SCRIPT, venv)
+
+
+class VenvCandidate(Frozen):
+    """A virtual environment found by :class:`VenvSearchFact`: its directory and torch's dist-info."""
+
+    path: str
+    torch: str | None = Field(
+        None, description="torch's version from its dist-info name (2.11.0+cu130); None: torch not installed."
+    )
+
+
+class VenvSearch(Frozen):
+    """The virtual environments under ``roots`` (each one's ``pyvenv.cfg``, PEP 405), sorted by path."""
+
+    roots: tuple[str, ...]
+    found: tuple[VenvCandidate, ...] = ()
+
+    def with_torch(self) -> tuple[VenvCandidate, ...]:
+        """The venvs that hold torch."""
+        return tuple(c for c in self.found if c.torch is not None)
+
+
+def parse_venv_search(output: str, rc: int) -> VenvSearch | Unknown:
+    """Venv search probe (``roots R...``, then ``venv <dir>`` and ``torch <dist-info>`` lines) ->
+    :class:`VenvSearch`; a ``torch`` line belongs to the ``venv`` line before it."""
+    if (bad := failure("find", output, rc)) is not None:
+        return bad
+    lines = output.splitlines()
+    roots = next((tuple(line.split()[1:]) for line in lines if line.startswith("roots ")), None)
+    if roots is None:
+        return Unknown(unknown=f"venv search printed no roots line: {first_line(output)}")
+    found: list[VenvCandidate] = []
+    for line in lines:
+        if line.startswith("venv /"):
+            found.append(VenvCandidate(path=line[5:]))
+        elif line.startswith("torch ") and found and (named := _distribution(line[6:].strip())):
+            found[-1] = found[-1].model_copy(update={"torch": named[1]})
+    unique = {c.path: c for c in found}
+    return VenvSearch(roots=roots, found=tuple(unique[p] for p in sorted(unique)))
+
+
+# Every pyvenv.cfg at most three directories below a root (/opt/torch/.venv is two), found without
+# following symbolic links, and torch's dist-info in its site-packages; nothing in a venv is run.
+_VENV_SEARCH_SCRIPT = r"""echo "roots $*"
+command -v find >/dev/null || { echo "find: not found"; exit 127; }
+find "$@" -maxdepth 4 -name pyvenv.cfg -type f 2>/dev/null | head -n 64 | while IFS= read -r cfg; do
+  v=${cfg%/pyvenv.cfg}
+  echo "venv $v"
+  for d in "$v"/lib*/python3*/site-packages/torch-*.dist-info; do
+    [ -d "$d" ] && echo "torch ${d##*/}"
+  done
+done
+exit 0
+"""
+
+
+class VenvSearchFact(Fact[VenvSearch]):
+    """The virtual environments under the directories a spec's venv may lie in
+    (:data:`provision.spec.paths.VENV_ROOTS`): ``provision import`` reads it to find the machine's
+    venv; plan and detect do not run it."""
+
+    id = "venv-search"
+    argv = sh(_VENV_SEARCH_SCRIPT, *VENV_ROOTS)
+    parse = staticmethod(parse_venv_search)
 
 
 FACTS = (VenvFact, TorchFact)

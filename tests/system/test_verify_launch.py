@@ -31,7 +31,9 @@ def test_gloo_allreduce_two_processes_completes() -> None:
 def test_hung_allreduce_is_killed_and_failed_within_the_timeout() -> None:
     started = time.monotonic()
     run = launch.run_allreduce(PYTHON, 2, backend="gloo", timeout=8, mib=1, iters=1, hang=True)
-    assert time.monotonic() - started < 8 + 10  # the deadline, plus killing and collecting
+    # The hung ranks never end: any finite bound shows the deadline killed them; a wide one, so that
+    # two torch imports on a loaded machine cannot fail it.
+    assert time.monotonic() - started < 8 + 60
     assert run.timed_out
     assert (allreduce_problem(run) or "").startswith("hung: not finished within 8 s")
 
@@ -46,8 +48,8 @@ def test_gpus_mode_without_cuda_reports_why() -> None:
 def test_gpus_mode_deadline_kills_the_child() -> None:
     started = time.monotonic()
     run = launch.run_gpus(PYTHON, 1, timeout=0.5)
-    assert isinstance(run, Unknown) and "did not finish within" in run.unknown
-    assert time.monotonic() - started < 5
+    assert isinstance(run, Unknown) and "did not finish within" in run.unknown  # killed, not finished
+    assert time.monotonic() - started < 60
 
 
 def test_child_environment_keeps_multicast_off() -> None:
