@@ -32,7 +32,7 @@ from types import FrameType
 from typing import Any
 
 from provision import gcpolicy, interrupts
-from provision.errors import ApplyError
+from provision.errors import ApplyError, UntrustedError
 
 Event = dict[str, Any]
 """One ansible-runner event (``event``, ``event_data``, ...), as in ``artifacts/<ident>/job_events``."""
@@ -123,6 +123,7 @@ def run_play(
     """
     import ansible_runner  # deferred: slow to import, and detect and plan work without Ansible
 
+    check_run_inputs(private_data_dir, inventory, project_dir)
     gcpolicy.long_running()
     run_id = secrets.token_hex(16)
     left: list[str] = []  # processes of an interrupted run still alive after it was stopped
@@ -353,6 +354,33 @@ def _interruptible() -> Iterator[threading.Event]:
         signal.signal(signal.SIGINT, previous)
 
 
+RUNNER_INPUTS = ("env", "inventory", "project")
+"""What ansible-runner reads from a private data directory (``env/`` holds its settings, command
+line and passwords): each must be trusted before it runs."""
+
+
+def check_run_inputs(private_data_dir: Path, inventory: Path | str, project_dir: Path | None = None) -> None:
+    """Refuse to start Ansible on anything the trust rule refuses (:mod:`provision.trust`): the private
+    data directory and what ansible-runner reads from it (:data:`RUNNER_INPUTS`), the project
+    directory and the inventory (:func:`provision.files.check_inventory`) when it is a path.
+
+    Raises:
+        UntrustedError: One line naming the part that failed and its owner.
+        FactsError: The inventory is missing or cannot be read.
+    """
+    from provision.files import check_directory, check_inventory, check_tree
+
+    check_directory(private_data_dir, "the run directory", UntrustedError)
+    for name in RUNNER_INPUTS:
+        if (private_data_dir / name).exists():
+            check_tree(private_data_dir / name, f"the run directory's {name}", UntrustedError)
+    if project_dir is not None:
+        check_directory(project_dir, "the playbooks' directory", UntrustedError)
+    source = inventory_source(inventory)
+    if Path(source).is_absolute() and Path(source).exists():
+        check_inventory(Path(source))
+
+
 def inventory_source(inventory: Path | str) -> str:
     """What ansible-runner gets for ``inventory``: an absolute path when it names one, else the text."""
     path = Path(inventory)
@@ -422,8 +450,12 @@ def failure_message(res: Mapping[str, Any]) -> str:
 
     Ansible's ``msg`` when it says something; for a module that crashed (``MODULE FAILURE``,
     e.g. no Python on the host) or a command that failed, the last line of the module's own
-    stderr, then stdout, which carries the cause (an exception, ``python3: not found``).
+    stderr, then stdout, which carries the cause (an exception, ``python3: not found``). A task
+    with a loop: its first failed item's line.
     """
+    items = res.get("results")
+    if isinstance(items, list) and (failed := [i for i in items if isinstance(i, dict) and i.get("failed")]):
+        return failure_message(failed[0])
     msg = _lines(res.get("msg"))
     if msg and not msg[0].startswith(_GENERIC):
         return msg[0]
@@ -440,8 +472,10 @@ def _lines(value: Any) -> list[str]:
 
 def local_inventory(run_dir: Path) -> Path:
     """An inventory for this machine in ``run_dir``: connection local, the system python3."""
+    from provision.output import write_output
+
     path = run_dir / "inventory.ini"
-    path.write_text("localhost ansible_connection=local ansible_python_interpreter=/usr/bin/python3\n")
+    write_output(path, "localhost ansible_connection=local ansible_python_interpreter=/usr/bin/python3\n")
     return path
 
 
@@ -467,18 +501,56 @@ def refuse_templates(value: Any, where: str = "plan") -> None:
 
 
 def default_runs_dir() -> Path:
-    """``$PROVISION_RUNS_DIR``, else ``/var/log/provision/runs`` for root, else the XDG state dir."""
+    """``$PROVISION_RUNS_DIR``, else ``/var/lib/provision/runs`` for root, else the XDG state dir.
+
+    Not under ``/var/log``: Ubuntu makes it writable by the ``syslog`` group (``root:syslog``,
+    mode 0775), which the trust rule refuses above a directory ansible-runner reads its settings from.
+    """
     if env := os.environ.get("PROVISION_RUNS_DIR"):
         return Path(env)
     if os.geteuid() == 0:
-        return Path("/var/log/provision/runs")
+        return Path("/var/lib/provision/runs")
     state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(state) / "provision" / "runs"
 
 
 def new_run_dir(runs_dir: Path, label: str) -> Path:
-    """Create and return a fresh run directory named by UTC time and ``label``."""
+    """Create and return a fresh run directory named by UTC time and ``label``, mode 0700.
+
+    ``runs_dir`` (created 0755 where missing) must pass the trust rule: a directory another user
+    could write would let them swap ansible-runner's ``env/`` files between creation and use. A
+    sticky ``runs_dir`` (``/tmp``) is allowed: the new directory in it is root's alone.
+
+    Raises:
+        UntrustedError: ``runs_dir`` (or the directory it would be created in) is not trusted.
+        ApplyError: The directory cannot be created.
+    """
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
     run_dir = runs_dir / f"{stamp}-{label}"
-    run_dir.mkdir(parents=True, exist_ok=False)
+    try:
+        if not check_runs_dir(runs_dir):
+            runs_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
+            check_runs_dir(runs_dir)
+        run_dir.mkdir(mode=0o700)
+    except OSError as exc:
+        raise ApplyError(f"cannot create a run directory in {runs_dir}: {exc.strerror or exc}") from None
     return run_dir
+
+
+def check_runs_dir(runs_dir: Path, option: str = "") -> bool:
+    """Refuse a runs directory the trust rule refuses, whole path (ansible-runner reads its run
+    directories by path: unlike an output, no directory above may be another user's); whether it
+    exists (a missing one must be creatable where no one else could create it first, or in a
+    sticky directory).
+
+    Raises:
+        UntrustedError: One line, prefixed with ``option`` (``--runs-dir``) when given.
+    """
+    from provision.files import untrusted_message
+    from provision.trust import Untrusted, check_path
+
+    try:
+        return check_path(runs_dir, kind="dir", missing_ok=True, sticky_ok=True)
+    except Untrusted as exc:
+        said = untrusted_message(runs_dir, exc, "the runs directory")
+        raise UntrustedError(f"{option} {said}" if option else said) from None

@@ -439,6 +439,15 @@ def _check_outputs(
         check_outputs(files, directories)
 
 
+def _check_runs_dir(runs_dir: Path | None) -> None:
+    """Refuse, before any work, a ``--runs-dir`` the trust rule refuses
+    (:func:`provision.ansible.check_runs_dir`)."""
+    if runs_dir is not None:
+        from provision.ansible import check_runs_dir
+
+        check_runs_dir(runs_dir, "--runs-dir")
+
+
 def _start_probes(spec: Path | None) -> Spec | None:
     """Start this machine's probes now, while the command loads (:mod:`provision.detect.early`),
     and the venv probes as soon as ``spec`` (a spec file, not a saved plan) is read, before it is
@@ -621,6 +630,7 @@ def apply(
     spec; a failed or unreachable host is reported and the others finish (exit 1). With --reboot,
     exit 3 means a host waits for a step at its console (MOK enrollment).
     """
+    _check_runs_dir(runs_dir)
     from provision import app as workflow
     from provision.apply import runner
     from provision.apply.reboot import RebootOptions
@@ -896,6 +906,7 @@ def verify(
     from provision.verify.command import emit, run_verify
 
     _check_outputs(files={"--junit": junit}, directories={"--save-raw": save_raw})
+    _check_runs_dir(runs_dir)
     if prometheus is not None:
         from provision.verify.textfile import check_path
 
@@ -1019,6 +1030,7 @@ def rollback(
     The plan shows the downgrades and is refused, with the list, when the repository no longer
     serves a locked version; the lock's holds and pins come back with it. Exit codes as apply's.
     """
+    _check_runs_dir(runs_dir)
     from provision.apply import runner
     from provision.apply.workflow import ApplyOptions
     from provision.rollback import RollbackOptions, rollback_workflow

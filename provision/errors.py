@@ -82,6 +82,10 @@ def name_list(names: Sequence[str], most: int = 8) -> str:
     return f"{shown} (and {len(names) - most} more)" if len(names) > most else shown
 
 
+class UntrustedError(ProvisionError):
+    """A path the trust rule refuses (:mod:`provision.trust`): nothing was read from it, run or written."""
+
+
 class Interrupted(ProvisionError):
     """Ctrl-C stopped the command; an Ansible run it started ended ``canceled`` (every process of
     it ended). Exit 130, as a shell reports SIGINT (README, "Exit codes").

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-import stat
+import re
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from ruamel.yaml.composer import Composer
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.events import AliasEvent
 
+from provision import trust
 from provision.errors import FactsError, ProvisionError
 
 MAX_BYTES = 4 << 20
@@ -28,28 +29,49 @@ MAX_DEPTH = 64
 """Deepest nesting of YAML or JSON accepted; every format provision reads is under 10 deep."""
 MAX_NODES = 100_000
 """YAML nodes per document once aliases are expanded: a 1 KB alias bomb expands to 10^9; a spec has ~100."""
+MAX_DIGITS = 40
+"""Longest number (digits, signs, points and exponents) read in YAML or JSON: every figure provision
+reads fits in 20 digits (a byte count of a fleet's memory, a 64-bit counter); Python's int() stops
+at 4300 digits with a ValueError, and a float of 400 digits overflows arithmetic."""
 
 
 def read_bytes(
-    path: Path, *, what: str, error: type[ProvisionError] = ProvisionError, limit: int = MAX_BYTES
+    path: Path,
+    *,
+    what: str,
+    error: type[ProvisionError] = ProvisionError,
+    limit: int = MAX_BYTES,
+    directory: int | None = None,
 ) -> bytes:
-    """The bytes of ``path``, a regular file of at most ``limit`` bytes.
+    """The bytes of ``path``, a trusted regular file of at most ``limit`` bytes.
 
-    Opened without blocking so that a FIFO or a device is refused, not waited on.
+    The path must pass the trust rule (:mod:`provision.trust`: root's or the invoking user's, and
+    writable by no one else, from ``/`` down); it is opened without following a link another user
+    could have planted and without blocking, and a FIFO or a device is refused, never opened.
+
+    Args:
+        directory: A descriptor of ``path``'s directory from :func:`provision.trust.open_directory`
+            (a raw directory of many files: one walk for all of them).
 
     Raises:
-        ProvisionError: ``error`` when the file is missing, not a regular file, too large or unreadable.
+        ProvisionError: ``error`` when the file is missing, not trusted (:func:`untrusted_message`),
+            not a regular file, too large or unreadable.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
-    except FileNotFoundError:
+        if directory is None:
+            fd = trust.open_file(path)
+        else:
+            fd = trust.open_in(directory, str(path.parent), path.name)
+    except trust.Missing:
         raise error(f"{path}: no such {what} file") from None
+    except trust.NotRegular as exc:
+        raise error(f"{path}: not a regular file ({exc.kind}); give the {what} file itself") from None
+    except trust.Untrusted as exc:
+        raise error(untrusted_message(path, exc, f"the {what} file")) from None
     except OSError as exc:
         raise error(f"{path}: cannot read the {what} file: {exc.strerror or exc}") from None
     try:
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise error(f"{path}: not a regular file ({_kind(info.st_mode)}); give the {what} file itself")
         # os.read sized by fstat: a buffered read(limit + 1) allocated the whole limit for every
         # file, which dominated reading a fleet's thousands of raw files.
         data = os.read(fd, min(info.st_size, limit) + 1)
@@ -64,9 +86,18 @@ def read_bytes(
     return data
 
 
-def _kind(mode: int) -> str:
-    kinds = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device"}
-    return kinds.get(stat.S_IFMT(mode), "a special file")
+def untrusted_message(path: Path | str, exc: trust.Untrusted, what: str) -> str:
+    """The one line for a path the trust rule refused: the path given, the part that failed and
+    its owner, and where the rule is explained.
+
+    Args:
+        what: What the path is for the message (``the spec file``, ``the venv``).
+    """
+    part = "" if exc.path == str(path) else f"{exc.path}: "
+    return (
+        f"{path}: refused, {what} is not trusted: {part}{exc.reason} (provision reads, runs and writes as "
+        f"root only what root or the invoking user owns and no one else may write: {trust.DOC})"
+    )
 
 
 def read_text(
@@ -99,15 +130,18 @@ def _position(text: str, offset: int) -> tuple[int, int]:
 def read_json_text(
     path: Path, *, what: str, error: type[ProvisionError] = ProvisionError, label: str | None = None
 ) -> str:
-    """The text of the JSON file ``path`` (see :func:`read_text`), nested at most :data:`MAX_DEPTH` deep.
+    """The text of the JSON file ``path`` (see :func:`read_text`), nested at most :data:`MAX_DEPTH`
+    deep, its numbers at most :data:`MAX_DIGITS` characters long.
 
     Raises:
-        ProvisionError: ``error`` as :func:`read_text`, or the brackets nest too deep (located).
+        ProvisionError: ``error`` as :func:`read_text`, or the brackets nest too deep or a number
+            is too long (located).
     """
     text = read_text(path, what=what, error=error, label=label)
-    if (where := _too_deep(text, "[{", "]}")) is not None:
+    if (found := _beyond_limits(text, "[{", "]}")) is not None:
+        where, problem = found
         line, col = _position(text, where)
-        raise error(f"{path}:{line}:{col}: nested deeper than {MAX_DEPTH} levels; not a {label or what} file")
+        raise error(f"{path}:{line}:{col}: {problem}; not a {label or what} file")
     return text
 
 
@@ -124,23 +158,33 @@ def read_json(
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise error(f"{path}:{exc.lineno}:{exc.colno}: not a {label or what} file ({exc.msg})") from None
+    except (ValueError, RecursionError) as exc:  # bounded above; kept so that no input is a traceback
+        raise error(f"{path}: not a {label or what} file ({str(exc).splitlines()[0][:200]})") from None
 
 
-def _too_deep(text: str, openers: str, closers: str) -> int | None:
-    """Offset where bracket nesting exceeds :data:`MAX_DEPTH` (ignoring strings), else None."""
-    depth, in_string, escaped = 0, False, False
+def _beyond_limits(text: str, openers: str, closers: str) -> tuple[int, str] | None:
+    """Where, outside strings, bracket nesting exceeds :data:`MAX_DEPTH` or a number is longer
+    than :data:`MAX_DIGITS`, and which; None when neither (one linear pass)."""
+    depth, in_string, escaped, number = 0, False, False, 0
     for i, char in enumerate(text):
         if in_string:
             escaped, in_string = (not escaped and char == "\\"), in_string and (escaped or char != '"')
-        elif char == '"':
+            continue
+        number = number + 1 if char in _NUMBER_CHARS else 0
+        if number > MAX_DIGITS:
+            return i - MAX_DIGITS, f"a number longer than {MAX_DIGITS} characters"
+        if char == '"':
             in_string = True
         elif char in openers:
             depth += 1
             if depth > MAX_DEPTH:
-                return i
+                return i, f"nested deeper than {MAX_DEPTH} levels"
         elif char in closers:
             depth -= 1
     return None
+
+
+_NUMBER_CHARS = frozenset("-+.0123456789eE")
 
 
 class _BoundedComposer(Composer):
@@ -162,6 +206,10 @@ class _BoundedComposer(Composer):
         self._nodes += _expanded_size(anchored, self._sizes) if anchored is not None else 1
         if self._nodes > MAX_NODES:
             raise _LimitError(f"more than {MAX_NODES} values once aliases are expanded", event.start_mark)
+        value = getattr(event, "value", None)
+        plain = value if isinstance(value, str) and not getattr(event, "style", None) else ""
+        if len(plain) > MAX_DIGITS and _YAML_NUMBER.fullmatch(plain):
+            raise _LimitError(f"a number longer than {MAX_DIGITS} characters", event.start_mark)
         tag = getattr(event, "tag", None)
         if tag is not None and tag not in _CORE_TAGS:
             raise _LimitError(f"unknown tag {tag} (only plain YAML values are read)", event.start_mark)
@@ -172,6 +220,10 @@ class _BoundedComposer(Composer):
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
+
+
+_YAML_NUMBER = re.compile(r"[-+]?(0x[0-9a-fA-F_]+|0o[0-7_]+|([0-9][0-9_]*)?\.?[0-9_]*([eE][-+]?[0-9]+)?)")
+"""A plain scalar YAML 1.2's core schema (or ruamel's 1.1 leftovers: ``_``, ``0o``) reads as a number."""
 
 
 def _expanded_size(node: Any, sizes: dict[int, int]) -> int:
@@ -229,19 +281,62 @@ def read_yaml(path: Path, *, what: str, error: type[ProvisionError], typ: str = 
     return parse_yaml(read_text(path, what=what, error=error), path, error=error, typ=typ)
 
 
-def check_inventory(inventory: Path) -> None:
-    """Refuse, before Ansible or ssh are started, an inventory that is missing or unreadable.
+def check_inventory(inventory: Path, error: type[ProvisionError] = FactsError) -> None:
+    """Refuse, before Ansible or ssh are started, an inventory that is missing, unreadable or that the
+    trust rule refuses (Ansible runs an inventory's scripts and its ``ansible_python_interpreter``).
 
-    A directory is Ansible's inventory directory; a file must be readable as a regular file (a FIFO or
-    a device never reaches Ansible).
+    A file must be a trusted regular file of UTF-8 text (a FIFO, a device or binary data never reaches
+    Ansible), and the ``group_vars/`` and ``host_vars/`` beside it trusted trees; a directory (Ansible's
+    inventory directory, with its own ``group_vars/``) a trusted tree. The ``ansible.cfg`` that
+    Ansible reads in this process (``$ANSIBLE_CONFIG``, the working directory's, ``~/.ansible.cfg``,
+    ``/etc/ansible/ansible.cfg``: it names plugin paths) must be trusted too.
 
     Raises:
-        FactsError: ``<inventory>: no such inventory``, or why the file cannot be read.
+        ProvisionError: ``error``: ``<inventory>: no such inventory``, or why it cannot be read or
+            is not trusted (one line, naming the part and its owner).
     """
     if not inventory.exists():
-        raise FactsError(f"{inventory}: no such inventory")
-    if not inventory.is_dir():
-        read_bytes(inventory, what="inventory", error=FactsError)
+        raise error(f"{inventory}: no such inventory")
+    if inventory.is_dir():
+        check_tree(inventory, "the inventory directory", error)
+    else:
+        read_text(inventory, what="inventory", error=error, label="text inventory")
+        for name in ("group_vars", "host_vars"):
+            if (beside := inventory.parent / name).exists():
+                check_tree(beside, f"the inventory's {name}", error)
+    from ansible.config.manager import find_ini_config_file  # type: ignore[import-untyped]
+
+    if (config := find_ini_config_file()) is not None:
+        read_text(Path(config), what="Ansible configuration", error=error)
+
+
+def check_tree(top: Path, what: str, error: type[ProvisionError] = ProvisionError) -> None:
+    """Refuse ``top`` unless it and everything below it pass the trust rule
+    (:func:`provision.trust.check_tree`).
+
+    Raises:
+        ProvisionError: ``error`` with :func:`untrusted_message`'s one line.
+    """
+    try:
+        trust.check_tree(top)
+    except trust.Untrusted as exc:
+        raise error(untrusted_message(top, exc, what)) from None
+    except OSError as exc:
+        raise error(f"{top}: cannot read {what}: {exc.strerror or exc}") from None
+
+
+def check_directory(directory: Path, what: str, error: type[ProvisionError] = ProvisionError) -> None:
+    """Refuse ``directory`` unless the trust rule accepts it as a directory (nothing below it read).
+
+    Raises:
+        ProvisionError: ``error`` with :func:`untrusted_message`'s one line.
+    """
+    try:
+        trust.check_path(directory, kind="dir")
+    except trust.Untrusted as exc:
+        raise error(untrusted_message(directory, exc, what)) from None
+    except OSError as exc:
+        raise error(f"{directory}: cannot read {what}: {exc.strerror or exc}") from None
 
 
 Location = tuple[int, int]

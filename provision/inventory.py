@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from provision.errors import ProvisionError, did_you_mean, name_list
-from provision.files import read_bytes
+from provision.files import check_inventory
 
 SPEC_VAR = "provision_spec"
 
@@ -106,11 +106,9 @@ def check_limit(inventory: Path, limit: str | None, *, error: type[ProvisionErro
 
 def _manager(inventory: Path, error: type[ProvisionError]) -> tuple[Any, Any]:
     """Ansible's ``InventoryManager`` over ``inventory`` and its ``DataLoader``."""
-    if not inventory.exists():
-        raise error(f"{inventory}: no such inventory")
-    if not inventory.is_dir():
-        # Ansible would wait on a FIFO or read /dev/zero until memory runs out: the one reader first.
-        read_bytes(inventory, what="inventory", error=error)
+    # Ansible would wait on a FIFO, read /dev/zero until memory runs out, or run what another user
+    # wrote: the one check first.
+    check_inventory(inventory, error)
     # Ansible ships no type information; the import is slow, so only inventory paths pay for it.
     from ansible.inventory.manager import InventoryManager  # type: ignore[import-untyped]
     from ansible.parsing.dataloader import DataLoader  # type: ignore[import-untyped]

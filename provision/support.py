@@ -22,7 +22,6 @@ from __future__ import annotations
 import base64
 import io
 import json
-import os
 import re
 import tarfile
 import tempfile
@@ -36,6 +35,7 @@ from provision.detect.raw import format_raw, read_raw
 from provision.detect.runner import host_dir_name
 from provision.errors import FactsError
 from provision.resources import data_dir
+from provision.spec.urls import redact_urls
 
 _SECRET_VALUE = re.compile(
     r"""(?ix)
@@ -43,7 +43,6 @@ _SECRET_VALUE = re.compile(
       ["']?\s*[:=]\s*["']? )
     ( [^"'\s,}]+ )"""
 )
-_URL_CREDENTIALS = re.compile(r"(\w+://)[^/\s:@]+:[^/\s@]+@")
 _NVIDIA_KERNEL_LINE = re.compile(r"NVRM|nvidia|nouveau|Xid|NVLink|nv_", re.IGNORECASE)
 PREFIX = "support-"
 """Bundles are ``support-<host>.tar.gz`` (the host as :func:`host_dir_name` writes it)."""
@@ -68,9 +67,10 @@ def bundle_path(directory: Path, host: str) -> Path:
 
 
 def redact(text: str) -> str:
-    """``text`` with secret values and URL credentials replaced by ``<redacted>``."""
-    text = _SECRET_VALUE.sub(lambda m: m.group(1) + "<redacted>", text)
-    return _URL_CREDENTIALS.sub(lambda m: m.group(1) + "<redacted>@", text)
+    """``text`` with secret values (``password: x``, ``token=x``) and every URL's userinfo, query,
+    fragment and token-like path segments (:func:`provision.spec.urls.redact_urls`) replaced by
+    ``<redacted>``."""
+    return redact_urls(_SECRET_VALUE.sub(lambda m: m.group(1) + "<redacted>", text))
 
 
 def nvidia_lines(dmesg: str) -> str:
@@ -120,12 +120,13 @@ def host_events(runner_dir: Path | None, hosts: list[str]) -> dict[str, dict[str
         text = path.read_text(encoding="utf-8", errors="replace")
         try:
             event = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         host = (event.get("event_data") or {}).get("host") if isinstance(event, dict) else None
         if host in found:
             found[host][f"ansible/job_events/{path.name}"] = text
-            printed[host].append((int(event.get("counter") or 0), str(event.get("stdout") or "")))
+            counter = event.get("counter")
+            printed[host].append((counter if isinstance(counter, int) else 0, str(event.get("stdout") or "")))
     for host, lines in printed.items():
         if lines:
             found[host]["ansible/stdout"] = "".join(s + "\n" for _, s in sorted(lines) if s)
@@ -172,12 +173,16 @@ def write_bundles(
 
 
 def _archive(path: Path, members: Mapping[str, str]) -> Path:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.fchmod(fd, 0o600)
-    with os.fdopen(fd, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz") as tar:
+    """The bundle, built in memory and written atomically, mode 0600 (:func:`provision.output.write_output`:
+    never through a link planted at ``path``)."""
+    from provision.output import PRIVATE, write_output
+
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
         for name, text in members.items():
             data = redact(text).encode("utf-8")
             info = tarfile.TarInfo(name)
             info.size, info.mode = len(data), 0o600
             tar.addfile(info, io.BytesIO(data))
+    write_output(path, buffer.getvalue(), mode=PRIVATE)
     return path

@@ -120,7 +120,7 @@ def read_json(path: Path) -> dict[str, Any] | None:
         if not stat.S_ISREG(info.st_mode) or info.st_size > 16 * READ_LIMIT:
             return None
         value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # ValueError: also a number of 4300+ digits
         return None
     return value if isinstance(value, dict) else None
 

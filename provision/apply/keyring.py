@@ -91,7 +91,9 @@ def write_verified_keyring(raw: bytes, key_url: str, fingerprint: str, dest: Pat
             f"repository key {key_url} has fingerprint {found}, the catalog pins {fingerprint}; "
             "refusing to trust it"
         )
-    dest.write_bytes(binary)
+    from provision.output import write_output
+
+    write_output(dest, binary)
     return dest
 
 

@@ -37,12 +37,12 @@ from typing import Literal, Protocol
 from rich.console import Console
 from rich.markup import escape
 
+from provision import trust
 from provision.apply.outcome import Applied, reboot_hosts
 from provision.errors import ProvisionError
 from provision.hosts import FleetPlan, HostPlan, Hosts, HostState, plan_hosts_with_facts
 from provision.plan.models import Action, Plan
 from provision.reboot import mok, record, remote, unit
-from provision.trust import untrusted_reason
 
 INTERRUPTED = 130
 """Exit code when Ctrl-C stopped the reboot play (as apply's: 128 + SIGINT)."""
@@ -128,8 +128,8 @@ def preflight(hosts: Hosts, options: RebootOptions, runs_dir: Path) -> None:
 
     Raises:
         ProvisionError: This machine is not run by root, has no systemd, the resume unit would
-            run as root something a user other than root could have written, or another provision
-            than this one, or the runs directory (where the resume logs) is not root's alone
+            run as root something the trust rule refuses (:mod:`provision.trust`), or another
+            provision than this one, or the runs directory (where the resume logs) is not trusted
             (nothing was changed).
     """
     if not options.enabled or hosts.inventory is not None:
@@ -150,10 +150,10 @@ def preflight(hosts: Hosts, options: RebootOptions, runs_dir: Path) -> None:
             "nothing was changed"
         )
     for held in hosts.specs.values():
-        if held.path and (why := unit.tree_problem(Path(held.path))) is not None:
-            raise ProvisionError(f"--reboot: the spec is not root's alone ({why}); nothing was changed")
-    if runs_dir.exists() and (why := untrusted_reason(runs_dir)) is not None:
-        raise ProvisionError(f"--reboot: the runs directory is not root's alone ({why}); nothing was changed")
+        if held.path and (why := trust.problem("file", held.path)) is not None:
+            raise ProvisionError(f"--reboot: the spec is not trusted ({why}); nothing was changed")
+    if (why := trust.problem("dir", str(runs_dir), missing_ok=True)) is not None:
+        raise ProvisionError(f"--reboot: the runs directory is not trusted ({why}); nothing was changed")
 
 
 def after_apply(

@@ -35,7 +35,7 @@ from typing import IO, Any, cast
 
 from rich.console import Console
 
-from provision import app, jsonout
+from provision import app, jsonout, trust
 from provision.apply.reboot import NO_REBOOT, RESUME_PENDING, RebootOptions, after_boot
 from provision.apply.reboot import RebootOutcome as Outcome
 from provision.apply.views import JsonReport, SingleView, reboot_json, show_reboots
@@ -43,7 +43,6 @@ from provision.apply.workflow import ApplyOptions, apply_planned
 from provision.errors import ProvisionError, SpecError
 from provision.hosts import FleetPlan, HostPlan, Hosts, HostSpec, HostState, plan_hosts
 from provision.reboot import mok, record, unit
-from provision.trust import untrusted_reason
 
 
 def resume_workflow(
@@ -103,6 +102,7 @@ def resume_workflow(
         "hosts": {},
         "apply": None,
     }
+    record.act_for(found)
     try:
         with _logged(found, console) as logged:
             code = _resume(found, where, logged, doc)
@@ -197,7 +197,7 @@ def _logged(found: record.ResumeRecord, console: Console) -> Iterator[Console]:
     """``console``, also appending every line to the record's ``resume.log`` (in the apply's run
     directory, when that directory is there and, as root, trusted)."""
     run_dir = Path(found.run_dir)
-    if not run_dir.is_dir() or (os.geteuid() == 0 and untrusted_reason(run_dir) is not None):
+    if not run_dir.is_dir() or trust.problem("dir", str(run_dir)) is not None:
         yield console
         return
     fd = os.open(found.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)

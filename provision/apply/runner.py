@@ -25,6 +25,7 @@ from provision.ansible import refuse_templates as _refuse_templates
 from provision.apply.keyring import fetch_verified_keyring, read_key_file, write_verified_keyring
 from provision.apply.rolevars import plan_problems
 from provision.errors import ApplyError
+from provision.output import write_output
 from provision.pkg import apt
 from provision.plan.models import Plan
 from provision.resources import data_dir
@@ -123,7 +124,7 @@ def site_extravars(plans: dict[str, Plan], run_dir: Path) -> dict[str, Any]:
 
 def _save_plans(plans: dict[str, Plan], run_dir: Path) -> None:
     for host, plan in plans.items():
-        (run_dir / f"plan-{host}.json").write_text(plan.model_dump_json(indent=2))
+        write_output(run_dir / f"plan-{host}.json", plan.model_dump_json(indent=2))
 
 
 def _filled_roles(host: str, plan: Plan, run_dir: Path) -> dict[str, dict[str, Any]]:

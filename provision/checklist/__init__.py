@@ -22,7 +22,7 @@ from provision.checklist.pdf import ChecklistError, html_to_pdf
 from provision.checklist.render import Paper, render_html, render_markdown
 from provision.detect.facts import Facts
 from provision.detect.peer import PeerAccess, peer_access
-from provision.output import write_output
+from provision.output import make_output_directory, write_output
 from provision.spec.models import Spec
 
 __all__ = [
@@ -163,7 +163,7 @@ def write_documents(documents: dict[str | None, str | bytes], output: Path, fmt:
     if len(documents) == 1 and not output.is_dir():
         targets = {output: next(iter(documents.values()))}
     else:
-        output.mkdir(parents=True, exist_ok=True)
+        make_output_directory(output)
         targets = {
             output / f"{name or 'checklist'}.{EXTENSIONS[fmt]}": doc for name, doc in documents.items()
         }

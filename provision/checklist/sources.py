@@ -6,7 +6,6 @@ per host), or an empty mapping for the blank paper checklist.
 
 from __future__ import annotations
 
-import json
 import socket
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from provision.detect.facts import Facts
 from provision.errors import FactsError, did_you_mean, first_error, name_list
+from provision.files import read_json
 
 _FACTS_LIST = TypeAdapter(list[Facts])
 
@@ -98,13 +98,9 @@ def read_facts_documents(path: Path) -> list[Facts]:
     Raises:
         FactsError: Missing file, invalid JSON, or not facts.
     """
+    data = read_json(path, what="facts", error=FactsError, label="provision facts")  # the one reader
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
         return _FACTS_LIST.validate_python(_documents(data))
-    except FileNotFoundError:
-        raise FactsError(f"{path}: no such facts file") from None
-    except json.JSONDecodeError as exc:
-        raise FactsError(f"{path}: not JSON ({exc.msg}, line {exc.lineno})") from None
     except ValidationError as exc:
         raise FactsError(f"{path}: not a provision facts file ({first_error(exc)})") from None
 

@@ -138,9 +138,11 @@ def _ansible_ssh_options(hostvars: Mapping[str, Any]) -> dict[str, Any]:
 def _inventory_path(inventory: str) -> Iterator[str]:
     """A path Ansible's inventory manager reads: ``inventory`` itself, or INI text written to a file."""
     from provision.ansible import inventory_source
+    from provision.files import check_inventory
 
     source = inventory_source(inventory)
     if Path(source).is_absolute() and Path(source).exists():
+        check_inventory(Path(source))
         yield source
         return
     with tempfile.TemporaryDirectory(prefix="provision-inv-") as tmp:
@@ -227,6 +229,6 @@ def run_one(argv: list[str], program: bytes, timeout: float) -> str | dict[str, 
         return f"{_FAILED}: rc {done.returncode}: {last}"
     try:
         parsed = json.loads(done.stdout)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # malformed, 5000-digit numbers, nesting
         return f"{_FAILED}: collector printed no JSON: {done.stdout[:200]!r}"
     return parsed if isinstance(parsed, dict) else f"{_FAILED}: collector printed JSON that is not an object"

@@ -237,11 +237,10 @@ def colon_pairs(text: str) -> Iterator[tuple[str, str]]:
 
 
 def int_or_none(text: str | None) -> int | None:
-    """``text`` as an int, or None when absent or not a number."""
-    try:
-        return int(text.strip()) if text is not None else None
-    except ValueError:
-        return None
+    """``text`` as an int, or None when absent or not a plain ASCII decimal of at most 18 digits
+    (``int()`` would also take ``٣``, ``1_000`` and raise on 5000 digits)."""
+    stripped = text.strip() if text is not None else ""
+    return int(stripped) if re.fullmatch(r"[-+]?[0-9]{1,18}", stripped) else None
 
 
 def first_text(output: str) -> str:

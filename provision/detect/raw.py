@@ -13,12 +13,14 @@ captured machines and bug reports can be replayed through the parsers.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
 
+from provision import trust
 from provision.errors import FactsError
-from provision.files import read_bytes
+from provision.files import read_bytes, untrusted_message
 from provision.models import Frozen
 
 MISSING_RC = -1
@@ -71,13 +73,17 @@ def parse_raw(text: str, name: str = "<raw>") -> ProbeOutput:
 
 
 def write_raw(directory: Path, outputs: Mapping[str, ProbeOutput]) -> None:
-    """Write one ``<id>.txt`` per probe into ``directory`` (created if needed)."""
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        for probe_id, out in outputs.items():
-            (directory / f"{probe_id}.txt").write_text(format_raw(out), encoding="utf-8")
-    except OSError as exc:
-        raise FactsError(f"cannot write raw probe outputs to {directory}: {exc.strerror or exc}") from None
+    """Write one ``<id>.txt`` per probe into ``directory`` (created if needed), each atomically and
+    mode 0600 (what root's probes read: :func:`provision.output.write_files`).
+
+    Raises:
+        ProvisionError: The directory or a file cannot be written, or the trust rule refuses it.
+    """
+    from provision.output import PRIVATE, write_files
+
+    write_files(
+        directory, {f"{probe_id}.txt": format_raw(out) for probe_id, out in outputs.items()}, mode=PRIVATE
+    )
 
 
 def read_raw(directory: Path) -> dict[str, ProbeOutput]:
@@ -89,10 +95,19 @@ def read_raw(directory: Path) -> dict[str, ProbeOutput]:
     """
     if not directory.is_dir():
         raise FactsError(f"{directory}: no such raw probe directory")
-    return {path.stem: _read_one(path) for path in sorted(directory.glob("*.txt"))}
+    try:
+        fd = trust.open_directory(directory)  # one walk for the directory's many files
+    except trust.Untrusted as exc:
+        raise FactsError(untrusted_message(directory, exc, "the raw probe directory")) from None
+    except OSError as exc:
+        raise FactsError(f"{directory}: cannot read the raw probe directory: {exc.strerror or exc}") from None
+    try:
+        return {path.stem: _read_one(path, fd) for path in sorted(directory.glob("*.txt"))}
+    finally:
+        os.close(fd)
 
 
-def _read_one(path: Path) -> ProbeOutput:
+def _read_one(path: Path, directory: int) -> ProbeOutput:
     # Tools print any bytes; undecodable ones are replaced, as the collector does for live output.
-    data = read_bytes(path, what="raw probe", error=FactsError)
+    data = read_bytes(path, what="raw probe", error=FactsError, directory=directory)
     return parse_raw(data.decode("utf-8", errors="replace"), str(path))

@@ -341,7 +341,7 @@ def collector_results(events: Iterable[Mapping[str, Any]]) -> dict[str, str | di
 def _collector_json(res: Mapping[str, Any]) -> str | dict[str, Any]:
     try:
         parsed = json.loads(res.get("stdout", ""))
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # malformed, 5000-digit numbers, nesting
         return f"collector printed no JSON: {str(res.get('stdout', ''))[:200]}"
     return parsed if isinstance(parsed, dict) else "collector printed JSON that is not an object"
 

@@ -23,7 +23,7 @@ from provision.detect.runner import unknown_facts
 from provision.fleet.mapping import Fleet
 from provision.fleet.orchestrate import held_hosts, unreachable_reason
 from provision.hosts import detect_by_venv
-from provision.output import write_output
+from provision.output import make_output_directory, write_output
 from provision.spec.models import Spec
 
 COLUMNS = ("confirmed", "not-confirmed", "observed", "not-observable")
@@ -97,7 +97,7 @@ def write_fleet_checklists(fleet: Fleet, fmt: Format, paper: Paper, output: Path
     """
     hosts, failed = held_hosts(fleet)
     detected = detect_by_venv(hosts) if hosts.specs else {}
-    output.mkdir(parents=True, exist_ok=True)
+    make_output_directory(output)
     written: list[Path] = []
     rows: list[IndexRow] = []
     origin = (

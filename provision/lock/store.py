@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from provision import ansible
+from provision import ansible, trust
 from provision.ansible import local_inventory, refuse_templates
 from provision.errors import FactsError, Interrupted, ProvisionError, first_error
 from provision.files import check_inventory
@@ -29,6 +29,8 @@ from provision.lock.model import Lock
 from provision.resources import data_dir
 
 LOCK_TASK = "Write, update or read the lock under /var/lib/provision"
+TRUST_TASK = "Refuse to read locks that a user other than root or the invoking user could have written"
+"""The play's check of what it reads by the trust rule (:mod:`provision.trust`); its failure is the host's."""
 LOCK_DIRECTORY = Path("/var/lib/provision")
 """Where the module keeps a host's locks (its ``directory`` default)."""
 LOCAL = "localhost"
@@ -117,9 +119,10 @@ def _results(events: Iterable[ansible.Event]) -> dict[str, dict[str, Any] | str]
     for event in events:
         data = event.get("event_data", {})
         host, kind = data.get("host"), event.get("event")
-        if host is None or (data.get("task") != LOCK_TASK and kind != "runner_on_unreachable"):
+        ours = data.get("task") in (LOCK_TASK, TRUST_TASK)
+        if host is None or (not ours and kind != "runner_on_unreachable"):
             continue
-        if kind == "runner_on_ok":
+        if kind == "runner_on_ok" and data.get("task") == LOCK_TASK:
             results[host] = dict(data.get("res") or {})
         elif kind in ("runner_on_failed", "runner_on_unreachable"):
             word = "unreachable" if kind == "runner_on_unreachable" else "failed"
@@ -168,6 +171,9 @@ def read_local(names: list[str] | None = None) -> dict[str, Any] | str:
     served}``, ``served`` for the package ``names``), read by the module's own functions in this
     process; or why they could not be read (one line, as from the play)."""
     module = _lock_module()
+    for check, path in (("file", LOCK_DIRECTORY / "lock.json"), ("tree", LOCK_DIRECTORY / "locks")):
+        if (why := trust.problem(check, str(path), missing_ok=True)) is not None:
+            return f"failed: not trusted: {why} ({trust.DOC})"
     try:
         return {
             "current": module.read_json(LOCK_DIRECTORY / "lock.json"),

@@ -26,12 +26,17 @@ class Seal(Frozen):
     Attributes:
         tool_version: The provision version that wrote the plan.
         parts: SHA-256 per sealed part (``spec``, ``steps``, ``extravars``, ...).
-        digest: SHA-256 over ``parts`` and ``tool_version``.
+        digest: HMAC-SHA256, with the sealing user's key, over ``parts`` and ``tool_version``.
+        scheme: ``hmac-sha256``; plans of older releases carry a plain SHA-256 (``sha256``), which
+            anyone can recompute, and are refused.
+        key_id: The first 16 hex digits of the key's SHA-256: which key sealed it.
     """
 
     tool_version: str
     parts: dict[str, str]
     digest: str
+    scheme: Literal["sha256", "hmac-sha256"] = "sha256"
+    key_id: str = ""
 
 
 class Plan(Frozen):

@@ -9,9 +9,10 @@ consented to (the resume applies nothing else unattended), the hosts whose MOK e
 pending, and where logs and runs go. A SHA-256 over all of it (``digest``) refuses a record edited
 by hand or cut short.
 
-Trust: the resume runs as root from a boot-time unit, so a record, spec or run directory that a
-user other than root could have written is refused (:func:`provision.trust.untrusted_reason`);
-run by another user, the record must be that user's own and writable by nobody else.
+Trust: the resume runs as root from a boot-time unit, so a record, spec or run directory that the
+trust rule refuses (:mod:`provision.trust`) is refused; the record itself must be root's (at boot
+the invoking user is root), and it names the user who ran the apply (``invoking_uid``), whom the
+resume then trusts as that apply did (:func:`act_for`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import stat
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,10 +27,10 @@ from typing import Literal
 
 from pydantic import Field, ValidationError
 
+from provision import trust
 from provision.errors import ProvisionError, first_error
-from provision.files import read_bytes, read_json_text
+from provision.files import read_bytes, read_json_text, untrusted_message
 from provision.models import Frozen
-from provision.trust import untrusted_reason
 
 RESUME_FILE = Path("/var/lib/provision/resume.json")
 """This machine's record: read by ``provision-resume.service`` at boot (ConditionPathExists)."""
@@ -59,6 +59,8 @@ class ResumeRecord(Frozen):
         mok_pending: Hosts that wait for MOK enrollment at the console.
         run_dir: The apply's run directory (the resume's log goes there).
         runs_dir: Where the resume's own run directory goes.
+        invoking_uid: The invoking user of the apply (:func:`provision.trust.invoking_uid`; 0 in
+            records of older releases): the resume trusts what that user owns, as the apply did.
         digest: SHA-256 over every other field (:func:`digest_of`).
     """
 
@@ -72,6 +74,7 @@ class ResumeRecord(Frozen):
     mok_pending: tuple[str, ...] = ()
     run_dir: str
     runs_dir: str
+    invoking_uid: int = Field(0, ge=0, lt=2**32)
     digest: str = ""
 
     @property
@@ -121,6 +124,7 @@ def new_record(
         mok_pending=tuple(mok_pending),
         run_dir=str(run_dir.resolve()),
         runs_dir=str(runs_dir.resolve()),
+        invoking_uid=trust.invoking_uid(),
     )
     return record.model_copy(update={"digest": digest_of(record)})
 
@@ -148,8 +152,7 @@ def read_record(path: Path) -> ResumeRecord:
     """
     if not path.exists():
         raise ResumeError(f"{path}: no resume record (nothing is waiting for a reboot)")
-    if (why := writer_problem(path)) is not None:
-        raise ResumeError(f"{path}: not trusted: {why}; nothing was run")
+    refuse_untrusted(path, "the resume record")
     text = read_json_text(path, what="resume record", error=ResumeError, label="provision resume record")
     try:
         record = ResumeRecord.model_validate_json(text)
@@ -162,31 +165,37 @@ def read_record(path: Path) -> ResumeRecord:
     return record
 
 
-def writer_problem(path: Path) -> str | None:
-    """Why a user other than the reader could have written ``path``, or None.
+def refuse_untrusted(path: Path, what: str) -> None:
+    """Refuse ``path`` unless the trust rule accepts it (:mod:`provision.trust`).
 
-    As root: :func:`provision.trust.untrusted_reason` (root-owned up to ``/``, writable by no one
-    else). As another user: the file must be that user's and writable by neither group nor others.
+    Raises:
+        ResumeError: One line naming the part that failed and its owner; nothing was run.
     """
-    if os.geteuid() == 0:
-        return untrusted_reason(path)
-    info = path.lstat()
-    if stat.S_ISLNK(info.st_mode) or info.st_uid != os.geteuid():
-        return f"{path} is not a file owned by uid {os.geteuid()}"
-    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        return f"{path} is writable by group or others (mode {stat.S_IMODE(info.st_mode):04o})"
-    return None
+    try:
+        trust.check_path(path, kind="file")
+    except trust.Untrusted as exc:
+        raise ResumeError(f"{untrusted_message(path, exc, what)}; nothing was run") from None
+    except OSError as exc:
+        raise ResumeError(f"{path}: cannot be checked ({exc.strerror or exc}); nothing was run") from None
+
+
+def act_for(record: ResumeRecord) -> None:
+    """Trust, from now on in this process and what it starts, what the record's apply trusted: run
+    as root (the boot-time unit), ``SUDO_UID`` is set to the apply's invoking user
+    (:func:`provision.trust.invoking_uid` reads it), so that a venv or spec under that user's home
+    is accepted at boot as it was by ``sudo provision apply``."""
+    if record.invoking_uid and os.getuid() == 0 and os.geteuid() == 0:
+        os.environ[trust.SUDO_VAR] = str(record.invoking_uid)
 
 
 def check_spec(record: ResumeRecord) -> Path:
     """The record's spec file, unchanged since apply and trusted; returns its path.
 
     Raises:
-        ResumeError: The file is gone, changed, or (as root) writable by a user other than root.
+        ResumeError: The file is gone, changed, or refused by the trust rule.
     """
     spec = Path(record.spec_path)
-    if os.geteuid() == 0 and (why := untrusted_reason(spec)) is not None:
-        raise ResumeError(f"{spec}: not trusted: {why}; nothing was run")
+    refuse_untrusted(spec, "the spec file")
     if file_sha256(spec) != record.spec_sha256:
         raise ResumeError(
             f"{spec} changed since apply wrote the resume record; nothing was run: review it and run "

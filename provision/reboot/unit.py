@@ -11,30 +11,29 @@ The unit is rendered in Python from an argv list (no template, no shell): each e
 with systemd's command-line rules (:func:`provision.serving.unit.systemd_quote`; control
 characters refused). Its argv holds paths only: this interpreter, ``-I`` (isolated: no
 ``PYTHONPATH``, no user site, not the working directory) and ``-m provision resume --unit``; the
-record names the rest. Everything it runs must be root's (:func:`run_as_root_problem`): the
-interpreter and its prefix, the provision package and its playbooks, each file and directory
-owned by root and writable by no one else. Enabling is the link ``systemctl enable`` would make
-(systemd.unit(5), "[Install] Section Options": ``WantedBy=`` creates a ``.wants/`` symlink), so the
-unit is enabled even where systemd is not running yet (a chroot, an image).
+record names the rest. Everything it runs must be trusted (:func:`run_as_root_problem`, the rule
+of :mod:`provision.trust`): the interpreter and its prefix, the provision package and its
+playbooks, each file and directory owned by root or the invoking user and writable by no one else.
+Enabling is the link ``systemctl enable`` would make (systemd.unit(5), "[Install] Section
+Options": ``WantedBy=`` creates a ``.wants/`` symlink), so the unit is enabled even where systemd
+is not running yet (a chroot, an image).
 """
 
 from __future__ import annotations
 
 import os
-import stat
 import subprocess
 import sys
 from pathlib import Path
 
+from provision import trust
 from provision.reboot.record import RESUME_FILE
 from provision.resources import data_dir
 from provision.serving.unit import exec_start, systemd_quote
-from provision.trust import untrusted_reason
 
 UNIT_NAME = "provision-resume.service"
 UNIT_DIR = Path("/etc/systemd/system")
 WANTS_DIR = UNIT_DIR / "multi-user.target.wants"
-_WRITABLE_BY_OTHERS = stat.S_IWGRP | stat.S_IWOTH
 
 
 def resume_argv(python: str | None = None) -> tuple[str, ...]:
@@ -110,19 +109,18 @@ def installed(root: Path = Path("/")) -> bool:
 def run_as_root_problem(python: str | None = None) -> str | None:
     """Why the unit would run, as root, something a user other than root could have written; or None.
 
-    Checks the interpreter (the file and every directory above it), its prefix (a venv: every file
-    below it), and the provision package and its playbooks (every file below them).
+    Checks, by the trust rule (:mod:`provision.trust`), the interpreter (its path), its prefix (a
+    venv: every file below it), and the provision package and its playbooks (every file below them).
     """
     exe = Path(python or sys.executable)
-    if (why := untrusted_reason(exe)) is not None:
+    if (why := trust.problem("file", str(exe))) is not None:
         return f"the interpreter: {why}"
     prefix = Path(sys.prefix) if python is None else exe.parent.parent
     package = Path(__file__).resolve().parents[1]
-    for name, top in (("the interpreter's prefix", prefix), ("the provision package", package)):
-        if (why := tree_problem(top)) is not None:
+    tops = (("the interpreter's prefix", prefix), ("the provision package", package))
+    for name, top in (*tops, ("provision's playbooks", data_dir("playbooks"))):
+        if (why := trust.problem("tree", str(top))) is not None:
             return f"{name}: {why}"
-    if (why := tree_problem(data_dir("playbooks"))) is not None:
-        return f"provision's playbooks: {why}"
     return None
 
 
@@ -147,26 +145,4 @@ def other_package_problem(python: str | None = None) -> str | None:
         return f"`{exe} -I -m provision` finds no provision package (install provision into that interpreter)"
     if str(Path(found).resolve()) != here:
         return f"`{exe} -I -m provision` would run {found}, not this provision ({here})"
-    return None
-
-
-def tree_problem(top: Path) -> str | None:
-    """Why a user other than root could have written ``top`` or anything below it; or None.
-
-    ``top`` and the directories above it as :func:`provision.trust.untrusted_reason`; each entry
-    below it (links not followed) owned by root and writable by neither group nor others.
-    """
-    if (why := untrusted_reason(top)) is not None:
-        return why
-    for parent, dirs, files in os.walk(top):
-        for name in (*dirs, *files):
-            entry = Path(parent) / name
-            try:
-                info = entry.lstat()
-            except OSError:
-                continue  # removed while walking (a cache file): nothing to run
-            if info.st_uid != 0:
-                return f"{entry} is owned by uid {info.st_uid}, not root"
-            if info.st_mode & _WRITABLE_BY_OTHERS and not stat.S_ISLNK(info.st_mode):
-                return f"{entry} is writable by group or others (mode {stat.S_IMODE(info.st_mode):04o})"
     return None

@@ -36,7 +36,12 @@ class ModelArchitecture(Frozen):
     """
 
     parameters: int | None = Field(
-        None, ge=1, description="Total parameters; unset: derived from the dimensions.", examples=[8030261248]
+        None,
+        ge=1,
+        le=10**15,
+        description="Total parameters (at most 10^15, ~500 times the largest published models); unset: "
+        "derived from the dimensions.",
+        examples=[8030261248],
     )
     layers: int = Field(
         ge=1, le=100_000, description="Transformer layers (num_hidden_layers).", examples=[32]

@@ -25,6 +25,7 @@ from pydantic_core import Url, core_schema
 from provision.models import Frozen
 from provision.serving.arch import ModelArchitecture
 from provision.spec.paths import absolute_path, venv_path
+from provision.spec.urls import secret_problem
 from provision.versions import Dotted, DottedVersion, Driver, DriverVersion, Pep440
 
 _IDENTIFIER = r"[a-z0-9][a-z0-9._-]{0,62}"
@@ -99,8 +100,8 @@ def _url_without_braces(value: Url) -> Url:
 
 CREDENTIALS_HELP = (
     "credentials may not be written in a URL (they would reach plans, logs and command lines); "
-    "give them to apt in /etc/apt/auth.conf.d/<name>.conf or to pip in /root/.netrc, "
-    "mode 0600 (docs/security.md#secrets)"
+    "give them to apt in /etc/apt/auth.conf.d/<name>.conf or to pip in /root/.netrc "
+    "(machine HOST login __token__ password TOKEN), mode 0600 (docs/security.md#secrets)"
 )
 
 
@@ -112,10 +113,21 @@ def _url_without_userinfo(value: Url) -> Url:
     return value
 
 
+def _url_without_secrets(value: Url) -> Url:
+    if (why := secret_problem(str(value))) is not None:
+        raise ValueError(f"{why}, which may carry a secret; {CREDENTIALS_HELP}")
+    return value
+
+
 SafeUrl = Annotated[
-    Url, _HttpUrl(), AfterValidator(_url_without_braces), AfterValidator(_url_without_userinfo)
+    Url,
+    _HttpUrl(),
+    AfterValidator(_url_without_braces),
+    AfterValidator(_url_without_userinfo),
+    AfterValidator(_url_without_secrets),
 ]
-"""An http(s) URL without ``{`` or ``}`` (RFC 3986 never allows them unencoded) and without userinfo."""
+"""An http(s) URL without ``{`` or ``}`` (RFC 3986 never allows them unencoded), without userinfo,
+a query, a fragment or a token-like path segment (:func:`provision.spec.urls.secret_problem`)."""
 
 KEY_HOSTS = ("developer.download.nvidia.com",)
 """Hosts a repository signing key may be fetched from unless the spec adds its own (NVIDIA's CDN)."""
@@ -260,7 +272,11 @@ class PythonSpec(Frozen):
     """Python virtual environment with a PyTorch wheel from a pinned index."""
 
     interpreter: Dotted = Field(description='Python X.Y used to create the venv, e.g. "3.12".')
-    venv: VenvPath = Field(description="Absolute path of the virtual environment, under /opt/ or /srv/.")
+    venv: VenvPath = Field(
+        description="Absolute path of the virtual environment, e.g. /opt/torch or /home/you/venv: not a "
+        "system or shared directory; apply and verify use it only when root or the invoking user owns it and "
+        "no one else may write it."
+    )
     torch: Pep440 | None = Field(None, description='PyTorch release, e.g. "2.11.0" (local tag not included).')
     cuda_variant: Annotated[str, Field(pattern=r"^cu\d{3}$")] | None = Field(
         None, description="PyTorch CUDA wheel variant, e.g. cu130."

@@ -12,10 +12,37 @@ import re
 from pathlib import PurePosixPath
 
 VENV_ROOTS = ("/opt", "/srv")
-"""Directories a venv may be created under: root-owned and never part of the OS.
+"""Where ``provision import`` looks for a machine's venvs: the directories root-made venvs go in
+(Filesystem Hierarchy Standard 3.0: /opt add-on software, /srv site data). A spec's venv may lie
+elsewhere too (:func:`venv_path`)."""
 
-Source: Filesystem Hierarchy Standard 3.0, sections /opt (add-on software) and /srv (site data).
+SYSTEM_TREES = (
+    "/bin",
+    "/boot",
+    "/dev",
+    "/etc",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/proc",
+    "/run",
+    "/sbin",
+    "/sys",
+    "/tmp",
+    "/usr",
+    "/var",
+)
+"""Trees a venv may not lie in: the operating system's own (its programs, libraries, configuration,
+kernel interfaces and managed state: ``python -m venv`` there would write ``bin/python`` over the
+system's) and the shared temporary directories (``/tmp``, ``/var/tmp``, ``/dev/shm``: any user may
+create the venv's name there first). ``/var/opt``, the variable data of ``/opt`` software, is the
+one place under them that is allowed.
+
+Source: Filesystem Hierarchy Standard 3.0, chapters 3 (the root filesystem), 4 (/usr) and 5 (/var).
 """
+SYSTEM_EXCEPTIONS = ("/var/opt",)
+"""Directories under :data:`SYSTEM_TREES` a venv may lie in (FHS 3.0, section 5.12: /var/opt)."""
 
 
 def absolute_path(value: str) -> str:
@@ -33,18 +60,27 @@ def absolute_path(value: str) -> str:
 
 
 def venv_path(value: str) -> str:
-    """``value`` unchanged when it lies under one of :data:`VENV_ROOTS`.
+    """``value`` unchanged unless it is a system or shared directory (or in one), ``/``, a directory
+    at the top of the tree (``/opt``, ``/home``) or a home directory itself (``/home/me``, ``/root``).
+
+    Where the venv may go otherwise (``/opt/torch``, ``/srv/ml/env``, ``/home/me/venv``) is decided
+    when it is used: apply creates or fills it and verify runs it only when the trust rule accepts
+    it (owned by root or the invoking user, writable by no one else: docs/security.md).
 
     Raises:
-        ValueError: Anywhere else (root creates the venv and runs its python and pip: under /usr,
-            /etc or /tmp that would overwrite the OS or run what another user planted;
-            docs/security.md).
+        ValueError: A system or shared directory (root creates the venv and runs its python and pip:
+            under /usr or /etc that would overwrite the OS, under /tmp it could be another user's).
     """
-    parent = str(PurePosixPath(value).parent)
-    if not any(parent == root or parent.startswith(root + "/") for root in VENV_ROOTS):
-        roots = " or ".join(f"{root}/" for root in VENV_ROOTS)
-        raise ValueError(f"must be a directory under {roots} (system and shared directories are refused)")
+    path = PurePosixPath(value)
+    inside = [t for t in SYSTEM_TREES if path == PurePosixPath(t) or PurePosixPath(t) in path.parents]
+    allowed = any(PurePosixPath(e) == path or PurePosixPath(e) in path.parents for e in SYSTEM_EXCEPTIONS)
+    home = len(path.parts) == 3 and path.parts[1] == "home"
+    if (inside and not allowed) or len(path.parts) < 3 or home:
+        raise ValueError(
+            "must be a directory of its own, e.g. /opt/torch or /home/you/venv (system and shared "
+            "directories, /tmp, top-level directories and home directories themselves are refused)"
+        )
     return value
 
 
-__all__ = ["VENV_ROOTS", "absolute_path", "venv_path"]
+__all__ = ["SYSTEM_TREES", "VENV_ROOTS", "absolute_path", "venv_path"]

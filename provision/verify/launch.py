@@ -22,8 +22,8 @@ from typing import IO, Any
 
 from pydantic import ValidationError
 
+from provision import trust
 from provision.detect.facts import Unknown
-from provision.trust import untrusted_reason
 from provision.verify.runs import AllReduceRun, GpuRun, RankResult
 
 SCRIPT = Path(__file__).with_name("gpuload.py")
@@ -53,8 +53,8 @@ def python_of(venv: str | None) -> Path | Unknown:
     python = Path(venv) / "bin" / "python"
     if not os.access(python, os.X_OK):
         return Unknown(unknown=f"{python}: no such interpreter (create the venv with provision apply)")
-    if (why := untrusted_reason(python)) is not None:
-        return Unknown(unknown=f"{python} is not run as root: {why}")
+    if (why := trust.problem("venv", venv)) is not None:
+        return Unknown(unknown=f"{python} is not run: the venv is not trusted: {why} ({trust.DOC})")
     return python
 
 
@@ -233,7 +233,7 @@ def last_json(stdout: str) -> dict[str, Any] | None:
     for line in reversed(stdout.strip().splitlines()):
         try:
             doc = json.loads(line)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # the venv's program may print anything
             continue
         if isinstance(doc, dict):
             return doc

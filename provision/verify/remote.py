@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from provision import ansible
+from provision import ansible, trust
 from provision.detect.domains.driver import FabricManagerVersionFact
 from provision.detect.fact import Probe
 from provision.detect.facts import Facts, Unknown
@@ -50,7 +50,10 @@ from provision.verify.probes import FM_PROBE
 from provision.verify.runs import GpuRun, VerifyInputs
 
 GPU_TASK = "Run the GPU load program in the spec's venv."
+TRUST_TASK = "Check the venv by provision's trust rule before root runs its interpreter."
 HOST_PROBE_TASK = "Ask the host, from the host itself, what the components' observers read."
+TRUST_PROGRAM = Path(trust.__file__)
+"""The trust rule (standard library only): the play runs it on the host before the GPU program."""
 HOST_PROBE = Path(hostprobe.__file__)
 """The host-probe program the play copies (standard library only: it runs with the host's python3)."""
 REMOTE_ALLREDUCE = (
@@ -87,10 +90,8 @@ class HostJob:
         return int(launch.gpu_timeout(self.gpu_count, self.load_seconds)) + 1
 
     def probes(self) -> list[Probe]:
-        """Detection's probes for the venv, the fabric manager's version, and who could have
-        written the venv's interpreter (checked on the host before root runs it)."""
-        trust = [trust_probe(f"{self.venv}/bin/python")] if self.venv else []
-        return [*all_probes(self.venv), FM_PROBE, *trust]
+        """Detection's probes for the venv, and the fabric manager's version."""
+        return [*all_probes(self.venv), FM_PROBE]
 
 
 @dataclass(frozen=True)
@@ -141,9 +142,12 @@ def verify_remote(
         )
     gpu = gpu_outcomes(played.events)
     asked = gpu_outcomes(played.events, HOST_PROBE_TASK)
+    checked = gpu_outcomes(played.events, TRUST_TASK)
     raw = keep / "raw" if keep is not None else None
     return {
-        host: _host_inputs(host, result, gpu.get(host), asked.get(host), jobs[host], started, raw)
+        host: _host_inputs(
+            host, result, (gpu.get(host), asked.get(host), checked.get(host)), jobs[host], started, raw
+        )
         for host, result in collected.items()
         if host in jobs
     }
@@ -152,50 +156,33 @@ def verify_remote(
 def _host_inputs(
     host: str,
     result: str | dict[str, Any],
-    gpu: GpuOutcome | None,
-    asked: GpuOutcome | None,
+    ran: tuple[GpuOutcome | None, GpuOutcome | None, GpuOutcome | None],
     job: HostJob,
     started: datetime,
     raw: Path | None,
 ) -> VerifyInputs | str:
+    """``ran``: the host's GPU program, host probe and trust check outcomes."""
     if isinstance(result, str):
         return result
     outputs = outputs_from_json(result)
     if raw is not None:
         write_raw(raw / host_dir_name(host), outputs)
-    return inputs_from(host, outputs, gpu, job, started, asked)
+    gpu, asked, checked = ran
+    return inputs_from(host, outputs, gpu, job, started, asked, checked)
 
 
-TRUST_PROBE_ID = "venv-trust"
-_TRUST_SCRIPT = (
-    'p=$(readlink -f "$1") || { echo "missing: $1"; exit 0; }; '
-    '[ -e "$p" ] || { echo "missing: $p"; exit 0; }; d=$p; '
-    "while :; do "
-    "set -- $(stat -c '%u %a' \"$d\"); "
-    'if [ "$1" != 0 ]; then echo "untrusted: $d is owned by uid $1, not root"; exit 0; fi; '
-    "w=$(( 0$2 & 18 )); s=$(( (0$2 >> 9) & 1 )); "
-    'if [ $w -ne 0 ] && { [ "$d" = "$p" ] || [ $s -eq 0 ]; }; then '
-    'echo "untrusted: $d is writable by group or others (mode $2)"; exit 0; fi; '
-    '[ "$d" = / ] && break; d=$(dirname "$d"); done; echo trusted'
-)
-"""The rule of :func:`provision.trust.untrusted_reason`, run on the host: the interpreter and every
-directory above it owned by root and writable by neither group nor others (a sticky directory
-above, such as /tmp, excepted)."""
-
-
-def trust_probe(python: str) -> Probe:
-    """The probe that says whether only root could have written ``python`` on the host."""
-    return Probe(id=TRUST_PROBE_ID, argv=("sh", "-c", _TRUST_SCRIPT, "sh", python), timeout=10.0)
-
-
-def trust_problem(outputs: Mapping[str, ProbeOutput]) -> str | None:
-    """Why the venv's interpreter must not run as root on that host; None when only root could
-    have written it (or when there is no venv to check)."""
-    out = outputs.get(TRUST_PROBE_ID)
-    if out is None:
+def trust_problem(checked: GpuOutcome | None) -> str | None:
+    """Why the trust rule refused the venv on the host (the :data:`TRUST_TASK`'s answer), or None
+    when it said ``trusted`` or did not run (no venv: nothing is run then either)."""
+    if checked is None or not checked.ran:
         return None
-    line = out.output.strip().splitlines()[0] if out.output.strip() else f"no output (exit {out.rc})"
-    return None if line == "trusted" or line.startswith("missing: ") else line.removeprefix("untrusted: ")
+    line = next(iter(checked.stdout.strip().splitlines()), "")
+    if line == "trusted":
+        return None
+    if line.startswith("untrusted: "):
+        return line.removeprefix("untrusted: ")
+    said = (checked.stderr or checked.message).strip().splitlines()
+    return f"the trust check gave no answer (exit {checked.rc}: {said[-1] if said else 'no output'})"
 
 
 def inputs_from(
@@ -205,14 +192,17 @@ def inputs_from(
     job: HostJob,
     started: datetime | None = None,
     asked: GpuOutcome | None = None,
+    checked: GpuOutcome | None = None,
 ) -> VerifyInputs:
-    """One host's verify inputs from its collector outputs, its GPU task's and its host probe's
-    outcomes (pure)."""
+    """One host's verify inputs from its collector outputs, its GPU task's, its host probe's and
+    its trust check's outcomes (pure)."""
     facts = facts_from_outputs(outputs, host=host, collected_at=started)
-    untrusted = trust_problem(outputs)
+    untrusted = trust_problem(checked)
     gpu_run = remote_gpu_run(facts, gpu, job)
     if untrusted is not None and not isinstance(facts.gpus, Unknown):
-        gpu_run = Unknown(unknown=f"not run as root: {untrusted} (docs/security.md)")
+        gpu_run = Unknown(
+            unknown=f"{job.venv}/bin/python is not run: the venv is not trusted: {untrusted} ({trust.DOC})"
+        )
     many = isinstance(gpu_run, GpuRun) and gpu_run.device_count >= 2
     return VerifyInputs(
         facts=facts,
@@ -310,6 +300,7 @@ def _write_project(project: Path, jobs: Mapping[str, HostJob]) -> dict[str, Any]
     (project / "collector.py").write_text(collector_source(), encoding="utf-8")
     (project / "gpuload.py").write_text(launch.SCRIPT.read_text(encoding="utf-8"), encoding="utf-8")
     (project / "hostprobe.py").write_text(HOST_PROBE.read_text(encoding="utf-8"), encoding="utf-8")
+    (project / "provision_trust.py").write_text(TRUST_PROGRAM.read_text(encoding="utf-8"), encoding="utf-8")
     files: dict[str | None, str] = {}
     asks: dict[str, str] = {}
     for job in jobs.values():
@@ -336,6 +327,7 @@ def host_vars(job: HostJob, probes_file: str, services_file: str = "") -> dict[s
     asked = job.host_job()
     return {
         "probes": probes_file,
+        "venv": job.venv or "",
         "python": f"{job.venv}/bin/python" if job.venv else "",
         "seconds": str(job.load_seconds),
         "timeout": job.timeout_s,
@@ -367,6 +359,7 @@ def verify_play() -> list[dict[str, Any]]:
                         _collect(workdir),
                         *_host_probe(job, workdir),
                         _stat(job),
+                        _trust(job, workdir),
                         _gpu(job, workdir),
                     ],
                     "always": [_clean()],
@@ -381,6 +374,7 @@ def _copied(job: str) -> list[tuple[str, str]]:
         ("collector.py", "collector.py"),
         (f"{{{{ {job}.probes }}}}", "probes.json"),
         ("gpuload.py", "gpuload.py"),
+        ("provision_trust.py", "provision_trust.py"),
     ]
 
 
@@ -443,12 +437,27 @@ def _stat(job: str) -> dict[str, Any]:
     }
 
 
+def _trust(job: str, workdir: str) -> dict[str, Any]:
+    """The trust rule over the venv, on the host, as root, just before the GPU program: it prints
+    ``trusted`` or ``untrusted: <reason>`` and always exits 0 (:func:`provision.trust.cli`)."""
+    return {
+        "name": TRUST_TASK,
+        "ansible.builtin.command": {
+            "argv": [_HOST_PYTHON, "-I", f"{workdir}/provision_trust.py", "venv", f"{{{{ {job}.venv }}}}"]
+        },
+        "register": "provision_verify_trust",
+        "changed_when": False,
+        "failed_when": False,
+        "when": f"{job}.python | length > 0",
+    }
+
+
 def _gpu(job: str, workdir: str) -> dict[str, Any]:
     argv = [f"{{{{ {job}.python }}}}", "-I", f"{workdir}/gpuload.py", "gpus"]
     argv += ["--seconds", f"{{{{ {job}.seconds }}}}", "--copy-mib", "256"]
     collected = "(provision_verify_collected.stdout | from_json)"
     answered = f"{collected}['query-gpu']['rc'] == 0"
-    trusted = f"{collected}.get('{TRUST_PROBE_ID}', {{}}).get('output', '') is match('trusted')"
+    trusted = "(provision_verify_trust.stdout | default('')) == 'trusted'"
     return {
         "name": GPU_TASK,
         "ansible.builtin.command": {"argv": argv},

@@ -142,7 +142,8 @@ def check_path(path: Path) -> None:
 
 
 def write_textfile(path: Path, reports: Mapping[str, Report]) -> None:
-    """Write ``reports`` to ``path`` atomically: a temporary file beside it, mode 0644, fsync, rename.
+    """Write ``reports`` to ``path`` atomically, mode 0644 (:func:`provision.output.write_output`:
+    a temporary file beside it, fsync, rename; never through a planted link).
 
     Raises:
         ProvisionError: :func:`check_path` refuses ``path``, or its directory cannot be written

@@ -16,7 +16,6 @@ from pathlib import Path
 from provision import gcpolicy
 from provision.catalog import Catalog
 from provision.detect.facts import Facts, Unknown
-from provision.errors import FactsError
 from provision.spec.models import Spec
 from provision.verify import (
     checks_driver,
@@ -37,16 +36,16 @@ Check = Callable[[Context], list[CheckResult]]
 
 
 def save_inputs(directory: Path, inputs: VerifyInputs) -> None:
-    """Write ``inputs`` to ``directory/inputs.json`` (what ``verify --inputs`` replays).
+    """Write ``inputs`` to ``directory/inputs.json`` (what ``verify --inputs`` replays), atomically,
+    mode 0600 (:func:`provision.output.write_files`).
 
     Raises:
-        FactsError: the directory cannot be created or the file cannot be written (the reason).
+        ProvisionError: the directory cannot be created or the file cannot be written (the reason),
+            or the trust rule refuses it.
     """
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        (directory / "inputs.json").write_text(inputs.model_dump_json(indent=2), encoding="utf-8")
-    except OSError as exc:
-        raise FactsError(f"cannot write verify inputs to {directory}: {exc.strerror or exc}") from None
+    from provision.output import PRIVATE, write_files
+
+    write_files(directory, {"inputs.json": inputs.model_dump_json(indent=2)}, mode=PRIVATE)
 
 
 MACHINE_CHECKS: tuple[Check, ...] = (

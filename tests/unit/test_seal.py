@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from datetime import date
@@ -19,7 +20,16 @@ from provision.detect.raw import read_raw
 from provision.detect.registry import facts_from_outputs
 from provision.errors import DriftError
 from provision.plan.models import Plan
-from provision.plan.seal import SEALED_PARTS, edited_parts, sealed
+from provision.plan.seal import (
+    KEY_NAME,
+    SEALED_PARTS,
+    STATE_DIR_VAR,
+    PlanEditedError,
+    edited_parts,
+    key_id,
+    seal_key,
+    sealed,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 H200_SPEC = str(ROOT / "specs" / "h200-ubuntu2404.yaml")
@@ -177,3 +187,62 @@ def test_a_saved_plan_is_compared_as_of_its_own_day(
     applied = CliRunner().invoke(cli, ["apply", str(out), "--dry-run", "--json", "--runs-dir", str(tmp_path)])
     assert applied.exit_code == 0, applied.output
     assert json.loads(applied.stdout)["outcome"] == "nothing-to-do"
+
+
+# The key: only a plan this user sealed is applied.
+
+
+def _apply(doc: dict[str, Any], tmp_path: Path) -> str:
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(doc))
+    result = CliRunner().invoke(cli, ["apply", str(path), "--dry-run"])
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    return " ".join(result.output.split())
+
+
+def test_a_plan_sealed_with_a_digest_anyone_can_recompute_is_refused(
+    saved: dict[str, Any], tmp_path: Path
+) -> None:
+    # What a user other than root could make from a copy of root's facts: every part digest right,
+    # the overall digest a plain SHA-256 as older releases wrote it.
+    doc = json.loads(json.dumps(saved))
+    del doc["seal"]["scheme"], doc["seal"]["key_id"]
+    doc["seal"]["digest"] = hashlib.sha256(
+        json.dumps(
+            {"parts": doc["seal"]["parts"], "tool_version": doc["seal"]["tool_version"]},
+            sort_keys=True,
+            separators=(",", ":"),
+        ).encode()
+    ).hexdigest()
+    assert "an older release's seal (a plain SHA-256, which anyone could recompute)" in _apply(doc, tmp_path)
+
+
+def test_a_plan_sealed_with_another_key_is_refused(
+    saved: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(STATE_DIR_VAR, str(tmp_path / "elsewhere"))
+    line = _apply(saved, tmp_path)
+    assert "no plan seal key here" in line  # this user never sealed a plan
+    seal_key(create=True)
+    line = _apply(saved, tmp_path)
+    assert (
+        f"sealed with another key ({saved['seal']['key_id']}" in line
+        and "another user or another machine" in line
+    )
+    doc = json.loads(json.dumps(saved))
+    doc["seal"]["key_id"] = key_id(seal_key())  # claiming this key does not make the HMAC this key's
+    assert "(changed: seal)" in _apply(doc, tmp_path)
+
+
+def test_the_key_is_created_once_0600_and_refused_when_others_can_read_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(STATE_DIR_VAR, str(tmp_path / "state"))
+    key = seal_key(create=True)
+    path = tmp_path / "state" / KEY_NAME
+    assert len(key) == 32 and (path.stat().st_mode & 0o777) == 0o600
+    assert seal_key(create=True) == key  # never replaced
+    path.chmod(0o640)
+    with pytest.raises(PlanEditedError, match=r"readable by no one else \(found .*mode 0640\)"):
+        seal_key()

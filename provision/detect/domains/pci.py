@@ -170,7 +170,8 @@ def upstream_bridges(path: str) -> tuple[str, ...]:
 
 
 def _link(speed: str | None, width: str | None) -> PciLink | None:
-    match = re.match(r"([\d.]+) GT/s", speed or "")
+    # sysfs prints "16.0 GT/s PCIe" (drivers/pci/pci-sysfs.c); anything else is no link reading.
+    match = re.match(r"([0-9]{1,3}(?:\.[0-9]{1,3})?) GT/s", speed or "")
     lanes = int_or_none(width)
     return PciLink(speed_gts=float(match.group(1)), width=lanes) if match and lanes else None
 

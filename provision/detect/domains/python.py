@@ -136,8 +136,12 @@ def parse_venv(output: str, rc: int) -> Venv | NoVenv | Unknown:
     ``pyvenv.cfg`` at the path: :class:`NoVenv`.
     """
     path = next((line[5:].strip() for line in output.splitlines() if line.startswith("path ")), "")
-    if rc == 1 and f"cat: {path}/pyvenv.cfg: No such file or directory" in output.splitlines():
-        return NoVenv(path=path)  # ENOENT as the probes' C locale words it; any other failure is Unknown
+    absent = (  # ENOENT as the probes' C locale words it (dd today, cat in older captures)
+        f"dd: failed to open '{path}/pyvenv.cfg': No such file or directory",
+        f"cat: {path}/pyvenv.cfg: No such file or directory",
+    )
+    if rc == 1 and any(line in absent for line in output.splitlines()):
+        return NoVenv(path=path)  # any other failure (a link, EACCES) is Unknown with its words
     error = "\n".join(line for line in output.splitlines() if not line.startswith("path "))
     if (bad := failure("venv probe", error, rc)) is not None:  # the error, not the echoed path
         return bad
@@ -170,13 +174,18 @@ def _distribution(path: str) -> tuple[str, str] | None:
 
 
 # pyvenv.cfg and the dist-info names tell the interpreter and installed wheels without starting python
-# (nothing in the venv is executed: docs/security.md). A dist-info is incomplete when METADATA or RECORD
-# is missing (pip writes RECORD last) or a top-level entry that its RECORD names is gone (files deleted
-# or never unpacked); one awk reads every RECORD, so a venv of hundreds of wheels costs one process
-# (and the tab is computed once: a command substitution per line cost a fork each, 0.15 s on a torch venv).
+# (nothing in the venv is executed: docs/security.md). The venv may be anyone's, and the probe runs as
+# root: pyvenv.cfg is read with dd (O_NOFOLLOW, O_NONBLOCK, 64 KiB at most: a link to /dev/zero or to
+# a root-only file is refused, a FIFO never waited on) and only its keys the parser reads are printed;
+# RECORDs are read only where they are regular files of less than 16 MiB (find -type f: not a link).
+# A dist-info is incomplete when METADATA or RECORD is missing (pip writes RECORD last) or a top-level
+# entry that its RECORD names is gone (files deleted or never unpacked); one awk reads every RECORD,
+# so a venv of hundreds of wheels costs one process (and the tab is computed once: a command
+# substitution per line cost a fork each, 0.15 s on a torch venv).
 _VENV_SCRIPT = r"""v=$1
 echo "path $v"
-cat "$v/pyvenv.cfg" || exit 1
+cfg=$(dd if="$v/pyvenv.cfg" iflag=nofollow,nonblock bs=65536 count=1 status=none) || exit 1
+printf '%s\n' "$cfg" | sed -n -E 's/^[[:space:]]*(home|version|version_info|uv|implementation)[[:space:]]*=/\1 =/p'
 if [ -x "$v/bin/python" ]; then echo "interpreter yes"; else echo "interpreter no"; fi
 for d in "$v"/lib*/python3*/site-packages/*.dist-info; do
   [ -d "$d" ] || continue
@@ -184,9 +193,10 @@ for d in "$v"/lib*/python3*/site-packages/*.dist-info; do
   { [ -f "$d/METADATA" ] && [ -f "$d/RECORD" ]; } || echo "incomplete $d"
 done
 tab=$(printf '\t')
-awk -F, '{ sub(/^"/, "", $1); n = split($1, p, "/"); k = FILENAME SUBSEP p[1]
+find "$v"/lib*/python3*/site-packages/ -mindepth 2 -maxdepth 2 -path '*.dist-info/RECORD' -type f \
+  -size -16M -exec awk -F, '{ sub(/^"/, "", $1); n = split($1, p, "/"); k = FILENAME SUBSEP p[1]
   if (n > 0 && p[1] != ".." && p[1] != "" && !(k in seen)) { seen[k]; print FILENAME "\t" p[1] } }' \
-  "$v"/lib*/python3*/site-packages/*.dist-info/RECORD 2>/dev/null |
+  {} + 2>/dev/null |
 while IFS="$tab" read -r rec top; do
   [ -e "${rec%/*/RECORD}/$top" ] || echo "incomplete ${rec%/RECORD}"
 done
@@ -194,15 +204,16 @@ exit 0
 """
 # Reads the interpreter version from pyvenv.cfg and torch/version.py's two constants with sed:
 # nothing in the venv is executed, so a venv a user could write cannot run code as root
-# (docs/security.md). `head -c` bounds what is read from a file that is a device or a huge file.
+# (docs/security.md). dd reads 64 KiB at most, never through a link (a link to /dev/zero or to a
+# root-only file is refused) and never waiting on a FIFO.
 # Prints the same `key value` lines as the fixture's torch.txt.
 _TORCH_SCRIPT = """\
 echo "venv $1"
 [ -d "$1" ] || { echo "torch: no virtual environment at $1"; exit 1; }
-head -c 65536 "$1/pyvenv.cfg" 2>/dev/null | sed -n -E 's/^version(_info)? *= *([0-9]+([.][0-9]+)*).*/python \\2/p' | head -n 1
+dd if="$1/pyvenv.cfg" iflag=nofollow,nonblock bs=65536 count=1 status=none 2>/dev/null | sed -n -E 's/^version(_info)? *= *([0-9]+([.][0-9]+)*).*/python \\2/p' | head -n 1
 for f in "$1"/lib*/python3*/site-packages/torch/version.py; do
   [ -f "$f" ] || continue
-  head -c 65536 "$f" | sed -n -E \
+  dd if="$f" iflag=nofollow,nonblock bs=65536 count=1 status=none | sed -n -E \
     -e "s/^__version__ *(:[^=]*)?= *['\\"]([^'\\"]*)['\\"].*/torch \\2/p" \
     -e "s/^cuda *(:[^=]*)?= *['\\"]([^'\\"]*)['\\"].*/cuda \\2/p" \
     -e "s/^cuda *(:[^=]*)?= *None.*/cuda None/p"
