@@ -23,6 +23,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from provision.os.redhat.parse import RPM_QA_QUERYFORMAT, parse_rpm_qa
+
 from .rhelrepo import RhelRepo, make_rpm_key, publish_epel, publish_rhel_repo
 
 OS_RELEASE = {
@@ -32,8 +34,6 @@ OS_RELEASE = {
     'VERSION_ID="10.0"\nPLATFORM_ID="platform:el10"\nPRETTY_NAME="Rocky Linux 10.0 (Red Quartz)"\n',
 }
 """Rocky Linux's ``/etc/os-release`` fields that dnf and Ansible read (Rocky Linux 9.5 and 10.0)."""
-
-RPM_QA_QUERYFORMAT = r"%{EPOCHNUM}\t%{NAME}\t%{VERSION}\t%{RELEASE}\t%{ARCH}\n"
 
 
 @dataclass(frozen=True)
@@ -88,11 +88,7 @@ class InstallRoot:
 
     def installed(self) -> dict[str, str]:
         """Installed package name -> ``epoch:version-release`` (from rpm, not dnf)."""
-        out: dict[str, str] = {}
-        for line in self.rpm_qa().output.splitlines():
-            epoch, name, version, release, _arch = line.split("\t")
-            out[name] = f"{epoch}:{version}-{release}"
-        return out
+        return {p.name: f"{p.epoch}:{p.version}-{p.release}" for p in parse_rpm_qa(self.rpm_qa().output)}
 
 
 def _run(argv: list[str]) -> Result:
@@ -159,6 +155,11 @@ def _capture(dest: Path) -> None:
         gpg_case("gpg-unsigned", unsigned, gpgcheck=True, gpgkey=key.url)
         gpg_case("gpg-wrong-key", r10, gpgkey=other.url)
         gpg_case("gpg-no-key", r10, gpgcheck=True, gpgkey="")
+
+        gone = InstallRoot(base / "repo-down", 10, [])
+        missing = RhelRepo(10, base / "missing", (base / "missing").as_uri(), r10.repo_id, False, 0.0)
+        (gone.path / f"etc/yum.repos.d/{r10.repo_id}.repo").write_text(missing.repo_file())
+        save("dnf-repo-down.txt", gone.dnf("--setopt=skip_if_unavailable=False", "install", "nvidia-open"))
 
 
 if __name__ == "__main__":
