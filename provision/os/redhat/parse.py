@@ -214,7 +214,9 @@ def _package(line: str) -> RpmPackage | None:
         return None
     epoch, name, version, release, arch = fields[:5]
     stamp = fields[5] if len(fields) == 6 else "0"
-    if not (epoch.isdigit() and epoch.isascii() and len(epoch) <= 10 and stamp.isdigit() and len(stamp) <= 12):
+    if not (
+        epoch.isdigit() and epoch.isascii() and len(epoch) <= 10 and stamp.isdigit() and len(stamp) <= 12
+    ):
         return None
     if not (_NAME.match(name) and _FIELD.match(version) and _FIELD.match(release) and _FIELD.match(arch)):
         return None
@@ -405,11 +407,24 @@ def split_lock(entry: str) -> tuple[str, str] | None:
 
 # --- dnf failure causes -------------------------------------------------------------------
 
-_PLATFORM = re.compile(r"nothing provides module\(platform:(?P<platform>[\w.-]+)\) needed by module (?P<module>[\w.-]+):(?P<stream>[\w.-]+)")
-_MODULAR_FILTERED = re.compile(r"filtered out by modular filtering for argument: (?P<arg>\S+)|package (?P<pkg>\S+) is filtered out by modular filtering")
-_EXCLUDE_FILTERED = re.compile(r"filtered out by exclude filtering for argument: (?P<arg>\S+)|package (?P<pkg>\S+) is filtered out by exclude filtering")
-_SWITCH = re.compile(r"switching of module '(?P<module>[^']+)' stream '(?P<old>[^']+)' to stream '(?P<new>[^']+)'")
-_REQUIRES = re.compile(r"package (?P<pkg>\S+) requires (?P<need>.+?), but none of the providers can be installed")
+_PLATFORM = re.compile(
+    r"nothing provides module\(platform:(?P<platform>[\w.-]+)\) needed by module "
+    r"(?P<module>[\w.-]+):(?P<stream>[\w.-]+)"
+)
+_MODULAR_FILTERED = re.compile(
+    r"filtered out by modular filtering for argument: (?P<arg>\S+)"
+    r"|package (?P<pkg>\S+) is filtered out by modular filtering"
+)
+_EXCLUDE_FILTERED = re.compile(
+    r"filtered out by exclude filtering for argument: (?P<arg>\S+)"
+    r"|package (?P<pkg>\S+) is filtered out by exclude filtering"
+)
+_SWITCH = re.compile(
+    r"switching of module '(?P<module>[^']+)' stream '(?P<old>[^']+)' to stream '(?P<new>[^']+)'"
+)
+_REQUIRES = re.compile(
+    r"package (?P<pkg>\S+) requires (?P<need>.+?), but none of the providers can be installed"
+)
 _NOTHING = re.compile(r"nothing provides (?P<need>(?!module\()\S+(?: [<>=]+ \S+)?) needed by (?P<pkg>\S+)")
 _NO_MATCH = re.compile(r"^No match for argument: (?P<arg>\S+)", re.M)
 _NOT_SIGNED = re.compile(r"Package (?P<file>\S+) is not signed")
@@ -432,9 +447,9 @@ def _platform(text: str) -> str | None:
     wanted = match["platform"]
     return (
         f"the repository's module {match['module']}:{match['stream']} is built for platform:{wanted}, "
-        f"which this host is not, so dnf filters its packages out (\"filtered out by modular filtering\"): "
-        f"configure NVIDIA's repository for this host's own major release instead of the {wanted.replace('el', 'rhel')} "
-        f"one ({_NVIDIA_GUIDE})"
+        f'which this host is not, so dnf filters its packages out ("filtered out by modular filtering"): '
+        f"configure NVIDIA's repository for this host's own major release instead of the "
+        f"{wanted.replace('el', 'rhel')} one ({_NVIDIA_GUIDE})"
     )
 
 
@@ -443,9 +458,10 @@ def _modular(text: str) -> str | None:
         return None
     what = _first(_MODULAR_FILTERED, text, "arg", "pkg")
     return (
-        f"{what} is in a module stream that is not enabled, so dnf hides it (\"filtered out by modular "
-        f"filtering\"): enable the stream that carries it (`dnf module enable nvidia-driver:<branch>-open`) "
-        f"or change streams with `dnf module switch-to nvidia-driver:<stream> --allowerasing` ({_NVIDIA_GUIDE})"
+        f'{what} is in a module stream that is not enabled, so dnf hides it ("filtered out by modular '
+        f'filtering"): enable the stream that carries it (`dnf module enable nvidia-driver:<branch>-open`) '
+        "or change streams with `dnf module switch-to nvidia-driver:<stream> --allowerasing` "
+        f"({_NVIDIA_GUIDE})"
     )
 
 
@@ -456,7 +472,8 @@ def _switch(text: str) -> str | None:
     module, old, new = match["module"], match["old"], match["new"]
     return (
         f"module {module} is enabled at stream {old} and dnf will not enable {new} beside it: switch with "
-        f"`dnf module switch-to {module}:{new} --allowerasing` (or `dnf module reset {module}` first) ({_NVIDIA_GUIDE})"
+        f"`dnf module switch-to {module}:{new} --allowerasing` (or `dnf module reset {module}` first) "
+        f"({_NVIDIA_GUIDE})"
     )
 
 
@@ -467,9 +484,9 @@ def _excluded(text: str) -> str | None:
     needed = _first(_REQUIRES, text, "pkg")
     via = f" (needed by {needed})" if needed else ""
     return (
-        f"{what}{via} is excluded by a dnf version lock or an excludepkgs setting (\"filtered out by exclude "
-        f"filtering\"): list the locks with `dnf versionlock list`, delete the old branch's locks and lock the "
-        f"new release as one unit (dnf-versionlock(8))"
+        f'{what}{via} is excluded by a dnf version lock or an excludepkgs setting ("filtered out by exclude '
+        "filtering\"): list the locks with `dnf versionlock list`, delete the old branch's locks and "
+        "lock the new release as one unit (dnf-versionlock(8))"
     )
 
 

@@ -56,7 +56,9 @@ class InstallRoot:
         for repo in repos:
             (path / f"etc/yum.repos.d/{repo.repo_id}.repo").write_text(repo.repo_file())
         self.locklist.touch()
-        (path / "etc/dnf/plugins/versionlock.conf").write_text(f"[main]\nenabled = 1\nlocklist = {self.locklist}\n")
+        (path / "etc/dnf/plugins/versionlock.conf").write_text(
+            f"[main]\nenabled = 1\nlocklist = {self.locklist}\n"
+        )
 
     @property
     def locklist(self) -> Path:
@@ -80,18 +82,19 @@ class InstallRoot:
 
     def dnf(self, *args: str) -> Result:
         """Run dnf with ``args`` in the root; never raises on a non-zero exit."""
-        return _run(self.argv(*args))
+        return run_captured(self.argv(*args))
 
     def rpm_qa(self) -> Result:
         """``rpm --root <root> -qa --qf`` with the detect probe's query format."""
-        return _run(["rpm", f"--root={self.path}", "-qa", "--qf", RPM_QA_QUERYFORMAT])
+        return run_captured(["rpm", f"--root={self.path}", "-qa", "--qf", RPM_QA_QUERYFORMAT])
 
     def installed(self) -> dict[str, str]:
         """Installed package name -> ``epoch:version-release`` (from rpm, not dnf)."""
         return {p.name: f"{p.epoch}:{p.version}-{p.release}" for p in parse_rpm_qa(self.rpm_qa().output)}
 
 
-def _run(argv: list[str]) -> Result:
+def run_captured(argv: list[str]) -> Result:
+    """Run ``argv`` in the C.UTF-8 locale; the exit status and stdout+stderr, never raising on rc."""
     env = {**os.environ, "LC_ALL": "C.UTF-8", "LANG": "C.UTF-8"}
     proc = subprocess.run(argv, capture_output=True, text=True, env=env, check=False, timeout=300)
     return Result(proc.returncode, proc.stdout + proc.stderr)
@@ -103,7 +106,10 @@ def _capture(dest: Path) -> None:
         base = Path(tmp)
         cache = base / "cache"
         cache.mkdir()
-        key, other = make_rpm_key(base / "key"), make_rpm_key(base / "other", "Someone else <x@example.invalid>")
+        key, other = (
+            make_rpm_key(base / "key"),
+            make_rpm_key(base / "other", "Someone else <x@example.invalid>"),
+        )
         r9 = publish_rhel_repo(9, cache, base / "rhel9", key)
         r10 = publish_rhel_repo(10, cache, base / "rhel10", key)
         unsigned = publish_rhel_repo(10, cache, base / "rhel10-unsigned")

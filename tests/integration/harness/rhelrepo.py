@@ -91,19 +91,32 @@ def driver_release(version: str, dist: str) -> list[Rpm]:
     """One driver release's packages, tied together by ``= 3:<version>`` relations (YPD)."""
     rel, ev = f"1.{dist}", _ev(version)
 
-    def drv(name: str, arch: str = "x86_64", **relations: tuple[str, ...]) -> Rpm:
-        return Rpm(name, version, rel, arch=arch, epoch=DRIVER_EPOCH, **relations)
+    def drv(
+        name: str,
+        arch: str = "x86_64",
+        requires: tuple[str, ...] = (),
+        provides: tuple[str, ...] = (),
+        conflicts: tuple[str, ...] = (),
+    ) -> Rpm:
+        return Rpm(name, version, rel, arch, DRIVER_EPOCH, requires, provides, conflicts)
 
     kmods = set(FLAVOUR_KMODS.values())
     return [
         drv("nvidia-driver", requires=(f"nvidia-driver-libs = {ev}", f"nvidia-kmod-common = {ev}")),
         drv("nvidia-driver-libs"),
-        drv("nvidia-driver-cuda", requires=(f"nvidia-driver-cuda-libs = {ev}", f"nvidia-persistenced = {ev}")),
+        drv(
+            "nvidia-driver-cuda", requires=(f"nvidia-driver-cuda-libs = {ev}", f"nvidia-persistenced = {ev}")
+        ),
         drv("nvidia-driver-cuda-libs"),
         drv("nvidia-persistenced"),
         drv("nvidia-kmod-common", arch="noarch", requires=(f"nvidia-kmod = {ev}",)),
         *(
-            drv(kmod, requires=("dkms",), provides=(f"nvidia-kmod = {ev}",), conflicts=tuple(sorted(kmods - {kmod})))
+            drv(
+                kmod,
+                requires=("dkms",),
+                provides=(f"nvidia-kmod = {ev}",),
+                conflicts=tuple(sorted(kmods - {kmod})),
+            )
             for kmod in sorted(kmods)
         ),
         drv(
@@ -113,7 +126,11 @@ def driver_release(version: str, dist: str) -> list[Rpm]:
         ),
         drv(
             "cuda-drivers",
-            requires=(f"nvidia-driver = {ev}", f"nvidia-driver-cuda = {ev}", f"kmod-nvidia-latest-dkms = {ev}"),
+            requires=(
+                f"nvidia-driver = {ev}",
+                f"nvidia-driver-cuda = {ev}",
+                f"kmod-nvidia-latest-dkms = {ev}",
+            ),
             conflicts=("nvidia-open",),
         ),
         Rpm("nvidia-fabricmanager", version, "1"),
@@ -190,7 +207,9 @@ def _module_document(stream: Stream, rpms: list[Rpm], major: Major, index: int) 
         "cuda-drivers" if stream.flavour == "open" else "nvidia-open"
     }
     artifacts = sorted(
-        r.nevra for r in rpms if r.epoch == DRIVER_EPOCH and r.version in stream.versions and r.name not in other
+        r.nevra
+        for r in rpms
+        if r.epoch == DRIVER_EPOCH and r.version in stream.versions and r.name not in other
     )
     meta = "nvidia-open" if stream.flavour == "open" else "cuda-drivers"
     base = ["nvidia-driver", "nvidia-driver-cuda", stream.kmod]

@@ -7,6 +7,7 @@ README); tests/integration/test_dnf_real.py checks the same parsers against live
 
 from __future__ import annotations
 
+import functools
 import time
 from pathlib import Path
 
@@ -45,7 +46,8 @@ VERCMP_CASES = [
     ("a+", "a_", 0), ("+a", "_a", 0), ("_+", "+_", 0), ("+", "_", 0), ("1.0~rc1", "1.0", -1),
     ("1.0~rc1", "1.0~rc2", -1), ("1.0~rc1~git123", "1.0~rc1", -1), ("1.0^", "1.0", 1), ("1.0^git1", "1.0", 1),
     ("1.0^git1", "1.0^git2", -1), ("1.0^git1", "1.01", -1), ("1.0^20160101", "1.0.1", -1),
-    ("1.0^20160102", "1.0^20160101^git1", 1), ("1.0~rc1^git1", "1.0~rc1", 1), ("1.0^git1~pre", "1.0^git1", -1),
+    ("1.0^20160102", "1.0^20160101^git1", 1), ("1.0~rc1^git1", "1.0~rc1", 1),
+    ("1.0^git1~pre", "1.0^git1", -1),
     ("580.95.05", "580.82.07", 1), ("590.48.01", "580.95.05", 1), ("1.el9", "1.el10", -1),
     ("2.28.3", "2.28.10", -1), ("1+cuda13.0", "1+cuda12.9", 1), ("9.14.0.64", "9.9.9.9", 1),
 ]  # fmt: skip
@@ -159,8 +161,10 @@ def test_module_list_public_layout_with_glued_flags_and_two_repos() -> None:
         "Last metadata expiration check: 2:42:46 ago on Wed 17 Apr 2024 07:11:24 AM PDT.\n"
         "cuda-fedora39-x86_64\n"
         "Name                   Stream                      Profiles                           Summary\n"
-        "nvidia-driver          latest                      default [d], fm, ks, src           Nvidia driver for latest branch\n"
-        "nvidia-driver          latest-dkms [d][e]          default [d] [i], fm, ks            Nvidia driver for latest-dkms branch\n"
+        "nvidia-driver          latest                      default [d], fm, ks, src           "
+        "Nvidia driver for latest branch\n"
+        "nvidia-driver          latest-dkms [d][e]          default [d] [i], fm, ks            "
+        "Nvidia driver for latest-dkms branch\n"
         "\n"
         "mirror\n"
         "Name          Stream    Profiles   Summary\n"
@@ -193,12 +197,18 @@ def test_versionlock_list_capture() -> None:
 
 
 def test_versionlock_list_keeps_exclude_entries_and_skips_prose() -> None:
-    text = "# Added lock on Thu\n!nvidia-driver-3:590.48.01-1.el10.*\n\nAdding versionlock on: x-1:1-1.*\nfoo-0:1-1.*\n"
+    text = (
+        "# Added lock on Thu\n!nvidia-driver-3:590.48.01-1.el10.*\n\n"
+        "Adding versionlock on: x-1:1-1.*\nfoo-0:1-1.*\n"
+    )
     assert parse_versionlock_list(text) == ("!nvidia-driver-3:590.48.01-1.el10.*", "foo-0:1-1.*")
 
 
 def test_split_lock() -> None:
-    assert split_lock("nvidia-driver-cuda-libs-3:580.82.07-1.el10.*") == ("nvidia-driver-cuda-libs", "3:580.82.07-1.el10")
+    assert split_lock("nvidia-driver-cuda-libs-3:580.82.07-1.el10.*") == (
+        "nvidia-driver-cuda-libs",
+        "3:580.82.07-1.el10",
+    )
     assert split_lock("libnccl-0:2.28.3-1+cuda13.0.x86_64") == ("libnccl", "0:2.28.3-1+cuda13.0")
     assert split_lock("!nvidia-driver-3:590.48.01-1.el10.*") is None
     assert split_lock("nvidia-driver") is None
@@ -212,7 +222,11 @@ CAUSES = {
     "dnf-no-match.txt": ("nvidia-driver-9999", "no enabled repository"),
     "dnf-nothing-provides.txt": ("dkms", "EPEL", "kmod-nvidia-open-dkms"),
     "dnf-versionlock-excluded.txt": ("nvidia-open-3:580.95.05", "versionlock"),
-    "dnf-versionlock-requires.txt": ("nvidia-driver-cuda-libs-3:580.95.05", "needed by nvidia-driver-cuda", "lock"),
+    "dnf-versionlock-requires.txt": (
+        "nvidia-driver-cuda-libs-3:580.95.05",
+        "needed by nvidia-driver-cuda",
+        "lock",
+    ),
     "dnf-gpg-unsigned.txt": ("is not signed", "D42D0685"),
     "dnf-gpg-wrong-key.txt": ("not the repository's configured gpgkey", "D42D0685"),
     "dnf-gpg-no-key.txt": ("no GPG key", "gpgkey"),
@@ -234,7 +248,9 @@ def test_every_error_fixture_has_a_cause_case() -> None:
     assert errors == set(CAUSES)
 
 
-@pytest.mark.parametrize("name", ["dnf-module-list-default.txt", "dnf-versionlock-list.txt", "rpm-qa-el9.txt"])
+@pytest.mark.parametrize(
+    "name", ["dnf-module-list-default.txt", "dnf-versionlock-list.txt", "rpm-qa-el9.txt"]
+)
 def test_no_cause_in_successful_output(name: str) -> None:
     assert failure_cause(fixture(name)) is None
 
@@ -265,21 +281,9 @@ def test_rpmvercmp_antisymmetric_and_reflexive(a: str, b: str) -> None:
 @given(SEGMENT, SEGMENT, SEGMENT)
 def test_rpmvercmp_transitive(a: str, b: str, c: str) -> None:
     for cmp in (rpmvercmp, evr_compare):
-        x, y, z = sorted((a, b, c), key=_Key(cmp))
+        x, y, z = sorted((a, b, c), key=functools.cmp_to_key(cmp))
         assert cmp(x, y) <= 0 and cmp(y, z) <= 0
         assert cmp(x, z) <= 0
-
-
-class _Key:
-    """functools.cmp_to_key, kept local so a wrong order fails the test rather than sorted()."""
-
-    def __init__(self, cmp: object) -> None:
-        self.cmp = cmp
-
-    def __call__(self, value: str) -> object:
-        import functools
-
-        return functools.cmp_to_key(self.cmp)(value)  # type: ignore[arg-type]
 
 
 @st.composite
@@ -288,7 +292,11 @@ def mutated(draw: st.DrawFn) -> str:
     for _ in range(draw(st.integers(0, 3))):
         i = draw(st.integers(0, len(text)))
         j = draw(st.integers(i, len(text)))
-        text = text[:i] + draw(st.sampled_from(["[d]", "[i],", "\t", "\n", ":", "-", "~", "9" * 300, ""])) + text[j:]
+        text = (
+            text[:i]
+            + draw(st.sampled_from(["[d]", "[i],", "\t", "\n", ":", "-", "~", "9" * 300, ""]))
+            + text[j:]
+        )
     return text + draw(st.text(max_size=30))
 
 
