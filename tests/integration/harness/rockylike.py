@@ -1,0 +1,193 @@
+"""A Rocky-Linux-like apply target whose package manager is real dnf, and its repositories.
+
+No Rocky Linux userland can be fetched here, so the golden root is Debian 12 (debootstrap
+``--variant=minbase``) with Debian's real ``dnf`` 4.14, ``python3-dnf``, ``dnf-plugins-core``
+(versionlock) and ``rpm`` 4.18, made to look like Rocky Linux to everything that asks:
+
+- ``/etc/os-release`` is Rocky Linux 9.5's (``ID=rocky``, ``PLATFORM_ID=platform:el9``, which dnf
+  reads for module platform filtering), ``/etc/rocky-release`` and its ``redhat-release`` /
+  ``system-release`` links say ``Rocky Linux release 9.5 (Blue Onyx)``, and Debian's
+  ``/etc/debian_version`` and ``/etc/lsb-release`` are moved aside: Ansible's distribution
+  facts then give ``ansible_distribution=Rocky``, ``ansible_os_family=RedHat`` and, because
+  ``/usr/bin/dnf`` exists, ``ansible_pkg_mgr=dnf`` (ansible-core
+  ``module_utils/facts/system/pkg_mgr.py``: ``_check_rh_versions``).
+- An initialised rpm database holding a stand-in ``rocky-release`` (Provides
+  ``system-release(releasever) = 9``, as Rocky's does), so dnf finds ``$releasever`` itself.
+- ``/etc/yum.repos.d`` is empty: the apply configures NVIDIA's repository (the stand-in, over
+  the session's http server) and a stand-in EPEL for ``dkms``.
+- ``/usr/sbin/policy-rc.d`` as in the Debian golden root, root's ssh key, sshd host keys.
+
+What this root is not, and the tests do not pretend: the kernel is the host's (no Rocky
+kernel, no ``kernel-devel`` of it, no dracut run that matters), the rpm scriptlets are empty,
+and the rest of the userland is Debian's (``/bin/sh`` is dash, systemd is absent).
+
+The root is cached at ``<cache>/golden-rockylike9`` with a recipe stamp like the Debian ones
+(:mod:`tests.integration.harness.golden`); targets are overlays of it with their own sshd
+(:func:`tests.integration.harness.target.start_target`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import golden
+from .dnfroot import OS_RELEASE
+from .proc import HarnessError, file_lock, run
+from .rhelrepo import Major, RhelRepo, RpmKey, make_rpm_key, publish_epel, publish_rhel_repo
+from .rpms import Rpm, ensure_rpms
+from .server import StaticServer
+
+RECIPE_VERSION = "golden-rockylike9-1"
+INCLUDE = (
+    "python3",
+    "openssh-server",
+    "dnf",
+    "python3-dnf",
+    "dnf-plugins-core",
+    "rpm",
+    "ca-certificates",
+    "gnupg",
+)
+RPM_DBPATH = "var/lib/rpm"
+ROCKY_RELEASE = "Rocky Linux release 9.5 (Blue Onyx)\n"
+RELEASE_RPM = Rpm(
+    "rocky-release",
+    "9.5",
+    "1.2.el9",
+    arch="noarch",
+    provides=("system-release", "system-release(releasever) = 9", "redhat-release = 9.5"),
+    summary="Stand-in for Rocky Linux's rocky-release (empty payload, test data only)",
+)
+
+
+def ensure_rockylike_root(cache: Path | None = None) -> golden.GoldenRoot:
+    """The cached Rocky-like root, built first when missing or stale (~70 s + download).
+
+    Raises:
+        HarnessError: when debootstrap or a customisation step fails.
+    """
+    cache = cache or golden.cache_dir()
+    root = cache / "golden-rockylike9"
+    key = golden.ensure_ssh_key(cache)
+    with file_lock(cache / "golden.lock"):
+        stamp = root / golden.STAMP
+        if stamp.exists() and stamp.read_text().strip() == RECIPE_VERSION:
+            return golden.GoldenRoot(root, key, 0.0)
+        started = time.monotonic()
+        tmp = root.with_name(f"{root.name}.tmp-{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        try:
+            run(["debootstrap", "--variant=minbase", f"--include={','.join(INCLUDE)}", "bookworm", tmp, golden.MIRROR])
+            _customise(tmp, key, cache)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        if root.exists():
+            shutil.rmtree(root)
+        tmp.rename(root)
+        return golden.GoldenRoot(root, key, time.monotonic() - started)
+
+
+def _customise(root: Path, key: Path, cache: Path) -> None:
+    policy = root / "usr/sbin/policy-rc.d"
+    policy.write_text("#!/bin/sh\n# provision tests: never start services inside the chroot.\nexit 101\n")
+    policy.chmod(0o755)
+    etc = root / "etc"
+    for debian_only in ("apt/sources.list", "debian_version", "lsb-release"):
+        if (etc / debian_only).exists():
+            (etc / debian_only).rename(etc / f"{debian_only}.debian")
+    (etc / "os-release").unlink(missing_ok=True)  # a link to ../usr/lib/os-release on Debian
+    (etc / "os-release").write_text(OS_RELEASE[9])
+    (etc / "rocky-release").write_text(ROCKY_RELEASE)
+    for link in ("redhat-release", "system-release"):
+        (etc / link).unlink(missing_ok=True)
+        (etc / link).symlink_to("rocky-release")
+    _dnf_config(etc)
+    ssh_dir = root / "root/.ssh"
+    ssh_dir.mkdir(mode=0o700, exist_ok=True)
+    (ssh_dir / "authorized_keys").write_text(key.with_name("id_ed25519.pub").read_text())
+    (ssh_dir / "authorized_keys").chmod(0o600)
+    (root / "run/sshd").mkdir(parents=True, exist_ok=True)
+    if not list((etc / "ssh").glob("ssh_host_*_key")):
+        run(["chroot", root, "ssh-keygen", "-A"])
+    # Debian's rpm keeps its database in ~/.rpmdb (it is not Debian's package manager); a Rocky
+    # host keeps it in /var/lib/rpm, and so does this root.
+    (etc / "rpm").mkdir(exist_ok=True)
+    (etc / "rpm/macros.dbpath").write_text(f"%_dbpath /{RPM_DBPATH}\n")
+    release_rpm = ensure_rpms([RELEASE_RPM], cache) / RELEASE_RPM.filename
+    shutil.copy2(release_rpm, root / "tmp" / RELEASE_RPM.filename)
+    run(["chroot", root, "rpm", "--initdb"])
+    run(["chroot", root, "rpm", "-i", "--nodeps", f"/tmp/{RELEASE_RPM.filename}"])
+    (root / "tmp" / RELEASE_RPM.filename).unlink()
+    probe = run(["chroot", root, "/usr/bin/python3", "-c", "import dnf, rpm; print(dnf.VERSION)"], check=False)
+    if probe.returncode != 0:
+        raise HarnessError(f"rocky-like root lacks python3-dnf for ansible.builtin.dnf: {probe.stderr}")
+    (root / golden.STAMP).write_text(RECIPE_VERSION + "\n")
+
+
+ROCKY_DNF_CONF = (
+    "[main]\ngpgcheck=1\ninstallonly_limit=3\nclean_requirements_on_remove=True\nbest=True\n"
+    "skip_if_unavailable=False\n"
+)
+"""Rocky Linux 9's ``/etc/dnf/dnf.conf`` (Debian's differs: ``best=False``, ``skip_if_unavailable=True``)."""
+
+
+def _dnf_config(etc: Path) -> None:
+    """Rocky's dnf.conf, no repositories, and Debian's ``local`` plugin off (Rocky has none)."""
+    (etc / "dnf/dnf.conf").write_text(ROCKY_DNF_CONF)
+    for repo in (etc / "yum.repos.d").glob("*.repo"):
+        repo.unlink()
+    local = etc / "dnf/plugins/local.conf"
+    if local.exists():
+        local.write_text(local.read_text().replace("enabled = true", "enabled = false", 1))
+
+
+@dataclass(frozen=True)
+class RhelRepos:
+    """The stand-in repositories, served over http like NVIDIA's and EPEL's.
+
+    Attributes:
+        nvidia: ``rhel9`` at ``<url>/compute/cuda/repos/rhel9/x86_64/`` (NVIDIA's layout).
+        nvidia10: ``rhel10`` at ``.../repos/rhel10/x86_64/``.
+        epel: EPEL 9's stand-in (``dkms``) at ``<url>/epel/9/Everything/x86_64/``.
+        base_url: Replaces ``https://developer.download.nvidia.com/compute/cuda``.
+        key: The signing key; its armored public half is served beside each NVIDIA repository.
+        key_url: That key over http, like NVIDIA's ``.../rhel9/x86_64/D42D0685.pub``.
+    """
+
+    nvidia: RhelRepo
+    nvidia10: RhelRepo
+    epel: RhelRepo
+    base_url: str
+    key: RpmKey
+    key_url: str
+
+    def url(self, major: Major) -> str:
+        """The http URL of NVIDIA's stand-in ``rhel<major>`` repository."""
+        return f"{self.base_url}/repos/rhel{major}/x86_64/"
+
+
+def publish_rhel_repos(server: StaticServer, cache: Path, scratch: Path) -> RhelRepos:
+    """Build (or reuse) the RPMs and publish rhel9, rhel10 and EPEL 9 under ``server.root``."""
+    key = make_rpm_key(scratch / "rpm-key")
+    www = server.root
+    repos = {m: publish_rhel_repo(m, cache, www / f"compute/cuda/repos/rhel{m}/x86_64", key) for m in (9, 10)}
+    epel = publish_epel(9, cache, www / "epel/9/Everything/x86_64")
+    for repo in repos.values():
+        shutil.copy2(key.armored, repo.path / key.armored.name)
+    base = f"{server.url}/compute/cuda"
+    return RhelRepos(repos[9], repos[10], epel, base, key, f"{base}/repos/rhel9/x86_64/{key.armored.name}")
+
+
+def rpm_installed(root: Path) -> dict[str, str]:
+    """Installed packages in a target: name -> ``epoch:version-release``, read by the host's rpm
+    on the target's database (so it works when the target's own tools are broken)."""
+    from provision.os.redhat.parse import RPM_QA_QUERYFORMAT, parse_rpm_qa
+
+    argv = ["rpm", f"--root={root}", f"--dbpath=/{RPM_DBPATH}", "-qa", "--qf", RPM_QA_QUERYFORMAT]
+    out = run(argv).stdout
+    return {p.name: f"{p.epoch}:{p.version}-{p.release}" for p in parse_rpm_qa(out)}
