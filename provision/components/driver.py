@@ -291,7 +291,7 @@ def _preinstalled(ctx: PlanContext) -> Step | Finding:
 
 def _from_nvidia_repo(ctx: PlanContext) -> Step:
     branch, wanted, flavor = ctx.spec.driver.branch, ctx.spec.driver.version, ctx.flavor
-    meta = ctx.catalog.packages.driver_meta(branch, flavor)
+    meta = ctx.names.driver_meta(branch, flavor)
     have = ctx.installed(meta)
     current = ctx.upstream(have) if have else None
     target_text = str(wanted) if wanted else f"newest {branch}.x"
@@ -302,7 +302,7 @@ def _from_nvidia_repo(ctx: PlanContext) -> Step:
             target=target_text,
             reason=f"driver {current} ({meta}, {flavor} kernel modules) already installed",
         )
-    pin = ctx.catalog.packages.pinning(branch)
+    pin = ctx.names.pinning(branch)
     request = ctx.pm.request(meta, ctx.pm.version_glob(wanted) if wanted else None)
     action = (
         change_action(current, wanted) if wanted else (Action.INSTALL if current is None else Action.UPGRADE)
@@ -341,7 +341,7 @@ def replaced_step(ctx: PlanContext, driver: Step) -> Step | None:
     if not held:
         return None
     found = _distro(ctx) if ctx.spec.driver.source == "distro" else None
-    meta = found.carrier if found else ctx.catalog.packages.driver_meta(ctx.spec.driver.branch, ctx.flavor)
+    meta = found.carrier if found else ctx.names.driver_meta(ctx.spec.driver.branch, ctx.flavor)
     switch = ctx.installed(meta) is None
     listed = ", ".join(f"{p.name} {p.version}" for p in held)
     consent = "needs consent: `provision apply --replace-held` or driver.replace_held: true"

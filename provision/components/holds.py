@@ -83,7 +83,7 @@ def held_patterns(ctx: PlanContext) -> tuple[str, ...]:
     """The NVIDIA stack's patterns, plus the distribution driver's own names (``libcuda1``, Ubuntu's
     ``linux-modules-nvidia-*``) and, with ``driver.kernel_guard: hold``, the kernel meta-packages."""
     extra = hold_patterns(ctx.spec, ctx.catalog)
-    return tuple(dict.fromkeys((*ctx.catalog.packages.stack_patterns, *extra)))
+    return tuple(dict.fromkeys((*ctx.names.stack_patterns, *extra)))
 
 
 def _guard_state(ctx: PlanContext, guard: str) -> str | None:
