@@ -106,6 +106,7 @@ class Driver(InstallableComponent):
             "removable_regex": name_regex(removable_packages(ctx.spec, steps)),
             "driver_regex": name_regex(branch_carriers(ctx)),
             "driver_branch": str(ctx.spec.driver.branch),
+            "module_stream": driver_stream(ctx) or "",
         }
 
 
@@ -289,13 +290,42 @@ def _preinstalled(ctx: PlanContext) -> Step | Finding:
     )
 
 
+def driver_stream(ctx: PlanContext) -> str | None:
+    """The module stream of the spec's branch and flavour where the release has modules (EL 9:
+    ``nvidia-driver:580-open``), for the driver from NVIDIA's repository; else None."""
+    if ctx.spec.driver.source != "nvidia-repo":
+        return None
+    return ctx.pm.driver_stream(ctx.spec.os.version, ctx.spec.driver.branch, ctx.flavor)
+
+
+def _stream_note(ctx: PlanContext, stream: str | None) -> str:
+    """How the module stream gets to the spec's: enabled, or switched from another one (the flavour
+    or branch switch: ``dnf module switch-to --allowerasing``, Driver Installation Guide)."""
+    if stream is None:
+        return ""
+    locks = ctx.facts.package_locks
+    enabled = () if isinstance(locks, Unknown) else (locks.streams or ())
+    others = [s for s in enabled if s != stream]
+    if others:
+        erased = "erasing the other stream's packages"
+        return f"; module stream switched from {', '.join(others)} to {stream} ({erased})"
+    return "" if stream in enabled else f"; module stream {stream} enabled first"
+
+
 def _from_nvidia_repo(ctx: PlanContext) -> Step:
     branch, wanted, flavor = ctx.spec.driver.branch, ctx.spec.driver.version, ctx.flavor
     meta = ctx.names.driver_meta(branch, flavor)
     have = ctx.installed(meta)
     current = ctx.upstream(have) if have else None
     target_text = str(wanted) if wanted else f"newest {branch}.x"
-    if current is not None and current.major == branch and (wanted is None or current == wanted):
+    stream = driver_stream(ctx)
+    switch = _stream_note(ctx, stream)
+    if (
+        current is not None
+        and current.major == branch
+        and (wanted is None or current == wanted)
+        and not switch
+    ):
         return noop(
             Component.DRIVER,
             current=str(current),
@@ -315,7 +345,9 @@ def _from_nvidia_repo(ctx: PlanContext) -> Step:
         packages=tuple(p for p in (pin, request) if p),
         tags=TAGS,
         reason=f"install {meta} ({flavor} kernel modules) from NVIDIA's repository"
-        + (f", branch locked by {pin}" if pin else ""),
+        + (f", branch locked by {pin}" if pin else "")
+        + (f", branch and flavour by the module stream {stream}" if stream else "")
+        + switch,
     )
 
 

@@ -75,6 +75,15 @@ class Apt:
     def reinstall_command(self, names: Sequence[str]) -> str:
         return f"apt-get install --reinstall {' '.join(names)}"
 
+    dkms_repositories: tuple[str, ...] = ()
+
+    def compiler_packages(self, major: str, cxx: bool) -> tuple[str, ...]:
+        """``gcc-13`` (and ``g++-13``): Debian and Ubuntu package each gcc major apart."""
+        return (f"gcc-{major}", *((f"g++-{major}",) if cxx else ()))
+
+    def driver_stream(self, os_version: str, branch: int, flavor: str) -> str | None:
+        return None
+
     def failure_cause(self, output: str) -> str | None:
         return failure_cause(output)
 

@@ -80,6 +80,17 @@ class Dnf:
     def reinstall_command(self, names: Sequence[str]) -> str:
         return f"dnf reinstall {' '.join(names)}"
 
+    dkms_repositories: tuple[str, ...] = (DKMS_REPOSITORY,)
+
+    def compiler_packages(self, major: str, cxx: bool) -> tuple[str, ...]:
+        """``gcc`` (and ``gcc-c++``): the release's one system compiler, which builds its kernels."""
+        return ("gcc", *(("gcc-c++",) if cxx else ()))
+
+    def driver_stream(self, os_version: str, branch: int, flavor: str) -> str | None:
+        """``nvidia-driver:<branch>-open`` (or ``-dkms``) on a release with modules (EL 8/9), else None."""
+        found = release(os_version)
+        return f"nvidia-driver:{module_stream(branch, flavor)}" if found and found.modules else None
+
     def failure_cause(self, output: str) -> str | None:
         return failure_cause(output)
 
