@@ -21,11 +21,11 @@ from provision.spec.models import GpuSpec, Spec
 from provision.verify.checks_multi import busbw_gbps
 from provision.verify.checks_software import cudnn_version
 from provision.verify.command import read_inputs
+from provision.verify.launch import python_of
 from provision.verify.limits import load_limits, pcie_gbps, shipped_limits
 from provision.verify.models import CheckResult
 from provision.verify.render import junit_xml
 from provision.verify.runs import P2P, AllReduceRun, FabricGpu, GpuRun, RankResult, VerifyInputs
-from provision.verify.launch import python_of
 from provision.verify.workflow import evaluate, verify
 
 ROOT = Path(__file__).parents[2]
