@@ -96,7 +96,10 @@ class Driver(InstallableComponent):
                 ),
             )
         why = f"NVIDIA driver, utilities and fabric manager at {version}"
-        return (Pin(packages=" ".join(DRIVER_FAMILY), version=version, why=why),)
+        from provision.catalog import load_catalog  # pins get no catalog; the loaded one is cached
+
+        family = load_catalog().naming(pm.package_format).driver_family or DRIVER_FAMILY
+        return (Pin(packages=" ".join(family), version=version, why=why),)
 
     def role_vars(self, ctx: PlanContext) -> dict[str, Any]:
         steps = ctx.steps()
