@@ -59,6 +59,10 @@ def test_rocky9_plans_the_module_stream_versionlock_kernel_devel_and_epel() -> N
     assert driver.packages == ("nvidia-open-580.95.05-*",)  # type: ignore[attr-defined]
     assert "module stream nvidia-driver:580-open" in driver.reason  # type: ignore[attr-defined]
     assert plan.role_vars("nvidia_packages")["nvidia_packages_module_stream"] == "nvidia-driver:580-open"  # type: ignore[index]
+    forbidden = plan.role_vars("nvidia_packages")["nvidia_packages_forbidden_regex"]  # type: ignore[index]
+    assert (
+        "kmod\\-nvidia\\-latest\\-dkms" in forbidden and "nvidia\\-driver)" not in forbidden
+    )  # nvidia-driver: userspace
     dkms = _step(plan, Component.DKMS)
     assert dkms.packages == ("dkms", "kernel-devel-5.14.0-503.14.1.el9_5", "kernel-devel", "gcc-c++")  # type: ignore[attr-defined]
     assert "dkms from epel" in dkms.reason  # type: ignore[attr-defined]
@@ -138,8 +142,9 @@ def test_an_inventory_mixing_ubuntu_and_rocky_plans_each_host_with_its_own_famil
     (tmp_path / "hosts.ini").write_text(
         "rocky01 ansible_connection=local\nubuntu01 ansible_connection=local\n"
     )
+    ubuntu_spec = ROOT / "specs" / "h200x2-ubuntu2404.yaml"
     (tmp_path / "fleet.yaml").write_text(
-        f"inventory: hosts.ini\nspecs:\n  rocky01: {SPEC}\n  ubuntu01: {ROOT / 'specs' / 'h200x2-ubuntu2404.yaml'}\n"
+        f"inventory: hosts.ini\nspecs:\n  rocky01: {SPEC}\n  ubuntu01: {ubuntu_spec}\n"
     )
     done = invoke("plan", "--fleet", str(tmp_path / "fleet.yaml"), "--from-raw", str(raw), "--json")
     hosts = json.loads(done.stdout)["hosts"]
