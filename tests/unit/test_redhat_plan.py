@@ -175,3 +175,17 @@ def test_an_installed_kernel_devel_of_the_kernels_version_satisfies_the_dkms_ste
     done = _plan(facts=facts.model_copy(update={"packages": (*facts.packages, devel, dkms, cxx)}))
     step = _step(done, Component.DKMS)
     assert not step.changes, step  # type: ignore[attr-defined]
+
+
+def test_the_distributions_own_driver_is_refused_with_why_on_the_family() -> None:
+    """No RHEL-family release ships NVIDIA's open modules signed with its own key (releases.py):
+    driver.source distro is refused with that reason and the way that works (DKMS + MOK)."""
+    plan = _plan(spec_from(SPEC, driver__source="distro", driver__version=None))
+    refusal = next(b for b in plan.blockers if b.rule == "driver-distro-unknown")
+    assert "no NVIDIA open kernel modules of its own" in refusal.message and "MOK" in refusal.message
+
+
+def test_the_holds_step_names_only_what_the_role_holds() -> None:
+    holds = _step(_plan(), Component.HOLDS)
+    assert "kernel-devel" not in holds.packages and "dkms" not in holds.packages  # type: ignore[attr-defined]
+    assert "nvidia-open" in holds.packages  # type: ignore[attr-defined]
