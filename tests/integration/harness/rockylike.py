@@ -81,7 +81,16 @@ def ensure_rockylike_root(cache: Path | None = None) -> golden.GoldenRoot:
         tmp = root.with_name(f"{root.name}.tmp-{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
         try:
-            run(["debootstrap", "--variant=minbase", f"--include={','.join(INCLUDE)}", "bookworm", tmp, golden.MIRROR])
+            run(
+                [
+                    "debootstrap",
+                    "--variant=minbase",
+                    f"--include={','.join(INCLUDE)}",
+                    "bookworm",
+                    tmp,
+                    golden.MIRROR,
+                ]
+            )
             _customise(tmp, key, cache)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -123,7 +132,9 @@ def _customise(root: Path, key: Path, cache: Path) -> None:
     run(["chroot", root, "rpm", "--initdb"])
     run(["chroot", root, "rpm", "-i", "--nodeps", f"/tmp/{RELEASE_RPM.filename}"])
     (root / "tmp" / RELEASE_RPM.filename).unlink()
-    probe = run(["chroot", root, "/usr/bin/python3", "-c", "import dnf, rpm; print(dnf.VERSION)"], check=False)
+    probe = run(
+        ["chroot", root, "/usr/bin/python3", "-c", "import dnf, rpm; print(dnf.VERSION)"], check=False
+    )
     if probe.returncode != 0:
         raise HarnessError(f"rocky-like root lacks python3-dnf for ansible.builtin.dnf: {probe.stderr}")
     (root / golden.STAMP).write_text(RECIPE_VERSION + "\n")
@@ -137,8 +148,10 @@ ROCKY_DNF_CONF = (
 
 
 def _dnf_config(etc: Path) -> None:
-    """Rocky's dnf.conf, no repositories, and Debian's ``local`` plugin off (Rocky has none)."""
+    """Rocky's dnf.conf, an empty ``/etc/yum.repos.d`` (Debian's dnf package has none), and
+    Debian's ``local`` plugin off (Rocky has none)."""
     (etc / "dnf/dnf.conf").write_text(ROCKY_DNF_CONF)
+    (etc / "yum.repos.d").mkdir(mode=0o755, exist_ok=True)
     for repo in (etc / "yum.repos.d").glob("*.repo"):
         repo.unlink()
     local = etc / "dnf/plugins/local.conf"
@@ -157,6 +170,7 @@ class RhelRepos:
         base_url: Replaces ``https://developer.download.nvidia.com/compute/cuda``.
         key: The signing key; its armored public half is served beside each NVIDIA repository.
         key_url: That key over http, like NVIDIA's ``.../rhel9/x86_64/D42D0685.pub``.
+        epel_url: EPEL's stand-in over http.
     """
 
     nvidia: RhelRepo
@@ -165,6 +179,7 @@ class RhelRepos:
     base_url: str
     key: RpmKey
     key_url: str
+    epel_url: str
 
     def url(self, major: Major) -> str:
         """The http URL of NVIDIA's stand-in ``rhel<major>`` repository."""
@@ -180,7 +195,8 @@ def publish_rhel_repos(server: StaticServer, cache: Path, scratch: Path) -> Rhel
     for repo in repos.values():
         shutil.copy2(key.armored, repo.path / key.armored.name)
     base = f"{server.url}/compute/cuda"
-    return RhelRepos(repos[9], repos[10], epel, base, key, f"{base}/repos/rhel9/x86_64/{key.armored.name}")
+    key_url = f"{base}/repos/rhel9/x86_64/{key.armored.name}"
+    return RhelRepos(repos[9], repos[10], epel, base, key, key_url, f"{server.url}/epel/9/Everything/x86_64/")
 
 
 def rpm_installed(root: Path) -> dict[str, str]:
