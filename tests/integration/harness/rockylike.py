@@ -207,3 +207,76 @@ def rpm_installed(root: Path) -> dict[str, str]:
     argv = ["rpm", f"--root={root}", f"--dbpath=/{RPM_DBPATH}", "-qa", "--qf", RPM_QA_QUERYFORMAT]
     out = run(argv).stdout
     return {p.name: f"{p.epoch}:{p.version}-{p.release}" for p in parse_rpm_qa(out)}
+
+
+def _capture(dest: Path) -> None:
+    """Write what ``ansible.builtin.dnf`` returns for each dnf failure class, as JSON fixtures."""
+    import json
+    import tempfile
+
+    from . import runner
+    from .rhelrepo import make_rpm_key
+    from .server import start_server
+    from .target import start_target
+
+    base = Path(tempfile.mkdtemp(prefix="rocky-capture-"))
+    (base / "www").mkdir()
+    server = start_server(base / "www", base / "http.log")
+    repos = publish_rhel_repos(server, golden.cache_dir(), base / "scratch")
+    other = make_rpm_key(base / "other", "Someone else <x@example.invalid>")
+    shutil.copy2(other.armored, repos.nvidia.path / other.armored.name)
+    root = ensure_rockylike_root()
+    enable = ["dnf", "-y", "module", "enable", "nvidia-driver:580-open"]
+
+    def case(name: str, args: str, setup: tuple[list[str], ...] = (), **opts: object) -> None:
+        target = start_target(root.path, root.ssh_key, base / name)
+        try:
+            url = str(opts.get("url", repos.url(9)))
+            key = str(opts.get("key", repos.key_url))
+            text = f"[{repos.nvidia.repo_id}]\nname=cuda\nbaseurl={url}\nenabled=1\n"
+            text += f"gpgcheck=1\ngpgkey={key}\n"
+            if opts.get("epel", True):
+                text += f"[epel]\nname=epel\nbaseurl={repos.epel_url}\nenabled=1\ngpgcheck=0\n"
+            (target.root / "etc/yum.repos.d/cuda.repo").write_text(text)
+            if opts.get("el10"):
+                release = target.root / "etc/os-release"
+                release.write_text(OS_RELEASE[10])
+            for argv in setup:
+                target.run(argv, check=True)
+            result = runner.run_module(target.inventory, "ansible.builtin.dnf", args, target.workdir)
+            (res,) = runner.task_results(result).values()
+            kept = {k: res[k] for k in ("msg", "failures", "results", "rc") if k in res}
+            text_out = json.dumps(kept, indent=2).replace(server.url, "http://127.0.0.1:8080")
+            (dest / f"ansible-dnf-{name}.json").write_text(text_out + "\n")
+            print(f"{name}: {result.status}")
+        finally:
+            target.close()
+
+    try:
+        case("filtered-other-stream", "name=nvidia-driver-3:590.48.01", (enable,))
+        case("no-match", "name=nvidia-driver-9999")
+        case("nothing-provides", "name=nvidia-open", (enable,), epel=False)
+        case("module-other-stream", "name=@nvidia-driver:590-open/default", (enable,))
+        lock = ["dnf", "-y", "versionlock", "add", "nvidia-*-3:580.82.07*", "kmod-nvidia-*-3:580.82.07*"]
+        case(
+            "versionlock-excluded",
+            "name=nvidia-open-3:580.95.05",
+            (enable, ["dnf", "-y", "install", "nvidia-open-3:580.82.07"], lock),
+        )
+        case("gpg-wrong-key", "name=nvidia-persistenced", key=f"{repos.url(9)}{other.armored.name}")
+        case("gpg-key-unreachable", "name=nvidia-persistenced", key=f"{repos.url(9)}missing.pub")
+        case("repo-down", "name=nvidia-persistenced", url=f"{repos.base_url}/repos/rhel8/x86_64/")
+        case("other-major", "name=nvidia-open", el10=True)
+        case("module-other-major", "name=@nvidia-driver:580-open/default", el10=True)
+    finally:
+        server.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:2] == ["capture"] and len(sys.argv) == 3:
+        _capture(Path(sys.argv[2]))
+    else:
+        sys.exit("usage: python3 -m tests.integration.harness.rockylike capture DIR")
