@@ -332,7 +332,9 @@ class RhelRepo:
         return "\n".join(lines) + "\n"
 
 
-def _index(rpm_dir: Path, rpms: list[Rpm], dest: Path, modules: str | None, key: RpmKey | None) -> None:
+def index_repo(rpm_dir: Path, rpms: list[Rpm], dest: Path, modules: str | None, key: RpmKey | None) -> None:
+    """Copy ``rpms`` from ``rpm_dir`` to ``dest``, sign them with ``key``, index with createrepo_c,
+    and add ``modules`` (modulemd YAML) as the ``modules`` metadata when given."""
     dest.mkdir(parents=True, exist_ok=True)
     for rpm in rpms:
         (dest / rpm.filename).write_bytes((rpm_dir / rpm.filename).read_bytes())
@@ -357,7 +359,7 @@ def publish_rhel_repo(major: Major, cache: Path, dest: Path, key: RpmKey | None 
     rpms = repo_rpms(major)
     rpm_dir = ensure_rpms(rpms, cache)
     modules = modules_yaml(rpms, major) if major == 9 else None
-    _index(rpm_dir, rpms, dest, modules, key)
+    index_repo(rpm_dir, rpms, dest, modules, key)
     return RhelRepo(
         major=major,
         path=dest,
@@ -373,5 +375,5 @@ def publish_epel(major: Major, cache: Path, dest: Path) -> RhelRepo:
     """The stand-in EPEL repository holding ``dkms`` (:func:`epel_rpms`)."""
     started = time.monotonic()
     rpms = epel_rpms(major)
-    _index(ensure_rpms(rpms, cache), rpms, dest, None, None)
+    index_repo(ensure_rpms(rpms, cache), rpms, dest, None, None)
     return RhelRepo(major, dest, dest.as_uri(), "epel", False, time.monotonic() - started)

@@ -37,11 +37,11 @@ from pathlib import Path
 from . import golden
 from .dnfroot import OS_RELEASE
 from .proc import HarnessError, file_lock, run
-from .rhelrepo import Major, RhelRepo, RpmKey, make_rpm_key, publish_epel, publish_rhel_repo
+from .rhelrepo import Major, RhelRepo, RpmKey, index_repo, make_rpm_key, publish_epel, publish_rhel_repo
 from .rpms import Rpm, ensure_rpms
 from .server import StaticServer
 
-RECIPE_VERSION = "golden-rockylike9-1"
+RECIPE_VERSION = "golden-rockylike9-2"
 INCLUDE = (
     "python3",
     "openssh-server",
@@ -54,6 +54,46 @@ INCLUDE = (
 )
 RPM_DBPATH = "var/lib/rpm"
 ROCKY_RELEASE = "Rocky Linux release 9.5 (Blue Onyx)\n"
+KERNEL = ("5.14.0", "503.14.1.el9_5")
+"""Rocky Linux 9.5's kernel (``kernel-core-5.14.0-503.14.1.el9_5``), as a stand-in package."""
+OS_REPOS = "var/lib/rocky-standin"
+"""Where the root's stand-ins of Rocky's BaseOS and AppStream repositories live (``file://``)."""
+DRACUT_LOG = "var/log/dracut-standin.log"
+DRACUT = """#!/bin/sh
+# Stand-in dracut: there is no Rocky kernel here, so no initramfs can be built. It records how it
+# was called (the tests read the record) and succeeds, as dracut does with nothing to rebuild.
+echo "dracut $*" >> /var/log/dracut-standin.log
+exit 0
+"""
+
+
+def os_rpms() -> dict[str, list[Rpm]]:
+    """Stand-ins of Rocky packages the RHEL tasks touch, by repository (empty unless noted).
+
+    BaseOS: ``kernel-core`` (installed in the root), ``dracut`` (installed; its one file is the
+    recording script :data:`DRACUT`). AppStream: ``kernel-devel`` and ``kernel-headers`` of
+    that kernel (Provides ``kernel-devel-uname-r``, as Rocky's does), what DKMS builds against.
+    """
+    version, release = KERNEL
+    uname = f"{version}-{release}.x86_64"
+    return {
+        "baseos": [
+            Rpm(
+                "kernel-core",
+                version,
+                release,
+                provides=(f"kernel-uname-r = {uname}",),
+                summary="Stand-in kernel",
+            ),
+            Rpm("dracut", "057", "70.git20240819.el9", files=(("/usr/bin/dracut", 0o755, DRACUT),)),
+        ],
+        "appstream": [
+            Rpm("kernel-devel", version, release, provides=(f"kernel-devel-uname-r = {uname}",)),
+            Rpm("kernel-headers", version, release),
+        ],
+    }
+
+
 RELEASE_RPM = Rpm(
     "rocky-release",
     "9.5",
@@ -157,6 +197,27 @@ def _dnf_config(etc: Path) -> None:
     local = etc / "dnf/plugins/local.conf"
     if local.exists():
         local.write_text(local.read_text().replace("enabled = true", "enabled = false", 1))
+
+
+def _os_repositories(root: Path, cache: Path) -> None:
+    """Rocky's own repositories as signed stand-ins inside the root, with their key imported
+    (``RPM-GPG-KEY-Rocky-9``), and ``kernel-core`` and ``dracut`` installed from them."""
+    key = make_rpm_key(
+        root / "tmp/rocky-key", "Rocky Enterprise Software Foundation stand-in <x@example.invalid>"
+    )
+    pki = root / "etc/pki/rpm-gpg"
+    pki.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(key.armored, pki / "RPM-GPG-KEY-Rocky-9")
+    run(["chroot", root, "rpm", "--import", "/etc/pki/rpm-gpg/RPM-GPG-KEY-Rocky-9"])
+    for name, rpms in os_rpms().items():
+        where = root / OS_REPOS / name
+        index_repo(ensure_rpms(rpms, cache), rpms, where, None, key)
+        (root / f"etc/yum.repos.d/rocky-{name}.repo").write_text(
+            f"[{name}]\nname=Rocky Linux 9 - {name} (stand-in)\nbaseurl=file:///{OS_REPOS}/{name}\n"
+            "enabled=1\ngpgcheck=1\ngpgkey=file:///etc/pki/rpm-gpg/RPM-GPG-KEY-Rocky-9\n"
+        )
+    run(["chroot", root, "dnf", "-y", "-q", "install", "kernel-core", "dracut"])
+    shutil.rmtree(root / "tmp/rocky-key")
 
 
 @dataclass(frozen=True)
