@@ -34,8 +34,8 @@ from provision.findings import Finding
 from provision.hosts import FleetPlan, Hosts, HostSpec, detect_by_venv, plan_facts
 from provision.lock.model import LOCK_DIR, Lock
 from provision.lock.store import HostLocks, read_locks, served_versions
-from provision.pkg.base import PackageManager
-from provision.pkg.select import package_manager
+from provision.os.base import PackageManager
+from provision.os.select import os_family, package_manager
 
 MISSING_RULE = "rollback-versions-not-served"
 
@@ -62,11 +62,14 @@ def choose(locks: HostLocks, to: int | None) -> Lock:
 
 def locked_spec(lock: Lock, catalog: Catalog, served: Mapping[str, tuple[str, ...]]) -> HostSpec:
     """The lock's spec, narrowed to its exact versions where the spec's own would resolve elsewhere."""
-    spec, pm = lock.spec, package_manager("Debian")
+    spec = lock.spec
+    pm = package_manager(os_family((), spec.os.distro))
     update: dict[str, object] = {}
     driver = spec.driver
     if driver.source == "nvidia-repo" and driver.version is None:
-        metas = {catalog.packages.driver_meta(driver.branch, f) for f in ("open", "proprietary")}
+        metas = {
+            catalog.naming(pm.package_format).driver_meta(driver.branch, f) for f in ("open", "proprietary")
+        }
         locked = next((p for p in lock.packages if p.name in metas), None)
         if locked and _resolves_elsewhere(
             pm, f"{driver.branch}", locked.version, served.get(locked.name, ())
@@ -76,8 +79,8 @@ def locked_spec(lock: Lock, catalog: Catalog, served: Mapping[str, tuple[str, ..
     if cuda is not None:
         narrowed = {}
         runtimes = {
-            "cudnn": catalog.packages.cudnn(cuda.toolkit.major)[0],
-            "nccl": catalog.packages.nccl()[0],
+            "cudnn": catalog.naming(pm.package_format).cudnn(cuda.toolkit.major)[0],
+            "nccl": catalog.naming(pm.package_format).nccl()[0],
         }
         for field, name in runtimes.items():
             prefix, locked = getattr(cuda, field), lock.package(name)
@@ -121,7 +124,7 @@ def refuse_missing(planned: FleetPlan, lost: Mapping[str, tuple[int, list[str]]]
         finding = Finding(
             rule=MISSING_RULE,
             message=f"lock {number} needs versions the repository no longer serves: {', '.join(names)}",
-            source="apt-cache madison on the host (the repository's package index)",
+            source=package_manager(os_family((), held.plan.spec.os.distro)).index_source,
             severity="blocker",
         )
         plan = held.plan.model_copy(update={"blockers": (*held.plan.blockers, finding)})

@@ -18,16 +18,17 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from provision.catalog import Catalog, Flavor
+from provision.catalog.packages import PackageNaming
 from provision.findings import Finding
 from provision.models import Frozen
-from provision.pkg.base import numeric_upstream
+from provision.os.base import numeric_upstream
 from provision.spec.models import Spec
 from provision.versions import DottedVersion
 
 if TYPE_CHECKING:
     from provision.detect.facts import Facts, Package
     from provision.invariants.base import Verdict
-    from provision.pkg.base import PackageManager, Pin
+    from provision.os.base import PackageManager, Pin
 
 
 class Action(StrEnum):
@@ -135,6 +136,11 @@ class PlanContext:
     pins: tuple[Pin, ...] = ()
     built: Mapping[Component, Sequence[Built]] = field(default_factory=dict)
     fleet_monitored: tuple[str, ...] = ()
+
+    @property
+    def names(self) -> PackageNaming:
+        """The catalog's package names for this host's package format (``deb``, ``rpm``)."""
+        return self.catalog.naming(self.pm.package_format)
 
     def installed(self, name: str) -> Package | None:
         """The package ``name`` when it is fully installed, else None."""

@@ -57,13 +57,13 @@ def dkms_step(ctx: PlanContext, driver_changes: bool) -> Step | Finding | None:
     facts = ctx.facts
     if not uses_dkms(ctx) or isinstance(facts.kernel, Unknown):
         return None
-    kernels = ctx.pm.packaged_kernels(facts)
+    kernels = ctx.pm.packaged_kernels(facts.packages)
     if not kernels:
         return None
     # A running kernel that is not packaged (a custom or the build host's) gets no headers from
     # here, but every packaged kernel the machine can boot next still gets its module.
-    compilers = _compilers(facts.kernel, ctx.flavor) if facts.kernel.release in kernels else ()
-    wanted = ("dkms", *ctx.pm.kernel_build_packages(facts, kernels), *compilers)
+    compilers = _compilers(ctx, facts.kernel) if facts.kernel.release in kernels else ()
+    wanted = ("dkms", *ctx.pm.kernel_build_packages(facts.packages, kernels), *compilers)
     missing = tuple(p for p in wanted if ctx.installed(p) is None)
     if not missing:
         return noop(
@@ -78,24 +78,25 @@ def dkms_step(ctx: PlanContext, driver_changes: bool) -> Step | Finding | None:
         packages=missing,
         tags=Dkms.tags,
         reason="DKMS builds the module for the running and every installed kernel, with the kernel's "
-        "own compiler; without headers the next boot into a new kernel has no GPU (FF-12, FF-13)",
+        "own compiler; without headers the next boot into a new kernel has no GPU (FF-12, FF-13)"
+        + (f"; dkms from {', '.join(ctx.pm.dkms_repositories)}" if ctx.pm.dkms_repositories else ""),
     )
 
 
-def _compilers(kernel: Kernel, flavor: str) -> tuple[str, ...]:
-    """gcc-N matching the compiler the kernel was built with (/proc/version); g++-N for open modules."""
+def _compilers(ctx: PlanContext, kernel: Kernel) -> tuple[str, ...]:
+    """The compiler the kernel was built with (/proc/version), with C++ for open modules, as the
+    family packages it (``gcc-13 g++-13``; ``gcc gcc-c++``)."""
     match = re.search(r"gcc(?:-(\d+))?\b[^\d]*(\d+)\.\d+", kernel.compiler or "")
     if not match:
         return ()
-    major = match[1] or match[2]
-    return (f"gcc-{major}", *((f"g++-{major}",) if flavor == "open" else ()))
+    return ctx.pm.compiler_packages(match[1] or match[2], cxx=ctx.flavor == "open")
 
 
 def _running_kernel_unpackaged(ctx: PlanContext, driver_changes: bool) -> Finding | None:
     facts = ctx.facts
     if not uses_dkms(ctx) or isinstance(facts.kernel, Unknown):
         return None
-    if facts.kernel.release in ctx.pm.packaged_kernels(facts):
+    if facts.kernel.release in ctx.pm.packaged_kernels(facts.packages):
         return None
     return _custom_kernel(facts.kernel, driver_changes)
 

@@ -20,7 +20,7 @@ from provision.components.steps import change_action, noop
 from provision.detect.unknown import Unknown
 from provision.fieldfailures import ff_ref
 from provision.findings import Finding
-from provision.pkg.base import PackageManager, Pin, name_regex
+from provision.os.base import PackageManager, Pin, name_regex
 from provision.spec.models import Spec
 
 TAGS = ("repository", "packages")
@@ -106,6 +106,7 @@ class Driver(InstallableComponent):
             "removable_regex": name_regex(removable_packages(ctx.spec, steps)),
             "driver_regex": name_regex(branch_carriers(ctx)),
             "driver_branch": str(ctx.spec.driver.branch),
+            "module_stream": driver_stream(ctx) or "",
         }
 
 
@@ -193,7 +194,9 @@ def branch_carriers(ctx: PlanContext) -> tuple[str, ...]:
 
 
 def _distro(ctx: PlanContext) -> DistroDriver | None:
-    return distro_driver(ctx.spec, ctx.facts, ctx.catalog, ctx.flavor, ctx.pm.packaged_kernels(ctx.facts))
+    return distro_driver(
+        ctx.spec, ctx.facts, ctx.catalog, ctx.flavor, ctx.pm.packaged_kernels(ctx.facts.packages)
+    )
 
 
 def kernel_guard_findings(ctx: PlanContext) -> Iterator[Finding]:
@@ -205,7 +208,7 @@ def kernel_guard_findings(ctx: PlanContext) -> Iterator[Finding]:
     if spec.driver.source == "preinstalled" or isinstance(facts.kernel, Unknown):
         return
     running = facts.kernel.release
-    newer = [k for k in pm.packaged_kernels(facts) if k != running and pm.compare(k, running) > 0]
+    newer = [k for k in pm.packaged_kernels(facts.packages) if k != running and pm.compare(k, running) > 0]
     found = _distro(ctx) if spec.driver.source == "distro" else None
     for kernel in newer:
         if unbuildable(ctx, kernel):
@@ -287,20 +290,49 @@ def _preinstalled(ctx: PlanContext) -> Step | Finding:
     )
 
 
+def driver_stream(ctx: PlanContext) -> str | None:
+    """The module stream of the spec's branch and flavour where the release has modules (EL 9:
+    ``nvidia-driver:580-open``), for the driver from NVIDIA's repository; else None."""
+    if ctx.spec.driver.source != "nvidia-repo":
+        return None
+    return ctx.pm.driver_stream(ctx.spec.os.version, ctx.spec.driver.branch, ctx.flavor)
+
+
+def _stream_note(ctx: PlanContext, stream: str | None) -> str:
+    """How the module stream gets to the spec's: enabled, or switched from another one (the flavour
+    or branch switch: ``dnf module switch-to --allowerasing``, Driver Installation Guide)."""
+    if stream is None:
+        return ""
+    locks = ctx.facts.package_locks
+    enabled = () if isinstance(locks, Unknown) else (locks.streams or ())
+    others = [s for s in enabled if s != stream]
+    if others:
+        erased = "erasing the other stream's packages"
+        return f"; module stream switched from {', '.join(others)} to {stream} ({erased})"
+    return "" if stream in enabled else f"; module stream {stream} enabled first"
+
+
 def _from_nvidia_repo(ctx: PlanContext) -> Step:
     branch, wanted, flavor = ctx.spec.driver.branch, ctx.spec.driver.version, ctx.flavor
-    meta = ctx.catalog.packages.driver_meta(branch, flavor)
+    meta = ctx.names.driver_meta(branch, flavor)
     have = ctx.installed(meta)
     current = ctx.upstream(have) if have else None
     target_text = str(wanted) if wanted else f"newest {branch}.x"
-    if current is not None and current.major == branch and (wanted is None or current == wanted):
+    stream = driver_stream(ctx)
+    switch = _stream_note(ctx, stream)
+    if (
+        current is not None
+        and current.major == branch
+        and (wanted is None or current == wanted)
+        and not switch
+    ):
         return noop(
             Component.DRIVER,
             current=str(current),
             target=target_text,
             reason=f"driver {current} ({meta}, {flavor} kernel modules) already installed",
         )
-    pin = ctx.catalog.packages.pinning(branch)
+    pin = ctx.names.pinning(branch)
     request = ctx.pm.request(meta, ctx.pm.version_glob(wanted) if wanted else None)
     action = (
         change_action(current, wanted) if wanted else (Action.INSTALL if current is None else Action.UPGRADE)
@@ -313,7 +345,9 @@ def _from_nvidia_repo(ctx: PlanContext) -> Step:
         packages=tuple(p for p in (pin, request) if p),
         tags=TAGS,
         reason=f"install {meta} ({flavor} kernel modules) from NVIDIA's repository"
-        + (f", branch locked by {pin}" if pin else ""),
+        + (f", branch locked by {pin}" if pin else "")
+        + (f", branch and flavour by the module stream {stream}" if stream else "")
+        + switch,
     )
 
 
@@ -332,14 +366,14 @@ def replaced_step(ctx: PlanContext, driver: Step) -> Step | None:
         p
         for p in ctx.facts.packages
         if p.installed
-        and p.hold
+        and p.held
         and any(fnmatch.fnmatchcase(p.name, pat) for pat in DRIVER_FAMILY)
         and not p.name.startswith("nvidia-driver-pinning")
     ]
     if not held:
         return None
     found = _distro(ctx) if ctx.spec.driver.source == "distro" else None
-    meta = found.carrier if found else ctx.catalog.packages.driver_meta(ctx.spec.driver.branch, ctx.flavor)
+    meta = found.carrier if found else ctx.names.driver_meta(ctx.spec.driver.branch, ctx.flavor)
     switch = ctx.installed(meta) is None
     listed = ", ".join(f"{p.name} {p.version}" for p in held)
     consent = "needs consent: `provision apply --replace-held` or driver.replace_held: true"

@@ -12,7 +12,8 @@ from typing import Literal
 from provision.catalog import Catalog
 from provision.detect.facts import Facts, Kernel, OsRelease, Unknown
 from provision.fieldfailures import ff_ref
-from provision.pkg import PackageManager, os_family, package_manager
+from provision.os import PackageManager, repo_code, same_release
+from provision.os.redhat.releases import WRONG_MAJOR_SOURCE
 from provision.plan.models import Finding
 from provision.spec.models import Spec
 
@@ -22,7 +23,7 @@ _ARCH_ALIASES = {"x86_64": {"x86_64", "amd64"}, "aarch64": {"aarch64", "arm64"}}
 
 def check_facts(spec: Spec, facts: Facts, catalog: Catalog) -> tuple[Finding, ...]:
     """All facts-versus-spec findings, blockers and warnings, in a stable order."""
-    pm = package_manager(os_family(facts, spec.os.distro))
+    pm = facts.package_manager(spec.os.distro)
     return (*_os(spec, facts), *_arch(spec, facts), *_broken(facts, pm), *_gpus(spec, facts, catalog))
 
 
@@ -31,12 +32,21 @@ def _os(spec: Spec, facts: Facts) -> Iterator[Finding]:
         yield _f("os-unknown", "blocker", f"cannot tell which OS the machine runs ({facts.os.unknown})")
         return
     os: OsRelease = facts.os
-    if (os.id, os.version_id) != (spec.os.distro, spec.os.version):
+    if os.id != spec.os.distro or not same_release(spec.os.distro, spec.os.version, os.version_id):
+        machine_repo = repo_code(os.id, os.version_id)
+        other_major = spec.os.repo_code != machine_repo and facts.os_family() == "RedHat"
         yield _f(
             "os-mismatch",
             "blocker",
             f"the spec is for {spec.os.distro} {spec.os.version}, the machine runs {os.id} {os.version_id}"
-            f" ({os.pretty_name or 'from /etc/os-release'})",
+            f" ({os.pretty_name or 'from /etc/os-release'})"
+            + (
+                f"; NVIDIA's {spec.os.repo_code} repository on it fails (its packages are \"filtered out "
+                f"by modular filtering\", built for another platform): use the machine's own {machine_repo}"
+                if other_major
+                else ""
+            ),
+            source=WRONG_MAJOR_SOURCE if other_major else "provision planner",
         )
 
 
@@ -58,19 +68,19 @@ def _broken(facts: Facts, pm: PackageManager) -> Iterator[Finding]:
             unconfirmed=True,
         )
         return
-    broken = [p for p in facts.packages if p.broken]
-    locks = facts.apt_locks
-    interrupted = not isinstance(locks, Unknown) and locks.dpkg_interrupted
+    broken = [p for p in facts.packages if p.unfinished]
+    locks = facts.package_locks
+    interrupted = not isinstance(locks, Unknown) and locks.interrupted
     if broken or interrupted:
-        what = [f"{p.name} ({p.status})" for p in broken]
+        what = [f"{p.name} ({p.state or 'unfinished'})" for p in broken]
         if interrupted:
-            what.insert(0, "an interrupted dpkg run (entries in /var/lib/dpkg/updates)")
+            what.insert(0, pm.interrupted_note)
         yield _f(
             "broken-package-state",
             "blocker",
             f"broken package state: {', '.join(what)}; {pm.repair_advice(broken, interrupted)}, "
             "before anything else (FF-01)",
-            source=f"field failures FF-01 ({ff_ref(1)}); dpkg(1) (https://manpages.debian.org/bookworm/dpkg/dpkg.1.en.html)",
+            source=f"field failures FF-01 ({ff_ref(1)}); {pm.state_source}",
         )
 
 

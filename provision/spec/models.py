@@ -23,6 +23,9 @@ from pydantic import (
 from pydantic_core import Url, core_schema
 
 from provision.models import Frozen
+from provision.os.redhat.releases import DISTROS as REDHAT_DISTROS
+from provision.os.redhat.releases import release as redhat_release
+from provision.os.select import PACKAGE_MANAGER_CREDENTIALS, repo_code
 from provision.serving.arch import ModelArchitecture
 from provision.spec.paths import absolute_path, venv_path
 from provision.spec.urls import secret_problem
@@ -100,7 +103,7 @@ def _url_without_braces(value: Url) -> Url:
 
 CREDENTIALS_HELP = (
     "credentials may not be written in a URL (they would reach plans, logs and command lines); "
-    "give them to apt in /etc/apt/auth.conf.d/<name>.conf or to pip in /root/.netrc "
+    f"give them to {PACKAGE_MANAGER_CREDENTIALS} or to pip in /root/.netrc "
     "(machine HOST login __token__ password TOKEN), mode 0600 (docs/security.md#secrets)"
 )
 
@@ -167,18 +170,32 @@ def key_url_problem(url: str, extra_hosts: tuple[str, ...] = ()) -> str | None:
 class OsSpec(Frozen):
     """Operating system the machine runs (must be one NVIDIA's repository serves)."""
 
-    distro: Literal["ubuntu", "debian"] = Field(description="Distribution ID as in /etc/os-release ID.")
+    distro: Literal["ubuntu", "debian", "rocky", "rhel"] = Field(
+        description="Distribution ID as in /etc/os-release ID."
+    )
     version: Annotated[str, Field(pattern=r"^\d+(\.\d+)?$")] = Field(
-        description='VERSION_ID from /etc/os-release, e.g. "24.04" or "12".'
+        description='VERSION_ID from /etc/os-release, e.g. "24.04" or "12"; for rocky and rhel the major '
+        '("9", "10": any minor of it) or an exact "9.5".'
     )
     architecture: Literal["x86_64", "aarch64"] = Field(
         "x86_64", description="CPU architecture, as `uname -m` prints it; picks NVIDIA's repository."
     )
 
+    @model_validator(mode="after")
+    def _supported_release(self) -> OsSpec:
+        """rocky and rhel: releases 9 and 10 only (NVIDIA's rhel9/rhel10 repositories, x86_64)."""
+        if self.distro in REDHAT_DISTROS and redhat_release(self.version) is None:
+            raise ValueError(
+                f"{self.distro} {self.version} is not supported: provision supports releases 9 and 10"
+            )
+        if self.distro in REDHAT_DISTROS and self.architecture != "x86_64":
+            raise ValueError(f"{self.distro} is supported on x86_64 only, not {self.architecture}")
+        return self
+
     @property
     def repo_code(self) -> str:
-        """NVIDIA repository distro code, e.g. ``ubuntu2404`` or ``debian12``."""
-        return f"{self.distro}{self.version.replace('.', '')}"
+        """NVIDIA repository distro code, e.g. ``ubuntu2404``, ``debian12``, ``rhel9`` (rocky 9.5)."""
+        return repo_code(self.distro, self.version)
 
 
 class GpuSpec(Frozen):

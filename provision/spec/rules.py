@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from provision.catalog import Catalog, Flavor, GpuModel, TorchRelease
 from provision.catalog.models import ArchList
 from provision.findings import Finding, Severity
+from provision.os.select import package_format
 from provision.spec.models import PythonSpec, Spec
 from provision.versions import DottedVersion
 
@@ -501,7 +502,7 @@ def cudnn_major_packaged(ctx: _Ctx) -> Iterator[Finding]:
     cuda = ctx.spec.cuda
     if cuda is None or cuda.cudnn is None:
         return
-    runtime = ctx.cat.packages.cudnn(cuda.toolkit.major)[0]
+    runtime = ctx.cat.naming(package_format(ctx.spec.os.distro)).cudnn(cuda.toolkit.major)[0]
     packaged = re.match(r"libcudnn(\d+)-", runtime)
     if packaged is None or int(packaged.group(1)) == cuda.cudnn.major:
         return
