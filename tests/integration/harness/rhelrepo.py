@@ -44,8 +44,8 @@ built per kernel) and ``dnf-plugin-nvidia`` (YPD Requires it on RHEL 8+; it guar
 upgrades for precompiled kmods only).
 
 CUDA 13.0 (``cuda-toolkit-13-0`` 13.0.2-1 -> ``cuda-nvcc-13-0`` 13.0.88-1) and 12.8, cuDNN
-(``libcudnn9-cuda-13``/``libcudnn9-devel-cuda-13``: RHEL names from NVIDIA's "Installing cuDNN
-Backend on Linux"), NCCL (``libnccl``/``libnccl-devel`` ``<v>-1+cuda13.0``, NVIDIA's NCCL
+(``libcudnn9-cuda-13``/``-headers-``/``-devel-``, devel requiring the other two: RHEL names
+from NVIDIA's "Installing cuDNN Backend on Linux"), NCCL (``libnccl``/``libnccl-devel`` ``<v>-1+cuda13.0``, NVIDIA's NCCL
 Installation Guide) and the container toolkit (``nvidia-container-toolkit`` ->
 ``-base``, ``libnvidia-container-tools`` -> ``libnvidia-container1``, 1.18.0-1, NVIDIA
 Container Toolkit install guide) are plain (non-modular) packages, as in NVIDIA's repository.
@@ -159,7 +159,13 @@ def stack_rpms(dist: str) -> list[Rpm]:
     for v in CUDNN_VERSIONS:
         rpms += [
             Rpm("libcudnn9-cuda-13", v, "1"),
-            Rpm("libcudnn9-devel-cuda-13", v, "1", requires=(f"libcudnn9-cuda-13 = {v}-1",)),
+            Rpm("libcudnn9-headers-cuda-13", v, "1"),
+            Rpm(
+                "libcudnn9-devel-cuda-13",
+                v,
+                "1",
+                requires=(f"libcudnn9-cuda-13 = {v}-1", f"libcudnn9-headers-cuda-13 = {v}-1"),
+            ),
         ]
     for v in NCCL_VERSIONS:
         rel = "1+cuda13.0"

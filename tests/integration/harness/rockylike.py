@@ -37,11 +37,20 @@ from pathlib import Path
 from . import golden
 from .dnfroot import OS_RELEASE
 from .proc import HarnessError, file_lock, run
-from .rhelrepo import Major, RhelRepo, RpmKey, index_repo, make_rpm_key, publish_epel, publish_rhel_repo
+from .rhelrepo import (
+    Major,
+    RhelRepo,
+    RpmKey,
+    epel_rpms,
+    index_repo,
+    make_rpm_key,
+    publish_epel,
+    publish_rhel_repo,
+)
 from .rpms import Rpm, ensure_rpms
 from .server import StaticServer
 
-RECIPE_VERSION = "golden-rockylike9-2"
+RECIPE_VERSION = "golden-rockylike9-3"
 INCLUDE = (
     "python3",
     "openssh-server",
@@ -67,16 +76,34 @@ exit 0
 """
 
 
-def os_rpms() -> dict[str, list[Rpm]]:
+EPEL_REPO = f"""[epel]
+name=Extra Packages for Enterprise Linux 9 - x86_64 (stand-in)
+baseurl=file:///{OS_REPOS}/epel
+enabled=1
+gpgcheck=1
+gpgkey=file:///etc/pki/rpm-gpg/RPM-GPG-KEY-EPEL-9
+"""
+
+
+def os_rpms(epel_key: str = "") -> dict[str, list[Rpm]]:
     """Stand-ins of Rocky packages the RHEL tasks touch, by repository (empty unless noted).
 
     BaseOS: ``kernel-core`` (installed in the root), ``dracut`` (installed; its one file is the
     recording script :data:`DRACUT`). AppStream: ``kernel-devel`` and ``kernel-headers`` of
     that kernel (Provides ``kernel-devel-uname-r``, as Rocky's does), what DKMS builds against.
+    Extras: ``epel-release``, whose files are EPEL's ``.repo`` (:data:`EPEL_REPO`, pointing at
+    the stand-in EPEL in the root) and its key ``epel_key``, as Rocky's extras ship it
+    (https://docs.fedoraproject.org/en-US/epel/getting-started/: ``dnf install epel-release``
+    on Rocky). EPEL: ``dkms`` (signed by that key).
     """
     version, release = KERNEL
     uname = f"{version}-{release}.x86_64"
+    epel_files = (
+        ("/etc/yum.repos.d/epel.repo", 0o644, EPEL_REPO),
+        ("/etc/pki/rpm-gpg/RPM-GPG-KEY-EPEL-9", 0o644, epel_key),
+    )
     return {
+        "extras": [Rpm("epel-release", "9", "8.el9", arch="noarch", files=epel_files)],
         "baseos": [
             Rpm(
                 "kernel-core",
@@ -200,8 +227,9 @@ def _dnf_config(etc: Path) -> None:
 
 
 def _os_repositories(root: Path, cache: Path) -> None:
-    """Rocky's own repositories as signed stand-ins inside the root, with their key imported
-    (``RPM-GPG-KEY-Rocky-9``), and ``kernel-core`` and ``dracut`` installed from them."""
+    """Rocky's own repositories (BaseOS, AppStream, Extras) as signed stand-ins inside the root,
+    with their key imported (``RPM-GPG-KEY-Rocky-9``), ``kernel-core`` and ``dracut`` installed
+    from them, and EPEL's stand-in beside them, reachable once ``epel-release`` is installed."""
     key = make_rpm_key(
         root / "tmp/rocky-key", "Rocky Enterprise Software Foundation stand-in <x@example.invalid>"
     )
@@ -209,15 +237,19 @@ def _os_repositories(root: Path, cache: Path) -> None:
     pki.mkdir(parents=True, exist_ok=True)
     shutil.copy2(key.armored, pki / "RPM-GPG-KEY-Rocky-9")
     run(["chroot", root, "rpm", "--import", "/etc/pki/rpm-gpg/RPM-GPG-KEY-Rocky-9"])
-    for name, rpms in os_rpms().items():
+    epel_key = make_rpm_key(root / "tmp/epel-key", "Fedora EPEL (9) stand-in <epel@example.invalid>")
+    for name, rpms in os_rpms(epel_key.armored.read_text()).items():
         where = root / OS_REPOS / name
         index_repo(ensure_rpms(rpms, cache), rpms, where, None, key)
         (root / f"etc/yum.repos.d/rocky-{name}.repo").write_text(
             f"[{name}]\nname=Rocky Linux 9 - {name} (stand-in)\nbaseurl=file:///{OS_REPOS}/{name}\n"
             "enabled=1\ngpgcheck=1\ngpgkey=file:///etc/pki/rpm-gpg/RPM-GPG-KEY-Rocky-9\n"
         )
+    epel = epel_rpms(9)
+    index_repo(ensure_rpms(epel, cache), epel, root / OS_REPOS / "epel", None, epel_key)
     run(["chroot", root, "dnf", "-y", "-q", "install", "kernel-core", "dracut"])
     shutil.rmtree(root / "tmp/rocky-key")
+    shutil.rmtree(root / "tmp/epel-key")
 
 
 @dataclass(frozen=True)
