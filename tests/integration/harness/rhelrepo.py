@@ -44,13 +44,14 @@ built per kernel) and ``dnf-plugin-nvidia`` (YPD Requires it on RHEL 8+; it guar
 upgrades for precompiled kmods only).
 
 CUDA 13.0 (``cuda-toolkit-13-0`` 13.0.2-1 -> ``cuda-nvcc-13-0`` 13.0.88-1) and 12.8, cuDNN
-(``libcudnn9-cuda-13``, ``-headers-``, ``-devel-``, devel needing both: RHEL names
-from NVIDIA's "Installing cuDNN Backend on Linux"), NCCL (``libnccl``/``libnccl-devel``
-``<v>-1+cuda13.0``, NVIDIA's NCCL Installation Guide) and the container toolkit (``nvidia-container-toolkit`` ->
-``-base``, ``libnvidia-container-tools`` -> ``libnvidia-container1``, 1.18.0-1, NVIDIA
-Container Toolkit install guide) are plain (non-modular) packages, as in NVIDIA's repository.
-Packages are signed (``rpmsign --addsign``) by a throwaway RSA key standing in for D42D0685,
-so ``gpgcheck=1`` runs real rpm signature checks; EPEL's stand-in is unsigned.
+(``libcudnn9-cuda-13``, ``-headers-``, ``-devel-``, devel needing both: RHEL names from
+NVIDIA's "Installing cuDNN Backend on Linux"), NCCL (``libnccl``/``libnccl-devel``
+``<v>-1+cuda13.0``, NVIDIA's NCCL Installation Guide) and the container toolkit
+(``nvidia-container-toolkit`` -> ``-base``, ``libnvidia-container-tools`` ->
+``libnvidia-container1``, 1.18.0-1, NVIDIA Container Toolkit install guide) are plain
+(non-modular) packages, as in NVIDIA's repository. Packages are signed (``rpmsign --addsign``)
+by a throwaway RSA key standing in for D42D0685, so ``gpgcheck=1`` runs real rpm signature
+checks; EPEL's stand-in here is unsigned (the Rocky-like root's EPEL is signed).
 rhel10 has the same packages with ``el10`` releases and no ``modules.yaml`` (DIG).
 """
 
