@@ -252,3 +252,15 @@ class InstallableComponent:
     def pins(self, spec: Spec, pm: PackageManager) -> tuple[Pin, ...]:
         """Its package families locked to the spec's versions in every transaction."""
         return ()
+
+
+def not_on_family(spec: Spec, section: str, missing: str) -> Finding:
+    """The blocker for a spec section the catalog cannot plan on the spec's OS family yet, naming
+    what the catalog lacks for it (shared by the components, worded once)."""
+    return Finding(
+        rule=f"{section}-os-unsupported",
+        severity="blocker",
+        message=f"{section}: not planned on {spec.os.distro} {spec.os.version} yet: the catalog has no "
+        f"{missing}; remove the {section} section or use a Debian or Ubuntu host",
+        source="provision catalog (provision/catalog/data); docs/architecture.md#a-new-os-family",
+    )
