@@ -50,7 +50,7 @@ from .rhelrepo import (
 from .rpms import Rpm, ensure_rpms
 from .server import StaticServer
 
-RECIPE_VERSION = "golden-rockylike9-3"
+RECIPE_VERSION = "golden-rockylike9-4"
 INCLUDE = (
     "python3",
     "openssh-server",
@@ -90,7 +90,8 @@ def os_rpms(epel_key: str = "") -> dict[str, list[Rpm]]:
 
     BaseOS: ``kernel-core`` (installed in the root), ``dracut`` (installed; its one file is the
     recording script :data:`DRACUT`). AppStream: ``kernel-devel`` and ``kernel-headers`` of
-    that kernel (Provides ``kernel-devel-uname-r``, as Rocky's does), what DKMS builds against.
+    that kernel (Provides ``kernel-devel-uname-r``, as Rocky's does), what DKMS builds against,
+    and ``python3-dnf-plugin-versionlock`` (empty: Debian's dnf-plugins-core is the plugin).
     Extras: ``epel-release``, whose files are EPEL's ``.repo`` (:data:`EPEL_REPO`, pointing at
     the stand-in EPEL in the root) and its key ``epel_key``, as Rocky's extras ship it
     (https://docs.fedoraproject.org/en-US/epel/getting-started/: ``dnf install epel-release``
@@ -117,6 +118,9 @@ def os_rpms(epel_key: str = "") -> dict[str, list[Rpm]]:
         "appstream": [
             Rpm("kernel-devel", version, release, provides=(f"kernel-devel-uname-r = {uname}",)),
             Rpm("kernel-headers", version, release),
+            # The plugin itself is Debian's dnf-plugins-core, already in the root; this empty
+            # package is the name the RedHat tasks install, as Rocky's AppStream carries it.
+            Rpm("python3-dnf-plugin-versionlock", "4.3.0", "16.el9", arch="noarch"),
         ],
     }
 
