@@ -155,6 +155,10 @@ def test_switch_to_leaves_a_plainly_installed_flavour_behind(el9: InstallRoot) -
     switched = ok(el9.dnf("module", "switch-to", "nvidia-driver:580-dkms", "--allowerasing"))
     assert "No packages available to distrosync" in switched.output
     assert "kmod-nvidia-open-dkms" in driver(el9)
+    refused = el9.dnf("install", "cuda-drivers")  # without --allowerasing: the flavours conflict
+    assert refused.rc == 1
+    cause = failure_cause(refused.output)
+    assert cause is not None and "conflicts with" in cause and "--allowerasing" in cause
     ok(el9.dnf("install", "--allowerasing", "cuda-drivers"))
     after = driver(el9)
     assert "kmod-nvidia-open-dkms" not in after and after["kmod-nvidia-latest-dkms"] == "3:580.95.05-1.el9"

@@ -426,6 +426,7 @@ _REQUIRES = re.compile(
     r"package (?P<pkg>\S+) requires (?P<need>.+?), but none of the providers can be installed"
 )
 _NOTHING = re.compile(r"nothing provides (?P<need>(?!module\()\S+(?: [<>=]+ \S+)?) needed by (?P<pkg>\S+)")
+_CONFLICT = re.compile(r"package (?P<pkg>\S+) conflicts with (?P<what>\S+) provided by (?P<by>\S+)")
 _NO_MATCH = re.compile(r"^No match for argument: (?P<arg>\S+)|No package (?P<pkg>\S+) available", re.M)
 _FETCH = re.compile(r"(?:Status code: (?P<code>\d+)|Curl error \((?P<curl>\d+)\)[^\n]*?) for (?P<url>\S+)")
 _NOT_SIGNED = re.compile(r"Package (?P<file>\S+) is not signed")
@@ -502,6 +503,14 @@ def _unresolvable(text: str) -> str | None:
         return (
             f"no enabled repository provides {need}, needed by {pkg}: enable the repository that ships it "
             f"(dkms comes from EPEL on RHEL and Rocky; {_NVIDIA_GUIDE})"
+        )
+    conflict = _CONFLICT.search(text)
+    if conflict is not None and "problem with installed package" in text:
+        return (
+            f"{conflict['pkg']} conflicts with {conflict['what']} ({conflict['by']}): the other driver "
+            "flavour or branch is installed; replace it in the same transaction with --allowerasing (on "
+            "EL 8/9 after `dnf module switch-to nvidia-driver:<stream> --allowerasing`) "
+            f"({_NVIDIA_GUIDE}, Switching between Driver Module Flavors)"
         )
     requires = _REQUIRES.search(text)
     if requires is None:
@@ -593,7 +602,8 @@ def failure_cause(output: str) -> str | None:
     out by exclude filtering", also when only a dependency is locked); packages of a stream
     that is not enabled ("filtered out by modular filtering"); unresolvable dependencies
     ("nothing provides X needed by Y", "requires X, but none of the providers can be
-    installed"); no package of that name; the versionlock plugin without its locklist;
+    installed"), a package that conflicts with an installed one (the other flavour); no package
+    of that name; the versionlock plugin without its locklist;
     repository metadata that cannot be downloaded. Each class is modelled on real dnf 4.14
     output (``tests/fixtures/redhat/``). The line is at most :data:`MAX_CAUSE` characters.
     """

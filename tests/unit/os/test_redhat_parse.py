@@ -222,6 +222,7 @@ CAUSES = {
     "dnf-filtered-modular-other-stream.txt": ("nvidia-driver-3:590.48.01", "not enabled", "module enable"),
     "dnf-module-enable-other-stream.txt": ("580-open", "switch-to nvidia-driver:590-open --allowerasing"),
     "dnf-no-match.txt": ("nvidia-driver-9999", "no enabled repository"),
+    "dnf-conflicts-other-flavour.txt": ("conflicts with cuda-drivers", "--allowerasing", "switch-to"),
     "dnf-nothing-provides.txt": ("dkms", "EPEL", "kmod-nvidia-open-dkms"),
     "dnf-versionlock-excluded.txt": ("nvidia-open-3:580.95.05", "versionlock"),
     "dnf-versionlock-requires.txt": (
