@@ -53,3 +53,11 @@ def failure(tool: str, output: str, rc: int) -> Unknown | None:
     if rc == MISSING_RC:
         return Unknown(unknown=first_line(output))
     return Unknown(unknown=f"{tool} exited {rc}: {first_line(output)}")
+
+
+class NotRun(Unknown):
+    """A measurement whose program was never started, and what lets it run (verify's GPU program
+    when the venv is missing or refused by the trust rule). A check built on it shows :attr:`fix`
+    as its hint instead of a guess at a hardware cause that nothing measured."""
+
+    fix: str = Field(description="What to do so that the program runs (one line).")
