@@ -92,13 +92,17 @@ class Catalog(Frozen):
         found: PackageNaming | None = self.package_naming.get(package_format)  # type: ignore[call-overload]
         return found if found is not None else self.package_naming["deb"]
 
-    def package_name_patterns(self) -> tuple[str, ...]:
-        """Every component's package-name regular expressions, in file order, once each."""
-        return tuple(
-            dict.fromkeys(
-                p for c in self.components.values() for names in c.package_names.values() for p in names
-            )
+    def package_name_patterns(self, package_format: str | None = None) -> tuple[str, ...]:
+        """Every component's package-name regular expressions of one package format (``deb``,
+        ``rpm``; every format's when None), in file order, once each."""
+        found = (
+            p
+            for c in self.components.values()
+            for fmt, names in c.package_names.items()
+            if package_format in (None, fmt)
+            for p in names
         )
+        return tuple(dict.fromkeys(found))
 
     def gpu(self, model_id: str) -> GpuModel | None:
         """The GPU model with this id, or None."""

@@ -84,6 +84,20 @@ class PackageNaming(Frozen):
     cudnn_rule: CudnnNaming
     nccl_rule: NcclNaming
     stack_rule: StackPatterns
+    driver_family_rule: StackPatterns | None = None
+    closed_modules_rule: ToolkitNaming | None = None
+
+    @property
+    def driver_family(self) -> tuple[str, ...]:
+        """The driver's package globs that its version pin covers (``kmod-nvidia-*`` on rpm); empty
+        when the format's rules leave it to the component's default."""
+        return self.driver_family_rule.patterns if self.driver_family_rule else ()
+
+    @property
+    def closed_modules(self) -> str:
+        """The package that brings the proprietary kernel modules, forbidden beside the open ones
+        (deb ``nvidia-driver``, rpm ``kmod-nvidia-latest-dkms``)."""
+        return self.closed_modules_rule.name if self.closed_modules_rule else "nvidia-driver"
 
     def pinning(self, branch: int) -> str | None:
         """``nvidia-driver-pinning-580`` from branch 580 on; None below (suffixed metas pin instead)."""

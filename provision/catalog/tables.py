@@ -109,11 +109,15 @@ class PackagesFile(Frozen):
     cudnn: dict[str, Any]
     nccl: dict[str, Any]
     stack_patterns: dict[str, Any]
+    driver_family: dict[str, Any] | None = None
+    closed_modules: dict[str, Any] | None = None
 
     def naming(self) -> dict[str, Any]:
         """The file's rules keyed as :class:`PackageNaming` fields (``pinning`` -> ``pinning_rule``)."""
         rules = {f"{name}_rule": getattr(self, name) for name in _RULES if getattr(self, name) is not None}
-        return rules | {"stack_rule": self.stack_patterns, **self.model_dump(include=_CUTOVER)}
+        family = {"driver_family_rule": self.driver_family} if self.driver_family else {}
+        family |= {"closed_modules_rule": self.closed_modules} if self.closed_modules else {}
+        return rules | family | {"stack_rule": self.stack_patterns, **self.model_dump(include=_CUTOVER)}
 
 
 _RULES = ("pinning", "driver_meta", "fabric_manager", "nscq", "nvlink5", "cuda_toolkit", "cudnn", "nccl")

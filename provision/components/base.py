@@ -262,5 +262,5 @@ def not_on_family(spec: Spec, section: str, missing: str) -> Finding:
         severity="blocker",
         message=f"{section}: not planned on {spec.os.distro} {spec.os.version} yet: the catalog has no "
         f"{missing}; remove the {section} section or use a Debian or Ubuntu host",
-        source="provision catalog (provision/catalog/data); docs/architecture.md#a-new-os-family",
+        source="provision catalog (provision/catalog/data); docs/architecture.md#where-a-new-thing-goes",
     )

@@ -96,13 +96,16 @@ class Driver(InstallableComponent):
                 ),
             )
         why = f"NVIDIA driver, utilities and fabric manager at {version}"
-        return (Pin(packages=" ".join(DRIVER_FAMILY), version=version, why=why),)
+        from provision.catalog import load_catalog  # pins get no catalog; the loaded one is cached
+
+        family = load_catalog().naming(pm.package_format).driver_family or DRIVER_FAMILY
+        return (Pin(packages=" ".join(family), version=version, why=why),)
 
     def role_vars(self, ctx: PlanContext) -> dict[str, Any]:
         steps = ctx.steps()
         return {
             **super().role_vars(ctx),
-            "forbidden_regex": name_regex(forbidden_packages(ctx.spec, steps)),
+            "forbidden_regex": name_regex(forbidden_packages(ctx.spec, steps, ctx.names.closed_modules)),
             "removable_regex": name_regex(removable_packages(ctx.spec, steps)),
             "driver_regex": name_regex(branch_carriers(ctx)),
             "driver_branch": str(ctx.spec.driver.branch),
@@ -413,9 +416,11 @@ def _other(ctx: PlanContext) -> str:
     return "absent"
 
 
-def forbidden_packages(spec: Spec, steps: tuple[Step, ...]) -> tuple[str, ...]:
+def forbidden_packages(spec: Spec, steps: tuple[Step, ...], closed: str = "nvidia-driver") -> tuple[str, ...]:
     """Packages the simulated transaction must not install (FF-08): the driver-pulling CUDA metas
-    always, the other flavour's metas, and any driver package when the driver is preinstalled."""
+    always, the other flavour's metas (``closed``: the proprietary modules' package of the host's
+    format, :attr:`PackageNaming.closed_modules`), and any driver package when the driver is
+    preinstalled."""
     if spec.driver.source == "distro":
         # NVIDIA's own driver metas and pinning packages: never on top of the distribution's driver.
         return (*DRIVER_METAS, *NVIDIA_ONLY_DRIVER_NAMES)
@@ -432,7 +437,7 @@ def forbidden_packages(spec: Spec, steps: tuple[Step, ...]) -> tuple[str, ...]:
     open_flavor = flavor_driver is not None and any(
         p.startswith("nvidia-open") for p in flavor_driver.packages
     )
-    return (*DRIVER_METAS, "nvidia-driver") if open_flavor else (*DRIVER_METAS[:2], "nvidia-open*")
+    return (*DRIVER_METAS, closed) if open_flavor else (*DRIVER_METAS[:2], "nvidia-open*")
 
 
 def removable_packages(spec: Spec, steps: tuple[Step, ...]) -> tuple[str, ...]:

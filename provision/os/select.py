@@ -23,9 +23,9 @@ FAMILY_OF_ID = {
 spec's ``os.distro``, -> OS family (Ansible's ``ansible_os_family`` names the same two)."""
 
 
-PACKAGE_MANAGER_CREDENTIALS = " or ".join(pm.credentials_note for pm in MANAGERS.values())
+PACKAGE_MANAGER_CREDENTIALS = ", to ".join(pm.credentials_note for pm in MANAGERS.values())
 """Where each family's package manager reads a repository's credentials, for the spec's refusal of
-credentials in a URL."""
+credentials in a URL: ``apt in ..., to dnf as ...`` (it reads "give them to <this>, or to pip in")."""
 
 
 def os_family(ids: Sequence[str], distro: str) -> str:

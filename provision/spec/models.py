@@ -103,7 +103,7 @@ def _url_without_braces(value: Url) -> Url:
 
 CREDENTIALS_HELP = (
     "credentials may not be written in a URL (they would reach plans, logs and command lines); "
-    f"give them to {PACKAGE_MANAGER_CREDENTIALS} or to pip in /root/.netrc "
+    f"give them to {PACKAGE_MANAGER_CREDENTIALS}, or to pip in /root/.netrc "
     "(machine HOST login __token__ password TOKEN), mode 0600 (docs/security.md#secrets)"
 )
 

@@ -379,8 +379,8 @@ def test_distro_archives(cat: Catalog) -> None:
         ("drivers.yaml", "branches:\n", "branches: [\n", "drivers.yaml"),
         (
             "packages.yaml",
-            "unsuffixed_from_branch: 580\n",
-            "unsuffixed_from_branch: 580\nsurprise: 1\n",
+            "  unsuffixed_from_branch: 580\n",
+            "  unsuffixed_from_branch: 580\n  surprise: 1\n",
             "surprise",
         ),
     ],

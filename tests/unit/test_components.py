@@ -62,7 +62,9 @@ def test_components_name_observers_whose_key_is_their_spec_section() -> None:
 
 FAMILIES = ("Debian", "RedHat")
 """The OS families provision supports (provision.os.select.MANAGERS)."""
-PACKAGE_MODULES = re.compile(r"ansible\.builtin\.(apt|dnf|yum|dpkg_selections|package)\b|argv: \[(apt-get|dpkg|dnf|rpm)")
+PACKAGE_MODULES = re.compile(
+    r"ansible\.builtin\.(apt|dnf|yum|dpkg_selections|package)\b|argv: \[(apt-get|dpkg|dnf|rpm)"
+)
 
 
 @pytest.mark.parametrize("role", roles())

@@ -44,7 +44,7 @@ BLOCK_END = "# END provision-nvidia pins"
 def _recorded() -> re.Pattern[str]:
     from provision.catalog import package_name_patterns  # the catalog only when output is parsed
 
-    return re.compile("|".join(f"(?:{p})" for p in package_name_patterns()))
+    return re.compile("|".join(f"(?:{p})" for p in package_name_patterns("rpm")))
 
 
 def _sections(output: str) -> dict[str, str]:
@@ -63,7 +63,10 @@ def parse_rpm(output: str, rc: int) -> tuple[Package, ...] | Unknown:
     if "=== rpm-qa\n" not in output:
         return Unknown(unknown="rpm probe printed no package list")
     sections = _sections(output)
-    rpms = parse_rpm_qa(sections.get("rpm-qa", ""))
+    try:
+        rpms = parse_rpm_qa(sections.get("rpm-qa", ""))
+    except ValueError as exc:  # a number rpm never prints (a non-ASCII digit): not a package list
+        return Unknown(unknown=f"unreadable rpm -qa output ({exc})")
     locks = [e for e in parse_versionlock_list(sections.get("versionlock", "")) if not e.startswith("!")]
     twice = set(duplicates(rpms))
     found: list[Package] = []
