@@ -217,14 +217,11 @@ def test_detect_and_plan_read_the_rocky_target_through_real_rpm_and_dnf(
 
 
 ROLE_BUGS = (
-    "measured on this target with os's RedHat roles (dec313e): (1) nvidia_packages/tasks/RedHat.yml "
-    "matches the forbidden-package regex unanchored ('search') against dnf's 'Installed: <nevra>' "
-    "results, so 'cuda' hits 'libnccl-2.28.3-1+cuda13.0' and every install is refused; (2) the open "
-    "flavour forbids 'nvidia-driver', which on RHEL is a Requires of nvidia-open (the proprietary "
-    "kmod there is kmod-nvidia-latest-dkms); with both patched locally the play succeeds but (3) the "
-    "dkms step asks for 'kernel-devel-5.14.0-503.14.1.el9_5' as a package name, which an installed "
-    "kernel-devel of that version never satisfies, so the plan never converges, and (4) holds wants "
-    "kernel-devel locked, which would exclude the next kernel's kernel-devel (FF-12)"
+    "measured on this target with os's RedHat family (a7b0837): the play succeeds, but (1) the dkms step "
+    "asks for 'kernel-devel-5.14.0-503.14.1.el9_5' as a package name, which the installed kernel-devel "
+    "of that version never satisfies, so the plan never converges (dkms install, and repository "
+    "configure for that transaction), and (2) holds wants kernel-devel locked, which would exclude "
+    "the next kernel's kernel-devel (FF-12)"
 )
 
 
