@@ -203,6 +203,7 @@ def _customise(root: Path, key: Path, cache: Path) -> None:
     run(["chroot", root, "rpm", "--initdb"])
     run(["chroot", root, "rpm", "-i", "--nodeps", f"/tmp/{RELEASE_RPM.filename}"])
     (root / "tmp" / RELEASE_RPM.filename).unlink()
+    _os_repositories(root, cache)
     probe = run(
         ["chroot", root, "/usr/bin/python3", "-c", "import dnf, rpm; print(dnf.VERSION)"], check=False
     )
