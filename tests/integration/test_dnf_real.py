@@ -155,6 +155,10 @@ def test_switch_to_leaves_a_plainly_installed_flavour_behind(el9: InstallRoot) -
     switched = ok(el9.dnf("module", "switch-to", "nvidia-driver:580-dkms", "--allowerasing"))
     assert "No packages available to distrosync" in switched.output
     assert "kmod-nvidia-open-dkms" in driver(el9)
+    refused = el9.dnf("install", "cuda-drivers")  # without --allowerasing: the flavours conflict
+    assert refused.rc == 1
+    cause = failure_cause(refused.output)
+    assert cause is not None and "conflicts with" in cause and "--allowerasing" in cause
     ok(el9.dnf("install", "--allowerasing", "cuda-drivers"))
     after = driver(el9)
     assert "kmod-nvidia-open-dkms" not in after and after["kmod-nvidia-latest-dkms"] == "3:580.95.05-1.el9"
@@ -187,6 +191,28 @@ def test_versionlock_in_the_root_blocks_the_upgrade(el10: InstallRoot) -> None:
     ok(el10.dnf("versionlock", "clear"))
     ok(el10.dnf("upgrade"))
     assert driver(el10)["nvidia-driver"] == "3:590.48.01-1.el10"  # no modules on 10: the lock was the bound
+
+
+def test_epochless_and_globbed_lock_entries_bind_epoch_3_packages(el10: InstallRoot) -> None:
+    # The shape of provision's own block in the lock list: ``<name glob>-<version glob>``
+    # without an epoch. dnf's subject rules read a missing epoch as "any", so these entries must
+    # still hold NVIDIA's epoch-3 driver and the CUDA libraries (measured, not assumed).
+    ok(
+        el10.dnf(
+            "install", "nvidia-open-580.82.07", "libcudnn9-devel-cuda-13-9.14.0.64", "libnccl-devel-2.28.3"
+        )
+    )
+    driver_names = [n for n in driver(el10) if n != "nvidia-fabricmanager"]
+    block = [f"{name}-580.82.07-*" for name in driver_names] + ["libcudnn9*-9.14.*", "libnccl*-2.28.3-*"]
+    el10.locklist.write_text(
+        "# BEGIN provision-nvidia pins\n" + "\n".join(block) + "\n# END provision-nvidia pins\n"
+    )
+    assert "Nothing to do" in ok(el10.dnf("upgrade")).output
+    held = el10.installed()
+    assert held["nvidia-driver"] == "3:580.82.07-1.el10"
+    assert (held["libcudnn9-cuda-13"], held["libnccl"]) == ("0:9.14.0.64-1", "0:2.28.3-1+cuda13.0")
+    refused = el10.dnf("install", "nvidia-open-3:590.48.01")
+    assert refused.rc == 1 and "filtered out by exclude filtering" in refused.output
 
 
 def test_a_lock_on_one_library_names_it_in_the_dependency_problem(el10: InstallRoot) -> None:

@@ -426,7 +426,9 @@ _REQUIRES = re.compile(
     r"package (?P<pkg>\S+) requires (?P<need>.+?), but none of the providers can be installed"
 )
 _NOTHING = re.compile(r"nothing provides (?P<need>(?!module\()\S+(?: [<>=]+ \S+)?) needed by (?P<pkg>\S+)")
-_NO_MATCH = re.compile(r"^No match for argument: (?P<arg>\S+)", re.M)
+_CONFLICT = re.compile(r"package (?P<pkg>\S+) conflicts with (?P<what>\S+) provided by (?P<by>\S+)")
+_NO_MATCH = re.compile(r"^No match for argument: (?P<arg>\S+)|No package (?P<pkg>\S+) available", re.M)
+_FETCH = re.compile(r"(?:Status code: (?P<code>\d+)|Curl error \((?P<curl>\d+)\)[^\n]*?) for (?P<url>\S+)")
 _NOT_SIGNED = re.compile(r"Package (?P<file>\S+) is not signed")
 _NO_PUBKEY = re.compile(r"Public key for (?P<file>\S+) is not installed")
 _REPO_DOWN = re.compile(r"Failed to download metadata for repo '(?P<repo>[^']+)'|Cannot download repomd\.xml")
@@ -457,10 +459,14 @@ def _modular(text: str) -> str | None:
     if "filtered out by modular filtering" not in text:
         return None
     what = _first(_MODULAR_FILTERED, text, "arg", "pkg")
+    # ansible.builtin.dnf reports only this line: dnf's "nothing provides module(platform:elN)"
+    # warning, which tells a repository of another EL major apart, is not in what it returns.
     return (
-        f'{what} is in a module stream that is not enabled, so dnf hides it ("filtered out by modular '
-        f'filtering"): enable the stream that carries it (`dnf module enable nvidia-driver:<branch>-open`) '
-        "or change streams with `dnf module switch-to nvidia-driver:<stream> --allowerasing` "
+        f"{what} is in a module stream that is not enabled, or in a repository built for another EL "
+        'major release, so dnf hides it ("filtered out by modular filtering"): enable the stream that '
+        "carries it (`dnf module enable nvidia-driver:<branch>-open`, or `dnf module switch-to "
+        "nvidia-driver:<stream> --allowerasing`); if `dnf module list` warns that nothing provides "
+        "module(platform:elN), configure NVIDIA's repository for this host's own major release instead "
         f"({_NVIDIA_GUIDE})"
     )
 
@@ -498,6 +504,14 @@ def _unresolvable(text: str) -> str | None:
             f"no enabled repository provides {need}, needed by {pkg}: enable the repository that ships it "
             f"(dkms comes from EPEL on RHEL and Rocky; {_NVIDIA_GUIDE})"
         )
+    conflict = _CONFLICT.search(text)
+    if conflict is not None and "problem with installed package" in text:
+        return (
+            f"{conflict['pkg']} conflicts with {conflict['what']} ({conflict['by']}): the other driver "
+            "flavour or branch is installed; replace it in the same transaction with --allowerasing (on "
+            "EL 8/9 after `dnf module switch-to nvidia-driver:<stream> --allowerasing`) "
+            f"({_NVIDIA_GUIDE}, Switching between Driver Module Flavors)"
+        )
     requires = _REQUIRES.search(text)
     if requires is None:
         return None
@@ -509,6 +523,13 @@ def _unresolvable(text: str) -> str | None:
 
 
 def _gpg(text: str) -> str | None:
+    fetch = _FETCH.search(text)
+    if fetch is not None and "/repodata/" not in fetch["url"] and "Failed to download metadata" not in text:
+        why = f"HTTP status {fetch['code']}" if fetch["code"] else f"curl error {fetch['curl']}"
+        return (
+            f"the repository's gpgkey {fetch['url']} cannot be fetched ({why}): set gpgkey to the URL of "
+            f"NVIDIA's D42D0685 key for this release's repository ({_NVIDIA_GUIDE})"
+        )
     unsigned = _NOT_SIGNED.search(text)
     if unsigned is not None:
         return (
@@ -534,7 +555,8 @@ def _other(text: str) -> str | None:
     no_match = _NO_MATCH.search(text)
     if no_match is not None:
         return (
-            f"no enabled repository has a package matching {no_match['arg']}: check the package name and "
+            f"no enabled repository has a package matching {no_match['arg'] or no_match['pkg']}: check the "
+            "package name and "
             "version, and that NVIDIA's repository for this release is configured and enabled"
         )
     if "Locklist not set" in text:
@@ -552,6 +574,24 @@ def _other(text: str) -> str | None:
 _CLASSES = (_platform, _switch, _gpg, _excluded, _modular, _unresolvable, _other)
 
 
+def ansible_dnf_text(result: object) -> str:
+    """The text of an ``ansible.builtin.dnf`` task result to give :func:`failure_cause`.
+
+    The module returns dnf's words in ``msg`` (``Depsolve Error occurred: ...``, ``Failed to
+    validate GPG signature ...``), ``failures`` (one string per package, ``nvidia-open All
+    matches were filtered out by modular filtering for argument: nvidia-open``) and
+    ``results``; they are joined one per line. Anything not a mapping gives ``""``.
+    """
+    if not isinstance(result, dict):
+        return ""
+    parts: list[str] = []
+    for key in ("msg", "failures", "results", "stderr"):
+        value = result.get(key)
+        items = value if isinstance(value, list) else [value]
+        parts += [item for item in items if isinstance(item, str)]
+    return "\n".join(parts)[:MAX_INPUT]
+
+
 def failure_cause(output: str) -> str | None:
     """One line naming the cause of a failed dnf run and its fix; None when no class matches.
 
@@ -562,7 +602,8 @@ def failure_cause(output: str) -> str | None:
     out by exclude filtering", also when only a dependency is locked); packages of a stream
     that is not enabled ("filtered out by modular filtering"); unresolvable dependencies
     ("nothing provides X needed by Y", "requires X, but none of the providers can be
-    installed"); no package of that name; the versionlock plugin without its locklist;
+    installed"), a package that conflicts with an installed one (the other flavour); no package
+    of that name; the versionlock plugin without its locklist;
     repository metadata that cannot be downloaded. Each class is modelled on real dnf 4.14
     output (``tests/fixtures/redhat/``). The line is at most :data:`MAX_CAUSE` characters.
     """

@@ -132,6 +132,12 @@ def _capture(dest: Path) -> None:
         save("dnf-module-list-disabled.txt", el9.dnf("module", "list", "nvidia-driver"))
         save("rpm-qa-el9.txt", el9.rpm_qa())
 
+        flavour = InstallRoot(base / "flavour", 9, [r9, epel9])
+        flavour.dnf("module", "enable", "nvidia-driver:580-open")
+        flavour.dnf("install", "nvidia-open")
+        flavour.dnf("module", "switch-to", "nvidia-driver:580-dkms", "--allowerasing")
+        save("dnf-conflicts-other-flavour.txt", flavour.dnf("install", "cuda-drivers"))
+
         nodkms = InstallRoot(base / "nodkms", 9, [r9])
         nodkms.dnf("module", "enable", "nvidia-driver:580-open")
         save("dnf-nothing-provides.txt", nodkms.dnf("install", "nvidia-open"))

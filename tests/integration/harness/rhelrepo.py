@@ -44,13 +44,14 @@ built per kernel) and ``dnf-plugin-nvidia`` (YPD Requires it on RHEL 8+; it guar
 upgrades for precompiled kmods only).
 
 CUDA 13.0 (``cuda-toolkit-13-0`` 13.0.2-1 -> ``cuda-nvcc-13-0`` 13.0.88-1) and 12.8, cuDNN
-(``libcudnn9-cuda-13``/``libcudnn9-devel-cuda-13``: RHEL names from NVIDIA's "Installing cuDNN
-Backend on Linux"), NCCL (``libnccl``/``libnccl-devel`` ``<v>-1+cuda13.0``, NVIDIA's NCCL
-Installation Guide) and the container toolkit (``nvidia-container-toolkit`` ->
-``-base``, ``libnvidia-container-tools`` -> ``libnvidia-container1``, 1.18.0-1, NVIDIA
-Container Toolkit install guide) are plain (non-modular) packages, as in NVIDIA's repository.
-Packages are signed (``rpmsign --addsign``) by a throwaway RSA key standing in for D42D0685,
-so ``gpgcheck=1`` runs real rpm signature checks; EPEL's stand-in is unsigned.
+(``libcudnn9-cuda-13``, ``-headers-``, ``-devel-``, devel needing both: RHEL names from
+NVIDIA's "Installing cuDNN Backend on Linux"), NCCL (``libnccl``/``libnccl-devel``
+``<v>-1+cuda13.0``, NVIDIA's NCCL Installation Guide) and the container toolkit
+(``nvidia-container-toolkit`` -> ``-base``, ``libnvidia-container-tools`` ->
+``libnvidia-container1``, 1.18.0-1, NVIDIA Container Toolkit install guide) are plain
+(non-modular) packages, as in NVIDIA's repository. Packages are signed (``rpmsign --addsign``)
+by a throwaway RSA key standing in for D42D0685, so ``gpgcheck=1`` runs real rpm signature
+checks; EPEL's stand-in here is unsigned (the Rocky-like root's EPEL is signed).
 rhel10 has the same packages with ``el10`` releases and no ``modules.yaml`` (DIG).
 """
 
@@ -159,7 +160,13 @@ def stack_rpms(dist: str) -> list[Rpm]:
     for v in CUDNN_VERSIONS:
         rpms += [
             Rpm("libcudnn9-cuda-13", v, "1"),
-            Rpm("libcudnn9-devel-cuda-13", v, "1", requires=(f"libcudnn9-cuda-13 = {v}-1",)),
+            Rpm("libcudnn9-headers-cuda-13", v, "1"),
+            Rpm(
+                "libcudnn9-devel-cuda-13",
+                v,
+                "1",
+                requires=(f"libcudnn9-cuda-13 = {v}-1", f"libcudnn9-headers-cuda-13 = {v}-1"),
+            ),
         ]
     for v in NCCL_VERSIONS:
         rel = "1+cuda13.0"
@@ -332,7 +339,9 @@ class RhelRepo:
         return "\n".join(lines) + "\n"
 
 
-def _index(rpm_dir: Path, rpms: list[Rpm], dest: Path, modules: str | None, key: RpmKey | None) -> None:
+def index_repo(rpm_dir: Path, rpms: list[Rpm], dest: Path, modules: str | None, key: RpmKey | None) -> None:
+    """Copy ``rpms`` from ``rpm_dir`` to ``dest``, sign them with ``key``, index with createrepo_c,
+    and add ``modules`` (modulemd YAML) as the ``modules`` metadata when given."""
     dest.mkdir(parents=True, exist_ok=True)
     for rpm in rpms:
         (dest / rpm.filename).write_bytes((rpm_dir / rpm.filename).read_bytes())
@@ -357,7 +366,7 @@ def publish_rhel_repo(major: Major, cache: Path, dest: Path, key: RpmKey | None 
     rpms = repo_rpms(major)
     rpm_dir = ensure_rpms(rpms, cache)
     modules = modules_yaml(rpms, major) if major == 9 else None
-    _index(rpm_dir, rpms, dest, modules, key)
+    index_repo(rpm_dir, rpms, dest, modules, key)
     return RhelRepo(
         major=major,
         path=dest,
@@ -373,5 +382,5 @@ def publish_epel(major: Major, cache: Path, dest: Path) -> RhelRepo:
     """The stand-in EPEL repository holding ``dkms`` (:func:`epel_rpms`)."""
     started = time.monotonic()
     rpms = epel_rpms(major)
-    _index(ensure_rpms(rpms, cache), rpms, dest, None, None)
+    index_repo(ensure_rpms(rpms, cache), rpms, dest, None, None)
     return RhelRepo(major, dest, dest.as_uri(), "epel", False, time.monotonic() - started)

@@ -37,11 +37,20 @@ from pathlib import Path
 from . import golden
 from .dnfroot import OS_RELEASE
 from .proc import HarnessError, file_lock, run
-from .rhelrepo import Major, RhelRepo, RpmKey, make_rpm_key, publish_epel, publish_rhel_repo
+from .rhelrepo import (
+    Major,
+    RhelRepo,
+    RpmKey,
+    epel_rpms,
+    index_repo,
+    make_rpm_key,
+    publish_epel,
+    publish_rhel_repo,
+)
 from .rpms import Rpm, ensure_rpms
 from .server import StaticServer
 
-RECIPE_VERSION = "golden-rockylike9-1"
+RECIPE_VERSION = "golden-rockylike9-4"
 INCLUDE = (
     "python3",
     "openssh-server",
@@ -54,6 +63,68 @@ INCLUDE = (
 )
 RPM_DBPATH = "var/lib/rpm"
 ROCKY_RELEASE = "Rocky Linux release 9.5 (Blue Onyx)\n"
+KERNEL = ("5.14.0", "503.14.1.el9_5")
+"""Rocky Linux 9.5's kernel (``kernel-core-5.14.0-503.14.1.el9_5``), as a stand-in package."""
+OS_REPOS = "var/lib/rocky-standin"
+"""Where the root's stand-ins of Rocky's BaseOS and AppStream repositories live (``file://``)."""
+DRACUT_LOG = "var/log/dracut-standin.log"
+DRACUT = """#!/bin/sh
+# Stand-in dracut: there is no Rocky kernel here, so no initramfs can be built. It records how it
+# was called (the tests read the record) and succeeds, as dracut does with nothing to rebuild.
+echo "dracut $*" >> /var/log/dracut-standin.log
+exit 0
+"""
+
+
+EPEL_REPO = f"""[epel]
+name=Extra Packages for Enterprise Linux 9 - x86_64 (stand-in)
+baseurl=file:///{OS_REPOS}/epel
+enabled=1
+gpgcheck=1
+gpgkey=file:///etc/pki/rpm-gpg/RPM-GPG-KEY-EPEL-9
+"""
+
+
+def os_rpms(epel_key: str = "") -> dict[str, list[Rpm]]:
+    """Stand-ins of Rocky packages the RHEL tasks touch, by repository (empty unless noted).
+
+    BaseOS: ``kernel-core`` (installed in the root), ``dracut`` (installed; its one file is the
+    recording script :data:`DRACUT`). AppStream: ``kernel-devel`` and ``kernel-headers`` of
+    that kernel (Provides ``kernel-devel-uname-r``, as Rocky's does), what DKMS builds against,
+    and ``python3-dnf-plugin-versionlock`` (empty: Debian's dnf-plugins-core is the plugin).
+    Extras: ``epel-release``, whose files are EPEL's ``.repo`` (:data:`EPEL_REPO`, pointing at
+    the stand-in EPEL in the root) and its key ``epel_key``, as Rocky's extras ship it
+    (https://docs.fedoraproject.org/en-US/epel/getting-started/: ``dnf install epel-release``
+    on Rocky). EPEL: ``dkms`` (signed by that key).
+    """
+    version, release = KERNEL
+    uname = f"{version}-{release}.x86_64"
+    epel_files = (
+        ("/etc/yum.repos.d/epel.repo", 0o644, EPEL_REPO),
+        ("/etc/pki/rpm-gpg/RPM-GPG-KEY-EPEL-9", 0o644, epel_key),
+    )
+    return {
+        "extras": [Rpm("epel-release", "9", "8.el9", arch="noarch", files=epel_files)],
+        "baseos": [
+            Rpm(
+                "kernel-core",
+                version,
+                release,
+                provides=(f"kernel-uname-r = {uname}",),
+                summary="Stand-in kernel",
+            ),
+            Rpm("dracut", "057", "70.git20240819.el9", files=(("/usr/bin/dracut", 0o755, DRACUT),)),
+        ],
+        "appstream": [
+            Rpm("kernel-devel", version, release, provides=(f"kernel-devel-uname-r = {uname}",)),
+            Rpm("kernel-headers", version, release),
+            # The plugin itself is Debian's dnf-plugins-core, already in the root; this empty
+            # package is the name the RedHat tasks install, as Rocky's AppStream carries it.
+            Rpm("python3-dnf-plugin-versionlock", "4.3.0", "16.el9", arch="noarch"),
+        ],
+    }
+
+
 RELEASE_RPM = Rpm(
     "rocky-release",
     "9.5",
@@ -81,7 +152,16 @@ def ensure_rockylike_root(cache: Path | None = None) -> golden.GoldenRoot:
         tmp = root.with_name(f"{root.name}.tmp-{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
         try:
-            run(["debootstrap", "--variant=minbase", f"--include={','.join(INCLUDE)}", "bookworm", tmp, golden.MIRROR])
+            run(
+                [
+                    "debootstrap",
+                    "--variant=minbase",
+                    f"--include={','.join(INCLUDE)}",
+                    "bookworm",
+                    tmp,
+                    golden.MIRROR,
+                ]
+            )
             _customise(tmp, key, cache)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -123,7 +203,10 @@ def _customise(root: Path, key: Path, cache: Path) -> None:
     run(["chroot", root, "rpm", "--initdb"])
     run(["chroot", root, "rpm", "-i", "--nodeps", f"/tmp/{RELEASE_RPM.filename}"])
     (root / "tmp" / RELEASE_RPM.filename).unlink()
-    probe = run(["chroot", root, "/usr/bin/python3", "-c", "import dnf, rpm; print(dnf.VERSION)"], check=False)
+    _os_repositories(root, cache)
+    probe = run(
+        ["chroot", root, "/usr/bin/python3", "-c", "import dnf, rpm; print(dnf.VERSION)"], check=False
+    )
     if probe.returncode != 0:
         raise HarnessError(f"rocky-like root lacks python3-dnf for ansible.builtin.dnf: {probe.stderr}")
     (root / golden.STAMP).write_text(RECIPE_VERSION + "\n")
@@ -137,13 +220,41 @@ ROCKY_DNF_CONF = (
 
 
 def _dnf_config(etc: Path) -> None:
-    """Rocky's dnf.conf, no repositories, and Debian's ``local`` plugin off (Rocky has none)."""
+    """Rocky's dnf.conf, an empty ``/etc/yum.repos.d`` (Debian's dnf package has none), and
+    Debian's ``local`` plugin off (Rocky has none)."""
     (etc / "dnf/dnf.conf").write_text(ROCKY_DNF_CONF)
+    (etc / "yum.repos.d").mkdir(mode=0o755, exist_ok=True)
     for repo in (etc / "yum.repos.d").glob("*.repo"):
         repo.unlink()
     local = etc / "dnf/plugins/local.conf"
     if local.exists():
         local.write_text(local.read_text().replace("enabled = true", "enabled = false", 1))
+
+
+def _os_repositories(root: Path, cache: Path) -> None:
+    """Rocky's own repositories (BaseOS, AppStream, Extras) as signed stand-ins inside the root,
+    with their key imported (``RPM-GPG-KEY-Rocky-9``), ``kernel-core`` and ``dracut`` installed
+    from them, and EPEL's stand-in beside them, reachable once ``epel-release`` is installed."""
+    key = make_rpm_key(
+        root / "tmp/rocky-key", "Rocky Enterprise Software Foundation stand-in <x@example.invalid>"
+    )
+    pki = root / "etc/pki/rpm-gpg"
+    pki.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(key.armored, pki / "RPM-GPG-KEY-Rocky-9")
+    run(["chroot", root, "rpm", "--import", "/etc/pki/rpm-gpg/RPM-GPG-KEY-Rocky-9"])
+    epel_key = make_rpm_key(root / "tmp/epel-key", "Fedora EPEL (9) stand-in <epel@example.invalid>")
+    for name, rpms in os_rpms(epel_key.armored.read_text()).items():
+        where = root / OS_REPOS / name
+        index_repo(ensure_rpms(rpms, cache), rpms, where, None, key)
+        (root / f"etc/yum.repos.d/rocky-{name}.repo").write_text(
+            f"[{name}]\nname=Rocky Linux 9 - {name} (stand-in)\nbaseurl=file:///{OS_REPOS}/{name}\n"
+            "enabled=1\ngpgcheck=1\ngpgkey=file:///etc/pki/rpm-gpg/RPM-GPG-KEY-Rocky-9\n"
+        )
+    epel = epel_rpms(9)
+    index_repo(ensure_rpms(epel, cache), epel, root / OS_REPOS / "epel", None, epel_key)
+    run(["chroot", root, "dnf", "-y", "-q", "install", "kernel-core", "dracut"])
+    shutil.rmtree(root / "tmp/rocky-key")
+    shutil.rmtree(root / "tmp/epel-key")
 
 
 @dataclass(frozen=True)
@@ -157,6 +268,7 @@ class RhelRepos:
         base_url: Replaces ``https://developer.download.nvidia.com/compute/cuda``.
         key: The signing key; its armored public half is served beside each NVIDIA repository.
         key_url: That key over http, like NVIDIA's ``.../rhel9/x86_64/D42D0685.pub``.
+        epel_url: EPEL's stand-in over http.
     """
 
     nvidia: RhelRepo
@@ -165,6 +277,7 @@ class RhelRepos:
     base_url: str
     key: RpmKey
     key_url: str
+    epel_url: str
 
     def url(self, major: Major) -> str:
         """The http URL of NVIDIA's stand-in ``rhel<major>`` repository."""
@@ -180,7 +293,8 @@ def publish_rhel_repos(server: StaticServer, cache: Path, scratch: Path) -> Rhel
     for repo in repos.values():
         shutil.copy2(key.armored, repo.path / key.armored.name)
     base = f"{server.url}/compute/cuda"
-    return RhelRepos(repos[9], repos[10], epel, base, key, f"{base}/repos/rhel9/x86_64/{key.armored.name}")
+    key_url = f"{base}/repos/rhel9/x86_64/{key.armored.name}"
+    return RhelRepos(repos[9], repos[10], epel, base, key, key_url, f"{server.url}/epel/9/Everything/x86_64/")
 
 
 def rpm_installed(root: Path) -> dict[str, str]:
@@ -191,3 +305,76 @@ def rpm_installed(root: Path) -> dict[str, str]:
     argv = ["rpm", f"--root={root}", f"--dbpath=/{RPM_DBPATH}", "-qa", "--qf", RPM_QA_QUERYFORMAT]
     out = run(argv).stdout
     return {p.name: f"{p.epoch}:{p.version}-{p.release}" for p in parse_rpm_qa(out)}
+
+
+def _capture(dest: Path) -> None:
+    """Write what ``ansible.builtin.dnf`` returns for each dnf failure class, as JSON fixtures."""
+    import json
+    import tempfile
+
+    from . import runner
+    from .rhelrepo import make_rpm_key
+    from .server import start_server
+    from .target import start_target
+
+    base = Path(tempfile.mkdtemp(prefix="rocky-capture-"))
+    (base / "www").mkdir()
+    server = start_server(base / "www", base / "http.log")
+    repos = publish_rhel_repos(server, golden.cache_dir(), base / "scratch")
+    other = make_rpm_key(base / "other", "Someone else <x@example.invalid>")
+    shutil.copy2(other.armored, repos.nvidia.path / other.armored.name)
+    root = ensure_rockylike_root()
+    enable = ["dnf", "-y", "module", "enable", "nvidia-driver:580-open"]
+
+    def case(name: str, args: str, setup: tuple[list[str], ...] = (), **opts: object) -> None:
+        target = start_target(root.path, root.ssh_key, base / name)
+        try:
+            url = str(opts.get("url", repos.url(9)))
+            key = str(opts.get("key", repos.key_url))
+            text = f"[{repos.nvidia.repo_id}]\nname=cuda\nbaseurl={url}\nenabled=1\n"
+            text += f"gpgcheck=1\ngpgkey={key}\n"
+            if opts.get("epel", True):
+                text += f"[epel]\nname=epel\nbaseurl={repos.epel_url}\nenabled=1\ngpgcheck=0\n"
+            (target.root / "etc/yum.repos.d/cuda.repo").write_text(text)
+            if opts.get("el10"):
+                release = target.root / "etc/os-release"
+                release.write_text(OS_RELEASE[10])
+            for argv in setup:
+                target.run(argv, check=True)
+            result = runner.run_module(target.inventory, "ansible.builtin.dnf", args, target.workdir)
+            (res,) = runner.task_results(result).values()
+            kept = {k: res[k] for k in ("msg", "failures", "results", "rc") if k in res}
+            text_out = json.dumps(kept, indent=2).replace(server.url, "http://127.0.0.1:8080")
+            (dest / f"ansible-dnf-{name}.json").write_text(text_out + "\n")
+            print(f"{name}: {result.status}")
+        finally:
+            target.close()
+
+    try:
+        case("filtered-other-stream", "name=nvidia-driver-3:590.48.01", (enable,))
+        case("no-match", "name=nvidia-driver-9999")
+        case("nothing-provides", "name=nvidia-open", (enable,), epel=False)
+        case("module-other-stream", "name=@nvidia-driver:590-open/default", (enable,))
+        lock = ["dnf", "-y", "versionlock", "add", "nvidia-*-3:580.82.07*", "kmod-nvidia-*-3:580.82.07*"]
+        case(
+            "versionlock-excluded",
+            "name=nvidia-open-3:580.95.05",
+            (enable, ["dnf", "-y", "install", "nvidia-open-3:580.82.07"], lock),
+        )
+        case("gpg-wrong-key", "name=nvidia-persistenced", key=f"{repos.url(9)}{other.armored.name}")
+        case("gpg-key-unreachable", "name=nvidia-persistenced", key=f"{repos.url(9)}missing.pub")
+        case("repo-down", "name=nvidia-persistenced", url=f"{repos.base_url}/repos/rhel8/x86_64/")
+        case("other-major", "name=nvidia-open", el10=True)
+        case("module-other-major", "name=@nvidia-driver:580-open/default", el10=True)
+    finally:
+        server.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:2] == ["capture"] and len(sys.argv) == 3:
+        _capture(Path(sys.argv[2]))
+    else:
+        sys.exit("usage: python3 -m tests.integration.harness.rockylike capture DIR")

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from .proc import file_lock, run
 
-BUILDER_VERSION = "rpms-1"
+BUILDER_VERSION = "rpms-3"
 ARCHES = ("x86_64", "noarch")
 
 
@@ -53,6 +53,9 @@ class Rpm:
     conflicts: tuple[str, ...] = ()
     obsoletes: tuple[str, ...] = ()
     summary: str = "Stand-in for an NVIDIA package (empty payload, test data only)"
+    files: tuple[tuple[str, int, str], ...] = ()
+    """Payload, ``(path, mode, content)``: empty for every NVIDIA stand-in; only the OS
+    stand-ins that must answer a command (``dracut``) or configure dnf carry a file."""
 
     @property
     def evr(self) -> str:
@@ -81,16 +84,26 @@ def spec_text(rpm: Rpm) -> str:
         ("Summary", rpm.summary),
         ("License", "Stand-in, test data only"),
         ("BuildArch", rpm.arch),
+        # The payload's scripts would gain "Requires: /bin/sh", which no rpm in a Debian-based
+        # target provides (dash is Debian's); the stand-ins declare their relations themselves.
+        ("AutoReqProv", "no"),
         *(("Requires", r) for r in rpm.requires),
         *(("Provides", p) for p in rpm.provides),
         *(("Conflicts", c) for c in rpm.conflicts),
         *(("Obsoletes", o) for o in rpm.obsoletes),
     ]
+    tags += [(f"Source{i}", f"payload-{i}") for i in range(len(rpm.files))]
     head = "".join(f"{tag}: {value}\n" for tag, value in tags)
+    install = "".join(
+        f"install -D -m {mode:o} %{{SOURCE{i}}} %{{buildroot}}{path}\n"
+        for i, (path, mode, _) in enumerate(rpm.files)
+    )
+    listed = "".join(f"{path}\n" for path, _, _ in rpm.files)
     # No debuginfo, no build-id links: there is nothing to strip and Debian's rpm macros differ.
     return (
         "%global debug_package %{nil}\n%global _build_id_links none\n"
-        f"{head}\n%description\nStand-in for NVIDIA's {rpm.name} {rpm.evr}; empty payload.\n\n%files\n"
+        f"{head}\n%description\nStand-in for {rpm.name} {rpm.evr} (test data only).\n\n"
+        f"%install\n{install}\n%files\n{listed}"
     )
 
 
@@ -128,6 +141,9 @@ def build_rpm(rpm: Rpm, out_dir: Path) -> Path:
     with tempfile.TemporaryDirectory(prefix="rpmbuild-") as top:
         spec = Path(top) / f"{rpm.name}.spec"
         spec.write_text(spec_text(rpm))
+        (Path(top) / "SOURCES").mkdir()
+        for i, (_, _, content) in enumerate(rpm.files):
+            (Path(top) / "SOURCES" / f"payload-{i}").write_text(content)
         run(["rpmbuild", "-bb", "--quiet", "--define", f"_topdir {top}", "--target", rpm.arch, spec])
         built = Path(top) / "RPMS" / rpm.arch / rpm.filename
         target = out_dir / rpm.filename

@@ -8,6 +8,7 @@ README); tests/integration/test_dnf_real.py checks the same parsers against live
 from __future__ import annotations
 
 import functools
+import json
 import time
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 
 from provision.os.redhat.parse import (
     RpmPackage,
+    ansible_dnf_text,
     duplicates,
     evr_compare,
     failure_cause,
@@ -220,6 +222,7 @@ CAUSES = {
     "dnf-filtered-modular-other-stream.txt": ("nvidia-driver-3:590.48.01", "not enabled", "module enable"),
     "dnf-module-enable-other-stream.txt": ("580-open", "switch-to nvidia-driver:590-open --allowerasing"),
     "dnf-no-match.txt": ("nvidia-driver-9999", "no enabled repository"),
+    "dnf-conflicts-other-flavour.txt": ("conflicts with cuda-drivers", "--allowerasing", "switch-to"),
     "dnf-nothing-provides.txt": ("dkms", "EPEL", "kmod-nvidia-open-dkms"),
     "dnf-versionlock-excluded.txt": ("nvidia-open-3:580.95.05", "versionlock"),
     "dnf-versionlock-requires.txt": (
@@ -253,6 +256,48 @@ def test_every_error_fixture_has_a_cause_case() -> None:
 )
 def test_no_cause_in_successful_output(name: str) -> None:
     assert failure_cause(fixture(name)) is None
+
+
+ANSIBLE_CAUSES = {
+    "ansible-dnf-filtered-other-stream.json": ("nvidia-driver-3:590.48.01", "not enabled", "module enable"),
+    # ansible.builtin.dnf drops dnf's platform warning: the cause names both readings.
+    "ansible-dnf-other-major.json": ("nvidia-open", "another EL major release", "own major release"),
+    "ansible-dnf-module-other-major.json": ("platform:el9", "own major release"),
+    "ansible-dnf-no-match.json": ("nvidia-driver-9999", "no enabled repository"),
+    "ansible-dnf-nothing-provides.json": ("dkms", "EPEL"),
+    "ansible-dnf-versionlock-excluded.json": ("nvidia-open-3:580.95.05", "version lock"),
+    "ansible-dnf-gpg-wrong-key.json": ("not the repository's configured gpgkey",),
+    "ansible-dnf-gpg-key-unreachable.json": ("missing.pub", "HTTP status 404"),
+    "ansible-dnf-repo-down.json": ("cuda-rhel9-x86_64", "metadata"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ANSIBLE_CAUSES))
+def test_failure_cause_of_each_ansible_dnf_result(name: str) -> None:
+    cause = failure_cause(ansible_dnf_text(json.loads(fixture(name))))
+    assert cause is not None and "\n" not in cause
+    for fragment in ANSIBLE_CAUSES[name]:
+        assert fragment in cause
+
+
+def test_every_ansible_fixture_has_a_case() -> None:
+    found = {p.name for p in FIXTURES.glob("ansible-dnf-*.json")}
+    assert found == set(ANSIBLE_CAUSES) | {"ansible-dnf-module-other-stream.json"}
+
+
+def test_ansible_dnf_switches_an_enabled_stream_without_refusing() -> None:
+    # Measured: with 580-open enabled (nothing installed), ansible.builtin.dnf given
+    # "@nvidia-driver:590-open/default" installs branch 590 and succeeds, where the dnf CLI's
+    # `module enable` refuses (dnf-module-enable-other-stream.txt). The branch is the planner's
+    # decision; the role cannot count on dnf to refuse a change of stream.
+    result = json.loads(fixture("ansible-dnf-module-other-stream.json"))
+    assert result["rc"] == 0 and failure_cause(ansible_dnf_text(result)) is None
+    assert "Installed: nvidia-driver-3:590.48.01-1.el9.x86_64" in result["results"]
+
+
+def test_ansible_dnf_text_ignores_what_is_not_text() -> None:
+    assert ansible_dnf_text(None) == ""
+    assert ansible_dnf_text({"msg": 3, "failures": ["a", 4], "results": "b"}) == "a\nb"
 
 
 def test_locklist_not_set_cause() -> None:
