@@ -67,7 +67,9 @@ class MigProduct(Sourced):
             if found is None:
                 return f"{name} is not a MIG profile of the {self.name}; its profiles: {self.names()}"
             if count > found.max:
-                return f"{count} x {name} is more than the {found.max} instance(s) of {name} the {self.name} has"
+                return (
+                    f"{count} x {name} is more than the {found.max} instance(s) of {name} the {self.name} has"
+                )
         compute = sum(self._of(n).compute * c for n, c in layout.items())
         memory = sum(self._of(n).memory * c for n, c in layout.items())
         if compute > self.compute_slices:

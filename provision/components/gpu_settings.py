@@ -41,7 +41,14 @@ KEYS = ("NVML-DEVCMD",)
 _TAGS = ("gpu_settings",)
 ECC_TAG = "gpu_ecc"
 PERSISTENCED = "nvidia-persistenced.service"
-SETTINGS = ("power_limit_w", "application_clocks", "locked_gpu_clocks", "locked_memory_clocks", "compute_mode", "ecc")
+SETTINGS = (
+    "power_limit_w",
+    "application_clocks",
+    "locked_gpu_clocks",
+    "locked_memory_clocks",
+    "compute_mode",
+    "ecc",
+)
 _COMPUTE_MODE = {"Default": "DEFAULT", "Exclusive_Process": "EXCLUSIVE_PROCESS", "Prohibited": "PROHIBITED"}
 """Spec compute mode -> the name ``nvidia-smi -c`` takes (nvidia-smi(1))."""
 
@@ -81,7 +88,6 @@ class GpuSettingsComponent(InstallableComponent):
             steps.append(persistence_step(ctx, section.persistence))
         if section.settings:
             steps += [settings_step(ctx), ecc_step(ctx)]
-        from provision.components.gpu_unit import unit_text
 
         if unit_text(ctx):
             steps.append(boot_unit_step(ctx))
@@ -91,7 +97,6 @@ class GpuSettingsComponent(InstallableComponent):
         section = ctx.spec.gpu
         if section is None:
             return {}
-        from provision.components.gpu_unit import unit_text
         from provision.detect.domains.gpu_runtime import BOOT_UNIT, BOOT_UNIT_PATH
 
         steps = {s.target: s for s in ctx.steps() if s.component is Component.GPU_SETTINGS}
@@ -106,6 +111,15 @@ class GpuSettingsComponent(InstallableComponent):
             "unit_file": BOOT_UNIT_PATH,
             "unit_name": BOOT_UNIT,
         }
+
+
+def unit_text(ctx: PlanContext) -> str:
+    """The boot unit's text for the spec's ``gpu:`` section (:func:`gpu_unit.render`), empty when
+    there is nothing to apply at boot."""
+    from provision.components.gpu_unit import render
+    from provision.components.mig import boot_argvs
+
+    return render(settings_argvs(ctx), boot_argvs(ctx))
 
 
 def _changes(step: Step | None) -> bool:
@@ -144,12 +158,16 @@ def wanted(ctx: PlanContext) -> tuple[list[Wanted], list[Finding]]:
 def _unknown_gpu(ctx: PlanContext, selector: str) -> Finding:
     shown = ctx.facts.gpu_state
     listed = "" if isinstance(shown, Unknown) else "; nvidia-smi shows " + ", ".join(s.name for s in shown)
-    return _blocker(ctx, "gpu-settings-unknown-gpu", f"gpu: GPU {selector} is not a GPU nvidia-smi shows{listed}")
+    return _blocker(
+        ctx, "gpu-settings-unknown-gpu", f"gpu: GPU {selector} is not a GPU nvidia-smi shows{listed}"
+    )
 
 
 def _twice(ctx: PlanContext, target: Target, name: str) -> Finding:
     return _blocker(
-        ctx, "gpu-settings-overlap", f"gpu.settings: two groups set {name} of {target.label} to different values"
+        ctx,
+        "gpu-settings-overlap",
+        f"gpu.settings: two groups set {name} of {target.label} to different values",
     )
 
 
@@ -189,7 +207,8 @@ def limit_findings(ctx: PlanContext) -> Iterator[Finding]:
                     rule="gpu-settings-unchecked",
                     severity="warning",
                     message=f"gpu.settings for {want.target.label} not checked against the card's limits: "
-                    f"nvidia-smi -q was not read ({_why(ctx)}); nvidia-smi refuses a value outside them at apply",
+                    f"nvidia-smi -q was not read ({_why(ctx)}); nvidia-smi refuses a value outside them "
+                    "at apply",
                     source=ctx.catalog.cite(KEYS),
                 )
             continue
@@ -263,8 +282,8 @@ def drift_findings(ctx: PlanContext) -> Iterator[Finding]:
         yield Finding(
             rule="gpu-power-limit-drift",
             severity="warning",
-            message=f"{state.name}: enforced power limit {_w(enforced)} < default {_w(default)}, set by someone "
-            "else (the spec does not set it): it caps the GPU's clocks under load; set gpu.settings "
+            message=f"{state.name}: enforced power limit {_w(enforced)} < default {_w(default)}, set by "
+            "someone else (the spec does not set it): it caps the GPU's clocks under load; set gpu.settings "
             f"power_limit_w to keep it, or restore it with nvidia-smi -i {state.index} -pl {default:g}",
             source=ctx.catalog.cite(KEYS),
         )
@@ -275,7 +294,9 @@ def _power_managed(ctx: PlanContext) -> set[str | None]:
     if section is None:
         return set()
     groups = [g for g in section.settings if g.power_limit_w is not None]
-    return {t.state.uuid for g in groups for t in resolve(g.gpus, ctx.facts, ctx.spec.gpus.count)[0] if t.state}
+    return {
+        t.state.uuid for g in groups for t in resolve(g.gpus, ctx.facts, ctx.spec.gpus.count)[0] if t.state
+    }
 
 
 # --- steps ------------------------------------------------------------------------------------------
@@ -298,11 +319,15 @@ def persistence_step(ctx: PlanContext, enabled: bool) -> Step:
         target=PERSISTENCED,
         tags=_TAGS,
         reason=f"{verb} {PERSISTENCED}"
-        + (" (NVIDIA's recommended persistence; legacy nvidia-smi -pm is near end of life)" if enabled else ""),
+        + (
+            " (NVIDIA's recommended persistence; legacy nvidia-smi -pm is near end of life)"
+            if enabled
+            else ""
+        ),
     )
 
 
-def _observed_differences(want: Wanted) -> list[str]:
+def observed_differences(want: Wanted) -> list[str]:
     """What differs between the wanted and the observed values of one GPU (clocks locked by the boot
     unit are not shown by nvidia-smi: :func:`boot_unit_step` holds them)."""
     state, values = want.target.state, want.values
@@ -332,7 +357,7 @@ def _mhz(value: float | None) -> str:
 def settings_step(ctx: PlanContext) -> Step:
     """The settings now, where an observed value differs; a no-op saying what was compared."""
     gpus, _ = wanted(ctx)
-    diffs = [d for w in gpus for d in _observed_differences(w)]
+    diffs = [d for w in gpus for d in observed_differences(w)]
     if not diffs:
         locked = any("locked_gpu_clocks" in w.values or "locked_memory_clocks" in w.values for w in gpus)
         return noop(
@@ -360,7 +385,9 @@ def ecc_step(ctx: PlanContext) -> Step:
         if ecc is None or (state is not None and state.ecc_current is None):
             continue
         if state is None or state.ecc_pending != ecc:
-            changes.append(f"{want.target.label}: ECC {_on(state.ecc_current if state else None)} -> {_on(ecc)}")
+            changes.append(
+                f"{want.target.label}: ECC {_on(state.ecc_current if state else None)} -> {_on(ecc)}"
+            )
         elif state.ecc_current != ecc:
             pending.append(f"{state.name}: ECC {_on(state.ecc_current)}, pending {_on(ecc)}")
     if changes:
@@ -387,7 +414,6 @@ def _on(value: bool | None) -> str:
 
 def boot_unit_step(ctx: PlanContext) -> Step:
     """The boot unit written and enabled unless the one on disk is this text and enabled."""
-    from provision.components.gpu_unit import unit_text
     from provision.detect.domains.gpu_runtime import BOOT_UNIT, BOOT_UNIT_PATH
 
     runtime = ctx.facts.gpu_runtime
@@ -448,7 +474,9 @@ def settings_argvs(ctx: PlanContext, only_changed: bool = False) -> list[list[st
     return [
         argv
         for w in gpus
-        if not only_changed or _observed_differences(w) or {"locked_gpu_clocks", "locked_memory_clocks"} & set(w.values)
+        if not only_changed
+        or observed_differences(w)
+        or {"locked_gpu_clocks", "locked_memory_clocks"} & set(w.values)
         for argv in gpu_argvs(w.target.ident, w.values)
     ]
 
@@ -459,7 +487,8 @@ def ecc_argvs(ctx: PlanContext) -> list[list[str]]:
     out = []
     for want in gpus:
         ecc, state = want.values.get("ecc"), want.target.state
-        if ecc is not None and (state is None or (state.ecc_current is not None and state.ecc_pending != ecc)):
+        if ecc is not None and (
+            state is None or (state.ecc_current is not None and state.ecc_pending != ecc)
+        ):
             out.append(["nvidia-smi", "-i", want.target.ident, "-e", "1" if ecc else "0"])
     return out
-

@@ -12,19 +12,20 @@ ECC is not in it: its mode is kept by the GPU and takes effect at boot by itself
 
 from __future__ import annotations
 
-from provision.components.base import PlanContext
 from provision.serving.unit import exec_start
 
 HEADER = "# Managed by provision: the spec's GPU settings and MIG layout, applied at every boot.\n"
 
 
-def unit_text(ctx: PlanContext) -> str:
-    """The unit's whole text for the spec's ``gpu:`` section; empty when it has nothing to run."""
-    from provision.components.gpu_settings import settings_argvs
-    from provision.components.mig import boot_argvs
+def render(settings: list[list[str]], mig: list[tuple[bool, list[str]]]) -> str:
+    """The unit's whole text; empty when it has nothing to run.
 
-    lines = [f"ExecStart={exec_start(tuple(a))}" for a in settings_argvs(ctx)]
-    lines += [f"ExecStart={'-' if may_fail else ''}{exec_start(tuple(a))}" for may_fail, a in boot_argvs(ctx)]
+    Args:
+        settings: The runtime settings' argv lists, in order.
+        mig: The MIG argv lists, each with whether it may fail (a destroy with nothing to destroy).
+    """
+    lines = [f"ExecStart={exec_start(tuple(a))}" for a in settings]
+    lines += [f"ExecStart={'-' if may_fail else ''}{exec_start(tuple(a))}" for may_fail, a in mig]
     if not lines:
         return ""  # nothing to apply at boot: no unit (systemd refuses a service without ExecStart=)
     return (

@@ -103,7 +103,9 @@ def wanted(ctx: PlanContext) -> list[WantedMig]:
     out: dict[str, WantedMig] = {}
     for group in section.mig:
         for target in resolve(group.gpus, ctx.facts, ctx.spec.gpus.count)[0]:
-            out[target.ident] = WantedMig(target=target, enabled=group.enabled, layout=dict(sorted(group.layout.items())))
+            out[target.ident] = WantedMig(
+                target=target, enabled=group.enabled, layout=dict(sorted(group.layout.items()))
+            )
     return list(out.values())
 
 
@@ -119,8 +121,12 @@ def model_findings(spec: Spec, catalog: Catalog, mig: MigCatalog) -> Iterator[Fi
     product = mig.for_model(spec.gpus.model)
     asked = [g for g in section.mig if g.enabled]
     if product is None and asked:
-        yield _refuse(catalog, "mig-unsupported", f"gpu.mig: gpus.model {spec.gpus.model} has no MIG: "
-                      f"{_model_reason(spec.gpus.model, catalog, mig)}")
+        yield _refuse(
+            catalog,
+            "mig-unsupported",
+            f"gpu.mig: gpus.model {spec.gpus.model} has no MIG: "
+            f"{_model_reason(spec.gpus.model, catalog, mig)}",
+        )
         return
     for group in asked:
         if product is not None and (problem := product.layout_problem(group.layout)) is not None:
@@ -128,15 +134,20 @@ def model_findings(spec: Spec, catalog: Catalog, mig: MigCatalog) -> Iterator[Fi
 
 
 def _model_reason(model: str, catalog: Catalog, mig: MigCatalog) -> str:
-    row = next((g for g in catalog.gpus if g.id == model), None)
+    row = catalog.gpu(model)
     known = ", ".join(p.name for p in mig.products)
     if row is None:
         return f"not a GPU model of the catalog; MIG products: {known}"
     cc = row.compute_capability
     if cc < mig.min_compute_capability:
-        return (f"the {row.name} is {row.architecture} (compute capability {cc}); MIG starts with Ampere "
-                f"data center GPUs (compute capability >= {mig.min_compute_capability})")
-    return f"MIG is only on the data center GPUs NVIDIA lists, and the {row.name} is not one of them; MIG products: {known}"
+        return (
+            f"the {row.name} is {row.architecture} (compute capability {cc}); MIG starts with Ampere "
+            f"data center GPUs (compute capability >= {mig.min_compute_capability})"
+        )
+    return (
+        f"MIG is only on the data center GPUs NVIDIA lists, and the {row.name} is not one of them; "
+        f"MIG products: {known}"
+    )
 
 
 def machine_findings(ctx: PlanContext) -> Iterator[Finding]:
@@ -147,11 +158,17 @@ def machine_findings(ctx: PlanContext) -> Iterator[Finding]:
     for group in section.mig:
         targets, missing = resolve(group.gpus, ctx.facts, ctx.spec.gpus.count)
         for m in missing:
-            yield _refuse(ctx.catalog, "gpu-settings-unknown-gpu", f"gpu.mig: GPU {m} is not a GPU nvidia-smi shows")
+            yield _refuse(
+                ctx.catalog, "gpu-settings-unknown-gpu", f"gpu.mig: GPU {m} is not a GPU nvidia-smi shows"
+            )
         for target in targets:
             other = seen.setdefault(target.ident, group)
             if other is not group and (other.enabled, other.layout) != (group.enabled, group.layout):
-                yield _refuse(ctx.catalog, "gpu-settings-overlap", f"gpu.mig: two groups give {target.label} different layouts")
+                yield _refuse(
+                    ctx.catalog,
+                    "gpu-settings-overlap",
+                    f"gpu.mig: two groups give {target.label} different layouts",
+                )
             yield from _card_findings(ctx, target, group)
 
 
@@ -161,10 +178,18 @@ def _card_findings(ctx: PlanContext, target: Target, group: MigLayout) -> Iterat
         return
     product = _catalog().for_device(state.device_id)
     if product is None or state.mig_current is None:
-        yield _refuse(ctx.catalog, "mig-unsupported", f"gpu.mig: {state.name} has no MIG: {_card_reason(ctx, state)}")
+        yield _refuse(
+            ctx.catalog, "mig-unsupported", f"gpu.mig: {state.name} has no MIG: {_card_reason(ctx, state)}"
+        )
         return
-    if product is not _catalog().for_model(ctx.spec.gpus.model) and (problem := product.layout_problem(group.layout)):
-        yield _refuse(ctx.catalog, "mig-layout-invalid", f"gpu.mig layout {_text(group.layout)} on {state.name}: {problem}")
+    if product is not _catalog().for_model(ctx.spec.gpus.model) and (
+        problem := product.layout_problem(group.layout)
+    ):
+        yield _refuse(
+            ctx.catalog,
+            "mig-layout-invalid",
+            f"gpu.mig layout {_text(group.layout)} on {state.name}: {problem}",
+        )
 
 
 def _card_reason(ctx: PlanContext, state: GpuState) -> str:
@@ -173,10 +198,15 @@ def _card_reason(ctx: PlanContext, state: GpuState) -> str:
     gpus = ctx.facts.gpus
     row = None if isinstance(gpus, Unknown) else next((g for g in gpus if g.index == state.index), None)
     cc = row.compute_capability if row is not None else None
-    mode = "nvidia-smi -q shows MIG Mode N/A" if state.mig_current is None else "its PCI device id is no MIG product's"
-    if cc is not None and cc < _catalog().min_compute_capability:
-        return f"compute capability {cc} is before Ampere (MIG needs >= {_catalog().min_compute_capability}); {mode}"
-    return f"{mode} (MIG is only on the data center GPUs NVIDIA lists: Ampere A100/A30, Hopper H100/H200 and newer)"
+    mode = (
+        "nvidia-smi -q shows MIG Mode N/A"
+        if state.mig_current is None
+        else "its PCI device id is no MIG product's"
+    )
+    floor = _catalog().min_compute_capability
+    if cc is not None and cc < floor:
+        return f"compute capability {cc} is before Ampere (MIG needs >= {floor}); {mode}"
+    return f"{mode} (MIG is only on the data center GPUs NVIDIA lists: A100, A30, H100, H200 and newer)"
 
 
 def _refuse(catalog: Catalog, rule: str, message: str) -> Finding:
@@ -213,7 +243,8 @@ def mode_change(ctx: PlanContext, want: WantedMig) -> ModeChange | None:
     elif runtime is None:
         why = "what holds the GPU was not read (systemd and /sys/module not probed)"
     elif holders:
-        why = f"a GPU reset needs the GPU idle, and {', '.join(holders)} hold{'s' if len(holders) == 1 else ''} it"
+        verb = "holds" if len(holders) == 1 else "hold"
+        why = f"a GPU reset needs the GPU idle, and {', '.join(holders)} {verb} it"
     else:
         why = "nothing holds the GPU: a GPU reset makes the pending mode current"
     reboot = state is None or state.passthrough or runtime is None or bool(holders)
@@ -228,22 +259,32 @@ def _mode_word(value: bool | None) -> str:
 def mode_step(ctx: PlanContext, want: WantedMig) -> Step:
     """The MIG mode: current, pending and target, and the reset or reboot that makes it current."""
     state, target = want.target.state, _mode_word(want.enabled)
-    current = "not observed" if state is None else (
-        f"current {_mode_word(state.mig_current)}, pending {_mode_word(state.mig_pending)}")
+    current = (
+        "not observed"
+        if state is None
+        else (f"current {_mode_word(state.mig_current)}, pending {_mode_word(state.mig_pending)}")
+    )
     change = mode_change(ctx, want)
     if change is None:
-        return noop(Component.MIG, current=current, target=f"{want.target.label} MIG {target}",
-                    reason=f"{want.target.label}: MIG mode {target}")
+        return noop(
+            Component.MIG,
+            current=current,
+            target=f"{want.target.label} MIG {target}",
+            reason=f"{want.target.label}: MIG mode {target}",
+        )
     then = "reboot" if change.reboot else f"reset the GPU (nvidia-smi -i {_index(want)} -r)"
-    first = f"set the pending MIG mode to {target} (nvidia-smi -i {_index(want)} -mig {int(want.enabled)}), then " if change.command else "the mode is already pending: "
+    first = (
+        f"set the pending MIG mode to {target} (nvidia-smi -i {_index(want)} -mig {int(want.enabled)}), then "
+        if change.command
+        else "the mode is already pending: "
+    )
     return Step(
         component=Component.MIG,
         action=Action.CONFIGURE,
         current=current,
         target=f"{want.target.label} MIG {target}",
         tags=(*_TAGS, REBOOT_TAG) if change.reboot else _TAGS,
-        reason=f"{want.target.label}: MIG mode current {_mode_word(state.mig_current if state else None)}, "
-        f"pending {_mode_word(state.mig_pending if state else None)}, target {target}; {first}{then}: {change.why}",
+        reason=f"{want.target.label}: MIG mode {current}, target {target}; {first}{then}: {change.why}",
     )
 
 
@@ -268,11 +309,20 @@ def layout_step(ctx: PlanContext, want: WantedMig) -> Step:
     have = observed_layout(ctx, want)
     label = f"{want.target.label} MIG layout"
     if have == want.layout:
-        return noop(Component.MIG, current=_text(want.layout), target=label,
-                    reason=f"{want.target.label}: MIG instances {_text(want.layout)} as the spec sets them")
+        return noop(
+            Component.MIG,
+            current=_text(want.layout),
+            target=label,
+            reason=f"{want.target.label}: MIG instances {_text(want.layout)} as the spec sets them",
+        )
     change = mode_change(ctx, want)
-    when = ("by the boot unit after the reboot" if change is not None and change.reboot
-            else "after the reset" if change is not None else "now")
+    when = (
+        "by the boot unit after the reboot"
+        if change is not None and change.reboot
+        else "after the reset"
+        if change is not None
+        else "now"
+    )
     verb = "destroy the GPU instances" + (f" and create {_text(want.layout)}" if want.layout else "")
     return Step(
         component=Component.MIG,
@@ -315,7 +365,11 @@ def role_commands(ctx: PlanContext) -> dict[str, Any]:
             modes.append(["nvidia-smi", "-i", index, "-mig", str(int(want.enabled))])
         if change is not None and not change.reboot:
             resets.append(["nvidia-smi", "-i", index, "-r"])
-        if (change is None or not change.reboot) and want.enabled and observed_layout(ctx, want) != want.layout:
+        if (
+            (change is None or not change.reboot)
+            and want.enabled
+            and observed_layout(ctx, want) != want.layout
+        ):
             destroy, create = layout_argvs(index, want)
             destroys += destroy
             creates += create

@@ -139,7 +139,8 @@ class Facts(Frozen):
     gpu_health: tuple[GpuHealth, ...] | Unknown = _NOT_PROBED
     gpu_state: tuple[GpuState, ...] | Unknown = _NOT_PROBED
     gpu_runtime: GpuRuntime | None = Field(
-        None, description="MIG instances, the services and modules that hold a GPU, the boot unit; None: not probed."
+        None,
+        description="MIG instances, the services and modules holding a GPU, the boot unit; None: not probed.",
     )
     initramfs: Initramfs | Unknown = _NOT_PROBED
     ld_cache: LibraryCache | Unknown = _NOT_PROBED

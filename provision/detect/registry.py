@@ -30,7 +30,17 @@ from provision.detect.facts import Facts
 from provision.detect.raw import ProbeOutput
 
 _DOMAINS = (
-    os_kernel, driver, packages, gpu, cuda, python, hardware, service, monitoring, containers, gpu_runtime
+    os_kernel,
+    driver,
+    packages,
+    gpu,
+    cuda,
+    python,
+    hardware,
+    service,
+    monitoring,
+    containers,
+    gpu_runtime,
 )
 
 FACTS: tuple[FactType, ...] = tuple(f for domain in _DOMAINS for f in domain.FACTS)

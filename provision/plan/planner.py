@@ -114,7 +114,10 @@ def _reboot(ctx: PlanContext, built: list[Built]) -> list[Built]:
     causes = [
         s
         for s in built
-        if isinstance(s, Step) and s.changes and s.component in by_name and by_name[s.component].reboots_for(s)
+        if isinstance(s, Step)
+        and s.changes
+        and s.component in by_name
+        and by_name[s.component].reboots_for(s)
     ]
     rebooting = {s.component: by_name[s.component] for s in causes}
     if not causes:

@@ -648,10 +648,7 @@ class ContainersSpec(Frozen):
 _UUID = r"GPU-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 _BUS_ID = r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
 
-GpuSelector = (
-    Annotated[int, Field(ge=0, le=15)]
-    | Annotated[str, Field(pattern=f"^({_UUID}|{_BUS_ID})$")]
-)
+GpuSelector = Annotated[int, Field(ge=0, le=15)] | Annotated[str, Field(pattern=f"^({_UUID}|{_BUS_ID})$")]
 """One GPU: nvidia-smi's index, its UUID (``GPU-...``) or its PCI bus id (``0000:41:00.0``)."""
 
 MigProfile = Annotated[str, Field(pattern=r"^[1-8]g\.[0-9]{1,4}gb([+-](me|gfx|me\.all))?$")]
@@ -688,13 +685,17 @@ class GpuSettings(Frozen):
     power_limit_w: int | None = Field(
         None, ge=1, le=5000, description="Power limit in W (nvidia-smi -pl), within the card's own limits."
     )
-    application_clocks: ApplicationClocks | None = Field(None, description="nvidia-smi -ac; unset: not managed.")
+    application_clocks: ApplicationClocks | None = Field(
+        None, description="nvidia-smi -ac; unset: not managed."
+    )
     locked_gpu_clocks: ClockRange | None = Field(None, description="nvidia-smi -lgc; unset: not managed.")
     locked_memory_clocks: ClockRange | None = Field(None, description="nvidia-smi -lmc; unset: not managed.")
     compute_mode: Literal["Default", "Exclusive_Process", "Prohibited"] | None = Field(
         None, description="nvidia-smi -c; unset: not managed."
     )
-    ecc: bool | None = Field(None, description="ECC on or off (nvidia-smi -e; takes effect at the next reboot).")
+    ecc: bool | None = Field(
+        None, description="ECC on or off (nvidia-smi -e; takes effect at the next reboot)."
+    )
 
     @field_validator("gpus", mode="before")
     @classmethod
@@ -717,7 +718,7 @@ class MigLayout(Frozen):
     enabled: bool = Field(True, description="MIG mode on; false: whole GPUs (MIG mode off).")
     layout: dict[MigProfile, Annotated[int, Field(ge=1, le=8)]] = Field(
         default_factory=dict,
-        description="GPU instance profile -> count, e.g. {\"1g.18gb\": 7}; empty with enabled: MIG mode on, "
+        description='GPU instance profile -> count, e.g. {"1g.18gb": 7}; empty with enabled: MIG mode on, '
         "no instances.",
         examples=[{"1g.10gb": 7}, {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}],
     )

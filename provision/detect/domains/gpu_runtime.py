@@ -116,7 +116,9 @@ def parse_modules(output: str, rc: int) -> LoadedModules | Unknown:
     """One module name per line (the probe prints only names of :data:`MODULES`)."""
     if (bad := failure("sh", output, rc)) is not None:
         return bad
-    return LoadedModules(names=tuple(n for n in (line.strip() for line in output.splitlines()) if n in MODULES))
+    return LoadedModules(
+        names=tuple(n for n in (line.strip() for line in output.splitlines()) if n in MODULES)
+    )
 
 
 class MigInstancesFact(Fact[MigInstances]):
@@ -173,7 +175,11 @@ class GpuRuntime(Frozen):
         """What keeps the GPUs open and so blocks a GPU reset: ``nvidia_drm`` loaded, and the
         persistence daemon, fabric manager and DCGM running (NVIDIA/mig-parted README and
         deployments/systemd)."""
-        drm = () if isinstance(self.modules, Unknown) or "nvidia_drm" not in self.modules.names else ("nvidia_drm",)
+        drm = (
+            ()
+            if isinstance(self.modules, Unknown) or "nvidia_drm" not in self.modules.names
+            else ("nvidia_drm",)
+        )
         running = tuple(u.removesuffix(".service") for u in HOLDER_UNITS[:4] if self.active(u))
         return drm + running
 

@@ -150,7 +150,9 @@ def _power(block: str) -> PowerLimits:
 
 def _clocks(block: str, title: str) -> Clocks:
     body = section(block, title)
-    return Clocks(graphics_mhz=_amount(field(body, "Graphics"), "MHz"), memory_mhz=_amount(field(body, "Memory"), "MHz"))
+    return Clocks(
+        graphics_mhz=_amount(field(body, "Graphics"), "MHz"), memory_mhz=_amount(field(body, "Memory"), "MHz")
+    )
 
 
 def _device_id(block: str) -> str | None:
@@ -175,7 +177,9 @@ def parse_state(bdf: str, index: int, block: str) -> GpuState:
         applications_clocks=_clocks(block, "Applications Clocks"),
         default_applications_clocks=_clocks(block, "Default Applications Clocks"),
         max_clocks=_clocks(block, "Max Clocks"),
-        compute_mode=mode if mode in ("Default", "Exclusive_Process", "Prohibited", "Exclusive_Thread") else None,
+        compute_mode=mode
+        if mode in ("Default", "Exclusive_Process", "Prohibited", "Exclusive_Thread")
+        else None,
         ecc_current=_mode(field(ecc, "Current")),
         ecc_pending=_mode(field(ecc, "Pending")),
         mig_current=_mode(field(mig, "Current")),
