@@ -88,6 +88,7 @@ class MigCatalog(Frozen):
     """Every MIG-capable product."""
 
     min_compute_capability: Dotted
+    unsourced: dict[str, str] = Field(default_factory=dict)
     products: tuple[MigProduct, ...]
 
     def for_device(self, device_id: str | None) -> MigProduct | None:

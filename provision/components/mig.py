@@ -124,7 +124,7 @@ def model_findings(spec: Spec, catalog: Catalog, mig: MigCatalog) -> Iterator[Fi
         yield _refuse(
             catalog,
             "mig-unsupported",
-            f"gpu.mig: gpus.model {spec.gpus.model} has no MIG: "
+            f"gpu.mig: gpus.model {spec.gpus.model} has no MIG provision can plan: "
             f"{_model_reason(spec.gpus.model, catalog, mig)}",
         )
         return
@@ -139,6 +139,8 @@ def _model_reason(model: str, catalog: Catalog, mig: MigCatalog) -> str:
     if row is None:
         return f"not a GPU model of the catalog; MIG products: {known}"
     cc = row.compute_capability
+    if model in mig.unsourced:
+        return f"the {row.name} is {mig.unsourced[model]}"
     if cc < mig.min_compute_capability:
         return (
             f"the {row.name} is {row.architecture} (compute capability {cc}); MIG starts with Ampere "

@@ -658,8 +658,8 @@ MigProfile = Annotated[str, Field(pattern=r"^[1-8]g\.[0-9]{1,4}gb([+-](me|gfx|me
 class ClockRange(Frozen):
     """A locked clock range in MHz (``nvidia-smi -lgc MIN,MAX`` / ``-lmc MIN,MAX``)."""
 
-    min_mhz: int = Field(ge=1, le=10000, description="Lowest clock, MHz.")
-    max_mhz: int = Field(ge=1, le=10000, description="Highest clock, MHz.")
+    min_mhz: int = Field(ge=1, le=10000, description="Lowest clock, MHz.", examples=[1200])
+    max_mhz: int = Field(ge=1, le=10000, description="Highest clock, MHz.", examples=[1410])
 
     @model_validator(mode="after")
     def _ordered(self) -> ClockRange:
@@ -670,10 +670,10 @@ class ClockRange(Frozen):
 
 class ApplicationClocks(Frozen):
     """Application clocks in MHz (``nvidia-smi -ac MEMORY,GRAPHICS``; deprecated by NVML in favour
-    of locked clocks, which provision prefers)."""
+    of locked clocks, which docs/gpu-settings.md prefers)."""
 
-    memory_mhz: int = Field(ge=1, le=10000, description="Memory clock, MHz.")
-    graphics_mhz: int = Field(ge=1, le=10000, description="Graphics clock, MHz.")
+    memory_mhz: int = Field(ge=1, le=10000, description="Memory clock, MHz.", examples=[1512])
+    graphics_mhz: int = Field(ge=1, le=10000, description="Graphics clock, MHz.", examples=[1410])
 
 
 class GpuSettings(Frozen):
@@ -683,18 +683,32 @@ class GpuSettings(Frozen):
         "all", description='"all", or GPUs by index, UUID or PCI bus id.', examples=["all", [0, 1]]
     )
     power_limit_w: int | None = Field(
-        None, ge=1, le=5000, description="Power limit in W (nvidia-smi -pl), within the card's own limits."
+        None,
+        ge=1,
+        le=5000,
+        description="Power limit in W (nvidia-smi -pl), within the card's own limits.",
+        examples=[250],
     )
     application_clocks: ApplicationClocks | None = Field(
-        None, description="nvidia-smi -ac; unset: not managed."
+        None,
+        description="nvidia-smi -ac MEMORY,GRAPHICS; unset: not managed.",
+        examples=[{"memory_mhz": 1512, "graphics_mhz": 1410}],
     )
-    locked_gpu_clocks: ClockRange | None = Field(None, description="nvidia-smi -lgc; unset: not managed.")
-    locked_memory_clocks: ClockRange | None = Field(None, description="nvidia-smi -lmc; unset: not managed.")
+    locked_gpu_clocks: ClockRange | None = Field(
+        None,
+        description="nvidia-smi -lgc MIN,MAX; unset: not managed.",
+        examples=[{"min_mhz": 1200, "max_mhz": 1410}],
+    )
+    locked_memory_clocks: ClockRange | None = Field(
+        None,
+        description="nvidia-smi -lmc MIN,MAX; unset: not managed.",
+        examples=[{"min_mhz": 1512, "max_mhz": 1512}],
+    )
     compute_mode: Literal["Default", "Exclusive_Process", "Prohibited"] | None = Field(
-        None, description="nvidia-smi -c; unset: not managed."
+        None, description="nvidia-smi -c; unset: not managed.", examples=["Exclusive_Process"]
     )
     ecc: bool | None = Field(
-        None, description="ECC on or off (nvidia-smi -e; takes effect at the next reboot)."
+        None, description="ECC on or off (nvidia-smi -e; takes effect at the next reboot).", examples=[True]
     )
 
     @field_validator("gpus", mode="before")
@@ -715,7 +729,7 @@ class MigLayout(Frozen):
     gpus: Literal["all"] | tuple[GpuSelector, ...] = Field(
         "all", description='"all", or GPUs by index, UUID or PCI bus id.', examples=[[0, 1]]
     )
-    enabled: bool = Field(True, description="MIG mode on; false: whole GPUs (MIG mode off).")
+    enabled: bool = Field(True, description="MIG mode on; false: whole GPUs (MIG mode off).", examples=[True])
     layout: dict[MigProfile, Annotated[int, Field(ge=1, le=8)]] = Field(
         default_factory=dict,
         description='GPU instance profile -> count, e.g. {"1g.18gb": 7}; empty with enabled: MIG mode on, '
@@ -747,9 +761,16 @@ class GpuSection(Frozen):
         None,
         description="nvidia-persistenced enabled and running (true) or stopped and disabled (false); unset: "
         "not managed. NVIDIA recommends the daemon over the legacy nvidia-smi -pm.",
+        examples=[True],
     )
-    settings: tuple[GpuSettings, ...] = Field((), description="Settings per group of GPUs.")
-    mig: tuple[MigLayout, ...] = Field((), description="MIG per group of GPUs; unset: MIG not managed.")
+    settings: tuple[GpuSettings, ...] = Field(
+        (), description="Settings per group of GPUs.", examples=[[{"gpus": "all", "power_limit_w": 250}]]
+    )
+    mig: tuple[MigLayout, ...] = Field(
+        (),
+        description="MIG per group of GPUs; unset: MIG not managed.",
+        examples=[[{"gpus": [0], "layout": {"1g.10gb": 7}}, {"gpus": [1], "enabled": False}]],
+    )
 
     @field_validator("settings", "mig", mode="before")
     @classmethod
