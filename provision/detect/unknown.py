@@ -1,15 +1,7 @@
-"""What an unread fact is, in a module of its own so that code which only tests for it
-(``isinstance(value, Unknown)``: the components, the package managers) does not load the detectors.
-:mod:`provision.detect.fact` and :mod:`provision.detect.facts` re-export it."""
+"""Re-export of :class:`provision.unknown.Unknown` (what an unread fact is) and
+:class:`provision.unknown.NotRun`, where the detectors' callers have always imported them."""
 
-from __future__ import annotations
+from provision.unknown import NotRun as NotRun
+from provision.unknown import Unknown as Unknown
 
-from pydantic import Field
-
-from provision.models import Frozen
-
-
-class Unknown(Frozen):
-    """A fact that could not be read, with the reason (e.g. ``lspci: not found``)."""
-
-    unknown: str = Field(description="Why the fact is unknown.")
+__all__ = ["NotRun", "Unknown"]

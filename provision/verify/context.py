@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 from provision.catalog import Catalog, GpuModel
 from provision.detect.facts import Facts, Gpu, Unknown
-from provision.pkg import PackageManager, os_family, package_manager
+from provision.detect.unknown import NotRun
+from provision.os import PackageManager
 from provision.spec.models import Spec
 from provision.verify.limits import Limits, Resolved
 from provision.verify.models import CheckResult, Measured, Op, Status, Threshold
@@ -29,7 +30,7 @@ class Context:
     @property
     def pm(self) -> PackageManager:
         """The machine's package manager (reads package versions)."""
-        return package_manager(os_family(self.facts, self.spec.os.distro))
+        return self.facts.package_manager(self.spec.os.distro)
 
     @property
     def model(self) -> GpuModel | None:
@@ -121,8 +122,11 @@ def unknown(
     hint: str | None = None,
     status: Status = "fail",
 ) -> CheckResult:
-    """A check that could not measure: fail (or ``status``) with the reason as detail."""
+    """A check that could not measure: fail (or ``status``) with the reason as detail; where its
+    program never ran (:class:`NotRun`), the hint is what lets it run."""
     reason = why.unknown if isinstance(why, Unknown) else why
+    if isinstance(why, NotRun):
+        hint = why.fix
     return result(check_id, title, status, subject=subject, detail=reason, hint=hint)
 
 
