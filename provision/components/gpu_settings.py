@@ -369,7 +369,7 @@ def settings_step(ctx: PlanContext) -> Step:
     return Step(
         component=Component.GPU_SETTINGS,
         action=Action.CONFIGURE,
-        current="; ".join(diffs),
+        current=f"{len(diffs)} setting(s) differ",
         target="settings",
         tags=_TAGS,
         reason="set with nvidia-smi now (argv lists, no shell): " + "; ".join(diffs),

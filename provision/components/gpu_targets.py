@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from provision.detect.domains.pci import normalize_bdf
 from provision.detect.unknown import Unknown
 
 if TYPE_CHECKING:
@@ -75,4 +74,6 @@ def _names(selector: int | str, state: GpuState) -> bool:
         return state.index == selector
     if selector.upper().startswith("GPU-"):
         return (state.uuid or "").lower() == selector.lower()
+    from provision.detect.domains.pci import normalize_bdf  # only for a plan: validate never gets here
+
     return normalize_bdf(selector) == state.bdf
