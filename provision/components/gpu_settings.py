@@ -74,7 +74,7 @@ class GpuSettingsComponent(InstallableComponent):
         return tuple(_index_findings(spec, catalog))
 
     def findings(self, ctx: PlanContext) -> Iterable[Finding]:
-        drift = tuple(drift_findings(ctx))
+        drift = (*drift_findings(ctx), *ecc_pending_findings(ctx))
         if ctx.spec.gpu is None:
             return drift
         return (*self.spec_rules(ctx.spec, ctx.catalog), *drift, *limit_findings(ctx))
@@ -85,7 +85,7 @@ class GpuSettingsComponent(InstallableComponent):
             return ()
         steps: list[Built] = []
         if section.persistence is not None:
-            steps.append(persistence_step(ctx, section.persistence))
+            steps += [*daemon_missing(ctx, section.persistence), persistence_step(ctx, section.persistence)]
         if section.settings:
             steps += [settings_step(ctx), ecc_step(ctx)]
 
@@ -325,6 +325,44 @@ def persistence_step(ctx: PlanContext, enabled: bool) -> Step:
             else ""
         ),
     )
+
+
+def daemon_missing(ctx: PlanContext, enabled: bool) -> Iterator[Finding]:
+    """``gpu.persistence: true`` where systemd has no nvidia-persistenced.service and the plan does
+    not install a driver (which brings it)."""
+    from provision.components.dkms import driver_changes
+
+    runtime = ctx.facts.gpu_runtime
+    unit = runtime.unit(PERSISTENCED) if runtime is not None else None
+    if enabled and unit is not None and not unit.exists and not driver_changes(ctx):
+        yield _blocker(
+            ctx,
+            "gpu-persistenced-missing",
+            f"gpu.persistence: true, but systemd has no {PERSISTENCED} here (LoadState {unit.load}) and this "
+            "plan installs no driver: it comes with the driver's utilities (NVIDIA's nvidia-persistenced "
+            "package; nvidia-compute-utils-<branch> on Ubuntu); install them, or leave gpu.persistence unset",
+            ("PERSISTENCED",),
+        )
+
+
+def ecc_pending_findings(ctx: PlanContext) -> Iterator[Finding]:
+    """A GPU whose pending ECC mode differs from the current one: it changes at the next reboot."""
+    states = ctx.facts.gpu_state
+    if isinstance(states, Unknown):
+        return
+    for state in states:
+        if (
+            state.ecc_current is not None
+            and state.ecc_pending is not None
+            and state.ecc_current != state.ecc_pending
+        ):
+            yield Finding(
+                rule="gpu-ecc-pending-reboot",
+                severity="warning",
+                message=f"{state.name}: ECC mode current {_on(state.ecc_current)}, pending "
+                f"{_on(state.ecc_pending)}: it changes at the next reboot (nvmlDeviceSetEccMode)",
+                source=ctx.catalog.cite(KEYS),
+            )
 
 
 def observed_differences(want: Wanted) -> list[str]:
