@@ -28,7 +28,7 @@ def settings(ctx: Context) -> list[CheckResult]:
     title = "GPU settings as the spec sets them"
     section = ctx.spec.gpu
     if section is None or not section.settings:
-        return [result("gpu-settings", title, "skip", detail="the spec sets no GPU settings (gpu.settings)")]
+        return []  # not asked: no result, as for a component the spec does not name
     pctx = _plan_context(ctx)
     gpus, problems = wanted(pctx)
     differ = [d for w in gpus for d in observed_differences(w)]
@@ -54,13 +54,23 @@ def settings(ctx: Context) -> list[CheckResult]:
 
 
 def power_drift(ctx: Context) -> list[CheckResult]:
-    """No GPU runs under an enforced power limit below its default that the spec did not set."""
+    """No GPU runs under an enforced power limit below its default that the spec did not set.
+
+    With a ``gpu:`` section it always reports; without one only a GPU that drifted (a warning), so
+    that a spec that manages nothing of the GPUs' state gets no result it did not ask for."""
     from provision.components.gpu_settings import drift_findings
 
     title = "no power limit below the default that the spec did not set"
     if isinstance(ctx.facts.gpu_state, Unknown):
-        return [result("gpu-power-limit-drift", title, "skip", detail=ctx.facts.gpu_state.unknown)]
+        asked = ctx.spec.gpu is not None
+        return (
+            [result("gpu-power-limit-drift", title, "skip", detail=ctx.facts.gpu_state.unknown)]
+            if asked
+            else []
+        )
     drift = list(drift_findings(_plan_context(ctx)))
+    if not drift and ctx.spec.gpu is None:
+        return []
     return [
         result(
             "gpu-power-limit-drift",
@@ -80,7 +90,7 @@ def persistenced(ctx: Context) -> list[CheckResult]:
     title = "nvidia-persistenced as the spec sets it"
     section = ctx.spec.gpu
     if section is None or section.persistence is None:
-        return [result("gpu-persistenced", title, "skip", detail="gpu.persistence is not set")]
+        return []
     step = persistence_step(_plan_context(ctx), section.persistence)
     return [
         result(
@@ -105,7 +115,7 @@ def mig_layout(ctx: Context) -> list[CheckResult]:
     title = "MIG mode and layout as the spec sets them"
     section = ctx.spec.gpu
     if section is None or not section.mig:
-        return [result("mig-layout", title, "skip", detail="the spec sets no MIG layout (gpu.mig)")]
+        return []
     pctx = _plan_context(ctx)
     out = []
     for want in wanted(pctx):
