@@ -272,3 +272,31 @@ def test_probe_outputs_of_the_new_facts_round_trip_through_saved_facts() -> None
     facts = edited_facts(case)
     assert facts.gpu_runtime is not None and facts.gpu_runtime.active("nvidia-persistenced.service")
     assert Facts.model_validate_json(facts.model_dump_json()) == facts
+
+
+def test_validate_accepts_the_example_and_refuses_mig_on_the_a100x_and_an_index_past_count() -> None:
+    from pathlib import Path
+
+    from provision.plan.validate import validate_spec
+    from provision.spec.loader import load_spec
+    from provision.spec.models import Spec
+
+    specs = Path(__file__).parents[2] / "specs"
+    example = load_spec(specs / "dual-a100-mig.yaml")
+    assert [f.rule for f in validate_spec(example, CATALOG) if f.severity == "blocker"] == []
+    data = load_spec(specs / "dual-a100x.yaml").model_dump(mode="json", exclude_none=True)
+    data["gpu"] = {"mig": {"gpus": [0], "layout": {"1g.10gb": 7}}, "settings": {"gpus": [2], "ecc": True}}
+    found = {f.rule: f.message for f in validate_spec(Spec.model_validate(data), CATALOG)}
+    assert "no public NVIDIA document found gives the A100X's MIG profiles" in found["mig-unsupported"]
+    assert "GPU index 2 is beyond gpus.count 2" in found["gpu-settings-unknown-gpu"]
+
+
+def test_the_planned_variables_fit_the_roles_argument_specs() -> None:
+    from provision.apply.rolevars import plan_problems
+
+    case = _case(
+        {"persistence": True, "settings": {**SETTINGS, "ecc": False}, "mig": {"layout": {"1g.18gb": 7}}}
+    )
+    plan = make_plan(edited_spec(case), edited_facts(case), CATALOG)
+    assert plan_problems(plan.extravars["roles"]) == []
+    assert set(plan.tags) == {"gpu_settings", "gpu_ecc", "mig", "mig_reboot"}
