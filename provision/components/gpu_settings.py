@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from provision.catalog import Catalog
 from provision.components.base import Action, Built, Component, InstallableComponent, PlanContext, Step
-from provision.components.gpu_targets import Target, resolve
+from provision.components.gpu_targets import Target, past_count, resolve
 from provision.components.steps import noop
 from provision.detect.unknown import Unknown
 from provision.findings import Finding
@@ -145,7 +145,7 @@ def wanted(ctx: PlanContext) -> tuple[list[Wanted], list[Finding]]:
     problems: list[Finding] = []
     for group in section.settings:
         targets, missing = resolve(group.gpus, ctx.facts, ctx.spec.gpus.count)
-        problems += [_unknown_gpu(ctx, m) for m in missing]
+        problems += [_unknown_gpu(ctx, m) for m in missing if not past_count(m, ctx.spec.gpus.count)]
         for target in targets:
             have = merged.setdefault(target.ident, Wanted(target=target, values={}))
             for name in group.managed():

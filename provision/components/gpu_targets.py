@@ -65,6 +65,11 @@ def resolve(selectors: str | Sequence[int | str], facts: Facts, count: int) -> t
     return found, missing
 
 
+def past_count(selector: str, count: int) -> bool:
+    """An index at or past ``gpus.count``: the spec rule already refused it (no second refusal)."""
+    return selector.isdigit() and int(selector) >= count
+
+
 def _target(state: GpuState) -> Target:
     return Target(ident=state.uuid or state.bdf, label=state.name, state=state)
 

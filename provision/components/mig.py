@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from provision.catalog import Catalog
 from provision.components.base import Action, Built, Component, InstallableComponent, PlanContext, Step
-from provision.components.gpu_targets import Target, resolve
+from provision.components.gpu_targets import Target, past_count, resolve
 from provision.components.steps import noop
 from provision.findings import Finding
 from provision.spec.models import MigLayout, Spec
@@ -159,7 +159,7 @@ def machine_findings(ctx: PlanContext) -> Iterator[Finding]:
     seen: dict[str, MigLayout] = {}
     for group in section.mig:
         targets, missing = resolve(group.gpus, ctx.facts, ctx.spec.gpus.count)
-        for m in missing:
+        for m in (m for m in missing if not past_count(m, ctx.spec.gpus.count)):
             yield _refuse(
                 ctx.catalog, "gpu-settings-unknown-gpu", f"gpu.mig: GPU {m} is not a GPU nvidia-smi shows"
             )
