@@ -47,6 +47,20 @@ class MigProduct(Sourced):
     compute_slices: int = Field(ge=1, le=8)
     memory_slices: int = Field(ge=1, le=8)
     profiles: tuple[MigProfile, ...]
+    balanced: dict[str, int] = Field(description="mig-parted's all-balanced layout for this product.")
+
+    def named(self, config: str) -> dict[str, int] | None:
+        """A mig-parted layout name as this product's layout (profile -> count), None when the
+        product has no such layout: ``all-balanced``, ``all-enabled`` (no instances),
+        ``all-<profile>`` (as many as the product has), ``all-<profile>.me`` (its one +me)."""
+        if config == "all-balanced":
+            return dict(self.balanced)
+        if config == "all-enabled":
+            return {}
+        name = config.removeprefix("all-")
+        name = f"{name.removesuffix('.me')}+me" if name.endswith(".me") else name
+        found = self.profile(name)
+        return {found.name: found.max} if found is not None else None
 
     def profile(self, name: str) -> MigProfile | None:
         return next((p for p in self.profiles if p.name == name), None)

@@ -101,12 +101,52 @@ def wanted(ctx: PlanContext) -> list[WantedMig]:
     section = ctx.spec.gpu
     assert section is not None
     out: dict[str, WantedMig] = {}
+    model = _catalog().for_model(ctx.spec.gpus.model)
     for group in section.mig:
         for target in resolve(group.gpus, ctx.facts, ctx.spec.gpus.count)[0]:
-            out[target.ident] = WantedMig(
-                target=target, enabled=group.enabled, layout=dict(sorted(group.layout.items()))
-            )
+            device = _catalog().for_device(target.state.device_id) if target.state is not None else None
+            layout = group_layout(group, device or model)
+            if layout is not None:  # an unknown name is refused by the findings
+                out[target.ident] = WantedMig(
+                    target=target, enabled=on(group), layout=dict(sorted(layout.items()))
+                )
     return list(out.values())
+
+
+def on(group: MigLayout) -> bool:
+    """Whether the group wants MIG mode on (``config: all-disabled`` is off)."""
+    return group.enabled and group.config != "all-disabled"
+
+
+def group_layout(group: MigLayout, product: MigProduct | None) -> dict[str, int] | None:
+    """The group's layout (profile -> count): its own, or its mig-parted name resolved for
+    ``product``; None when the name cannot be resolved (no product, or none of that name)."""
+    if group.config is None:
+        return dict(group.layout)
+    if group.config == "all-disabled":
+        return {}
+    return product.named(group.config) if product is not None else None
+
+
+def _named_problem(group: MigLayout, product: MigProduct) -> str | None:
+    if group.config is None or product.named(group.config) is not None:
+        return None
+    names = ", ".join(f"all-{p.name.replace('+me', '.me')}" for p in product.profiles)
+    return (
+        f"config {group.config} is not a mig-parted layout of the {product.name}; its layouts: "
+        f"all-balanced, all-enabled, all-disabled, {names}"
+    )
+
+
+def _layout_findings(
+    catalog: Catalog, group: MigLayout, product: MigProduct, where: str
+) -> Iterator[Finding]:
+    named = _named_problem(group, product)
+    layout = group_layout(group, product)
+    problem = named or (product.layout_problem(layout) if layout is not None else None)
+    if problem is not None:
+        shown = group.config if group.config else _text(group.layout)
+        yield _refuse(catalog, "mig-layout-invalid", f"gpu.mig layout {shown}{where}: {problem}")
 
 
 def _product(want: WantedMig) -> MigProduct | None:
@@ -119,7 +159,7 @@ def model_findings(spec: Spec, catalog: Catalog, mig: MigCatalog) -> Iterator[Fi
     section = spec.gpu
     assert section is not None
     product = mig.for_model(spec.gpus.model)
-    asked = [g for g in section.mig if g.enabled]
+    asked = [g for g in section.mig if on(g)]
     if product is None and asked:
         yield _refuse(
             catalog,
@@ -129,8 +169,8 @@ def model_findings(spec: Spec, catalog: Catalog, mig: MigCatalog) -> Iterator[Fi
         )
         return
     for group in asked:
-        if product is not None and (problem := product.layout_problem(group.layout)) is not None:
-            yield _refuse(catalog, "mig-layout-invalid", f"gpu.mig layout {_text(group.layout)}: {problem}")
+        if product is not None:
+            yield from _layout_findings(catalog, group, product, "")
 
 
 def _model_reason(model: str, catalog: Catalog, mig: MigCatalog) -> str:
@@ -165,7 +205,11 @@ def machine_findings(ctx: PlanContext) -> Iterator[Finding]:
             )
         for target in targets:
             other = seen.setdefault(target.ident, group)
-            if other is not group and (other.enabled, other.layout) != (group.enabled, group.layout):
+            if other is not group and (on(other), other.layout, other.config) != (
+                on(group),
+                group.layout,
+                group.config,
+            ):
                 yield _refuse(
                     ctx.catalog,
                     "gpu-settings-overlap",
@@ -176,7 +220,7 @@ def machine_findings(ctx: PlanContext) -> Iterator[Finding]:
 
 def _card_findings(ctx: PlanContext, target: Target, group: MigLayout) -> Iterator[Finding]:
     state = target.state
-    if state is None or not group.enabled:
+    if state is None or not on(group):
         return
     product = _catalog().for_device(state.device_id)
     if product is None or state.mig_current is None:
@@ -184,14 +228,8 @@ def _card_findings(ctx: PlanContext, target: Target, group: MigLayout) -> Iterat
             ctx.catalog, "mig-unsupported", f"gpu.mig: {state.name} has no MIG: {_card_reason(ctx, state)}"
         )
         return
-    if product is not _catalog().for_model(ctx.spec.gpus.model) and (
-        problem := product.layout_problem(group.layout)
-    ):
-        yield _refuse(
-            ctx.catalog,
-            "mig-layout-invalid",
-            f"gpu.mig layout {_text(group.layout)} on {state.name}: {problem}",
-        )
+    if product is not _catalog().for_model(ctx.spec.gpus.model):
+        yield from _layout_findings(ctx.catalog, group, product, f" on {state.name}")
 
 
 def _card_reason(ctx: PlanContext, state: GpuState) -> str:

@@ -653,6 +653,10 @@ GpuSelector = Annotated[int, Field(ge=0, le=15)] | Annotated[str, Field(pattern=
 """One GPU: nvidia-smi's index, its UUID (``GPU-...``) or its PCI bus id (``0000:41:00.0``)."""
 
 MigProfile = Annotated[str, Field(pattern=r"^[1-8]g\.[0-9]{1,4}gb([+-](me|gfx|me\.all))?$")]
+MigConfigName = Annotated[
+    str, Field(pattern=r"^all-(balanced|enabled|disabled|[1-8]g\.[0-9]{1,4}gb(\.me)?)$")
+]
+"""A mig-parted layout name (NVIDIA/mig-parted deployments/systemd/config-default.yaml)."""
 """A MIG GPU instance profile name as nvidia-smi and mig-parted write it (``1g.10gb``, ``1g.18gb+me``)."""
 
 
@@ -737,6 +741,13 @@ class MigLayout(Frozen):
         "no instances.",
         examples=[{"1g.10gb": 7}, {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}],
     )
+    config: MigConfigName | None = Field(
+        None,
+        description="A named layout of NVIDIA's mig-parted default configuration instead of layout: "
+        "all-balanced, all-<profile> (as many as fit), all-<profile>.me, all-enabled or all-disabled; "
+        "resolved per GPU product from the catalog.",
+        examples=["all-balanced"],
+    )
 
     @field_validator("gpus", mode="before")
     @classmethod
@@ -745,8 +756,10 @@ class MigLayout(Frozen):
 
     @model_validator(mode="after")
     def _layout_needs_mig(self) -> MigLayout:
-        if not self.enabled and self.layout:
+        if not self.enabled and (self.layout or self.config):
             raise ValueError("a layout needs enabled: true (whole GPUs have no MIG instances)")
+        if self.layout and self.config:
+            raise ValueError("give either layout or config, not both")
         return self
 
 
