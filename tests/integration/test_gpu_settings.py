@@ -8,7 +8,8 @@ Stand-ins and what could not run here (say so, do not hide it):
 - the GPU: no GPU is here, so ``/usr/local/bin/nvidia-smi`` in the root is a stand-in that only
   records its argv (one line per call) and exits 0; the plan is made from the real H200 capture
   (tests/fixtures/raw/h200-ubuntu2404-2026-12-01) edited to bare metal with nothing holding the
-  GPU, so that the MIG mode, the GPU reset and the instances are all applied in this run;
+  GPU (the persistence daemon installed but stopped: the role starts it after the reset), so that
+  the MIG mode, the GPU reset and the instances are all applied in this run;
 - no systemd runs in the root: the persistence daemon and the boot unit are not enabled (the
   role says so); the unit's syntax is checked by ``systemd-analyze verify`` offline instead.
 """
@@ -41,14 +42,16 @@ SVC = (
     "systemctl show -p Id,LoadState,ActiveState,UnitFileState,Result nvidia-persistenced.service "
     "nvidia-fabricmanager.service nvidia-dcgm.service dcgm.service provision-gpu-settings.service"
 )
-IDLE = "\n".join(
-    f"Id={u}\nLoadState=not-found\nActiveState=inactive\nUnitFileState=\nResult=success\n"
-    for u in (
-        "nvidia-persistenced.service",
-        "nvidia-fabricmanager.service",
-        "nvidia-dcgm.service",
-        "dcgm.service",
-        "provision-gpu-settings.service",
+IDLE = (
+    "Id=nvidia-persistenced.service\nLoadState=loaded\nActiveState=inactive\nUnitFileState=disabled\n\n"
+    + "\n".join(
+        f"Id={u}\nLoadState=not-found\nActiveState=inactive\nUnitFileState=\nResult=success\n"
+        for u in (
+            "nvidia-fabricmanager.service",
+            "nvidia-dcgm.service",
+            "dcgm.service",
+            "provision-gpu-settings.service",
+        )
     )
 )
 CASE = {
