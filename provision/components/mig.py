@@ -344,10 +344,18 @@ def observed_layout(ctx: PlanContext, want: WantedMig) -> dict[str, int] | str:
     return runtime.mig.layout(state.index) if state is not None else "GPU not observed"
 
 
+def _whole(want: WantedMig) -> bool:
+    """A GPU the spec wants whole that nvidia-smi shows with MIG mode off: it has no instances."""
+    state = want.target.state
+    return not want.enabled and state is not None and state.mig_current is False
+
+
 def layout_step(ctx: PlanContext, want: WantedMig) -> Step:
     """The GPU instances, made exactly the spec's unless ``nvidia-smi mig -lgi`` shows them."""
-    have = observed_layout(ctx, want)
     label = f"{want.target.label} MIG layout"
+    if _whole(want):
+        return noop(Component.MIG, target=label, reason=f"{want.target.label}: a whole GPU (MIG mode off)")
+    have = observed_layout(ctx, want)
     if have == want.layout:
         return noop(
             Component.MIG,
@@ -357,7 +365,9 @@ def layout_step(ctx: PlanContext, want: WantedMig) -> Step:
         )
     change = mode_change(ctx, want)
     when = (
-        "by the boot unit after the reboot"
+        "now, before MIG mode goes off"
+        if not want.enabled
+        else "by the boot unit after the reboot"
         if change is not None and change.reboot
         else "after the reset"
         if change is not None
@@ -394,7 +404,8 @@ def layout_argvs(index: str, want: WantedMig) -> tuple[list[list[str]], list[lis
 
 
 def role_commands(ctx: PlanContext) -> dict[str, Any]:
-    """The role's MIG variables: mode, reset, destroy and create argv lists, from the changing steps."""
+    """The role's MIG variables: destroy, mode, reset and create argv lists, from the changing steps
+    (the role destroys first: ``nvidia-smi -mig 0`` refuses a GPU that still has instances)."""
     modes, resets, destroys, creates = [], [], [], []
     for want in wanted(ctx):
         if want.target.state is not None and _product(want) is None:
@@ -405,12 +416,11 @@ def role_commands(ctx: PlanContext) -> dict[str, Any]:
             modes.append(["nvidia-smi", "-i", index, "-mig", str(int(want.enabled))])
         if change is not None and not change.reboot:
             resets.append(["nvidia-smi", "-i", index, "-r"])
-        if (
-            (change is None or not change.reboot)
-            and want.enabled
-            and observed_layout(ctx, want) != want.layout
-        ):
-            destroy, create = layout_argvs(index, want)
+        have = observed_layout(ctx, want)
+        destroy, create = layout_argvs(index, want)
+        if not want.enabled and not _whole(want) and have != {}:
+            destroys += destroy  # MIG mode goes off only once its instances are gone
+        elif want.enabled and (change is None or not change.reboot) and have != want.layout:
             destroys += destroy
             creates += create
     return {

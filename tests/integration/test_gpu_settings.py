@@ -112,10 +112,10 @@ def test_the_role_runs_the_planned_argv_lists_in_order_and_writes_a_unit_systemd
     calls = (trixie.root / LOG.lstrip("/")).read_text().splitlines()
     assert calls == [
         f"-i {UUID} -e 0",  # ECC first: its pending mode waits for a reboot
+        "mig -i 0 -dci",  # instances go before the mode changes (here: none to destroy yet)
+        "mig -i 0 -dgi",
         "-i 0 -mig 1",  # the MIG mode, then the reset that makes it current (nothing holds the GPU)
         "-i 0 -r",
-        "mig -i 0 -dci",
-        "mig -i 0 -dgi",
         "mig -i 0 -cgi 3g.71gb,1g.18gb,1g.18gb -C",  # largest first
         f"-i {UUID} -pl 450",  # after the reset, which clears the settings
         f"-i {UUID} -lgc 1200,1980",
