@@ -300,3 +300,23 @@ def test_the_planned_variables_fit_the_roles_argument_specs() -> None:
     plan = make_plan(edited_spec(case), edited_facts(case), CATALOG)
     assert plan_problems(plan.extravars["roles"]) == []
     assert set(plan.tags) == {"gpu_settings", "gpu_ecc", "mig", "mig_reboot"}
+
+
+def test_a_slow_gpu_hint_names_the_power_cap_and_the_active_slowdown() -> None:
+    from provision.verify.hints import slow_hint
+
+    pad = " " * 35
+    capped = {
+        "edits": {
+            "nvidia-smi-q": [
+                [f"Current Power Limit{pad[:28]}: 700.00 W", f"Current Power Limit{pad[:28]}: 400.00 W"],
+                [f"SW Power Cap{pad}: Not Active", f"SW Power Cap{pad}: Active"],
+            ]
+        }
+    }
+    hint = slow_hint(edited_facts(capped), 0)
+    assert (
+        "enforced power limit of 400 W, below its default 700 W" in hint and "nvidia-smi -i 0 -pl 700" in hint
+    )
+    assert "clock event reasons active on GPU 0: SW Power Cap" in hint
+    assert slow_hint(edited_facts({}), 0).startswith("Slow: check power limit and clocks")
