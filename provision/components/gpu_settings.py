@@ -210,6 +210,7 @@ def limit_findings(ctx: PlanContext) -> Iterator[Finding]:
                     f"nvidia-smi -q was not read ({_why(ctx)}); nvidia-smi refuses a value outside them "
                     "at apply",
                     source=ctx.catalog.cite(KEYS),
+                    unconfirmed=True,
                 )
             continue
         for message in _outside(want.values, state):
