@@ -81,27 +81,28 @@ class GpuSettingsComponent(InstallableComponent):
 
     def plan(self, ctx: PlanContext) -> Iterable[Built]:
         section = ctx.spec.gpu
-        if section is None:
-            return ()
         steps: list[Built] = []
-        if section.persistence is not None:
+        if section is not None and section.persistence is not None:
             steps += [*daemon_missing(ctx, section.persistence), persistence_step(ctx, section.persistence)]
-        if section.settings:
+        if section is not None and section.settings:
             steps += [settings_step(ctx), ecc_step(ctx)]
-
         if unit_text(ctx):
             steps.append(boot_unit_step(ctx))
+        elif (gone := unit_removal_step(ctx)) is not None:
+            steps.append(gone)
         return steps
 
     def role_vars(self, ctx: PlanContext) -> dict[str, Any]:
-        section = ctx.spec.gpu
-        if section is None:
-            return {}
         from provision.detect.domains.gpu_runtime import BOOT_UNIT, BOOT_UNIT_PATH
 
+        section = ctx.spec.gpu
         steps = {s.target: s for s in ctx.steps() if s.component is Component.GPU_SETTINGS}
+        removing = _changes(steps.get(f"{BOOT_UNIT} removed"))
+        if section is None:
+            return {"unit_remove": removing, "unit_file": BOOT_UNIT_PATH, "unit_name": BOOT_UNIT}
         persistence = section.persistence if _changes(steps.get(PERSISTENCED)) else None
         return {
+            "unit_remove": removing,
             "persistence": "" if persistence is None else ("enabled" if persistence else "disabled"),
             "commands": settings_argvs(ctx, only_changed=True)
             if _changes(steps.get("settings")) or _changes(steps.get(BOOT_UNIT))
@@ -111,6 +112,25 @@ class GpuSettingsComponent(InstallableComponent):
             "unit_file": BOOT_UNIT_PATH,
             "unit_name": BOOT_UNIT,
         }
+
+
+def unit_removal_step(ctx: PlanContext) -> Step | None:
+    """provision's boot unit disabled and removed where the spec has nothing left for it to apply
+    (a ``gpu:`` section removed or emptied): it would set the old values again at the next boot."""
+    from provision.detect.domains.gpu_runtime import BOOT_UNIT, BOOT_UNIT_PATH
+
+    runtime = ctx.facts.gpu_runtime
+    if runtime is None or isinstance(runtime.boot_unit, Unknown) or not runtime.boot_unit.present:
+        return None
+    return Step(
+        component=Component.GPU_SETTINGS,
+        action=Action.REMOVE,
+        current=BOOT_UNIT_PATH,
+        target=f"{BOOT_UNIT} removed",
+        tags=_TAGS,
+        reason=f"disable and remove {BOOT_UNIT_PATH}: the spec sets no GPU settings or MIG layout any more, "
+        "and the unit would apply the old ones at the next boot (the values set now stay until then)",
+    )
 
 
 def unit_text(ctx: PlanContext) -> str:
@@ -509,6 +529,8 @@ def gpu_argvs(ident: str, values: dict[str, Any]) -> list[list[str]]:
 def settings_argvs(ctx: PlanContext, only_changed: bool = False) -> list[list[str]]:
     """Every GPU's settings argv lists (those of GPUs whose observed values differ, with
     ``only_changed``; locked clocks are always set again then, as they cannot be observed)."""
+    if ctx.spec.gpu is None or not ctx.spec.gpu.settings:
+        return []
     gpus, _ = wanted(ctx)
     return [
         argv
