@@ -2,7 +2,7 @@
 real ansible-playbook over ssh) runs the ``gpu_settings`` role planned from the real H200 capture;
 the role runs exactly the planned nvidia-smi argv lists in the GPU's order and writes the boot
 unit, which the root's real ``systemd-analyze verify`` accepts, and which detection's own probe
-reads back as the planned text.
+reads back as the planned text; with the gpu: section dropped, the next run removes the unit.
 
 Stand-ins and what could not run here (say so, do not hide it):
 - the GPU: no GPU is here, so ``/usr/local/bin/nvidia-smi`` in the root is a stand-in that only
@@ -134,3 +134,17 @@ def test_the_role_runs_the_planned_argv_lists_in_order_and_writes_a_unit_systemd
     probe = trixie.run(list(BootUnitFact.argv))
     read = BootUnitFact.parse(probe.stdout, probe.returncode)
     assert not hasattr(read, "unknown") and read.present and read.text == planned["gpu_settings_unit_text"]
+
+    # The spec drops its gpu: section: planned from the unit detection just read in the root, the
+    # next run disables and removes it, so that no boot sets the old values again.
+    gone = {
+        "add": {
+            "gpu-settings-unit": {"command": " ".join(BootUnitFact.argv), "output": probe.stdout, "rc": 0}
+        }
+    }
+    later = make_plan(edited_spec(gone), edited_facts(gone), load_catalog())
+    assert {s.component.value: s.action.value for s in later.changes} == {"gpu_settings": "remove"}
+    again = tmp_path / "run-2"
+    again.mkdir(mode=0o700)
+    assert run_playbook({"target": later}, trixie.inventory, again).succeeded
+    assert not unit.exists()
