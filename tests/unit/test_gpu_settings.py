@@ -320,3 +320,26 @@ def test_a_slow_gpu_hint_names_the_power_cap_and_the_active_slowdown() -> None:
     )
     assert "clock event reasons active on GPU 0: SW Power Cap" in hint
     assert slow_hint(edited_facts({}), 0).startswith("Slow: check power limit and clocks")
+
+
+def test_geforce_cards_are_refused_ecc_and_mig_with_the_reason() -> None:
+    # The four-RTX-4090 nvidia-smi -q case (tests/fixtures/facts/nvidia-smi-q: ECC Mode and MIG Mode
+    # N/A as nvidia-smi prints them for GeForce cards) in place of the H200's.
+    from pathlib import Path
+
+    text = (Path(__file__).parents[1] / "fixtures/facts/nvidia-smi-q/rtx4090x4.txt").read_text()
+    body = text.split("\n", 2)[2].rsplit("[exit", 1)[0]
+    case = {
+        "drop": ["nvidia-smi-q"],
+        "add": {"nvidia-smi-q": {"command": "nvidia-smi -q", "output": body, "rc": 0}},
+        "spec": {
+            "gpu": {"settings": {"gpus": [1], "ecc": True}, "mig": {"gpus": [2], "layout": {"1g.18gb": 1}}}
+        },
+    }
+    spec = edited_spec(case)
+    facts = edited_facts(case)
+    found = {f.rule: f.message for f in make_plan(spec, facts, CATALOG).blockers}
+    assert "GPU 1 (NVIDIA GeForce RTX 4090, 0000:" in found["gpu-setting-outside-limits"]
+    assert "has no ECC mode (nvidia-smi -q ECC Mode: N/A)" in found["gpu-setting-outside-limits"]
+    assert "GPU 2 (NVIDIA GeForce RTX 4090" in found["mig-unsupported"]
+    assert "MIG Mode N/A" in found["mig-unsupported"]
