@@ -112,11 +112,24 @@ def commands(wanted: ContainersSpec) -> list[list[str]]:
     ]
 
 
+STARTED = 3
+"""Index of the container's start in :func:`commands`; what waits on the container runs after it only."""
+
+
 def containers_job(spec: Spec) -> dict[str, Any] | None:
-    """The host-probe part for a spec with ``containers:``; None otherwise."""
+    """The host-probe part for a spec with ``containers:``; None otherwise. The reads that wait for
+    the container's listings, and the reload between them, run only when it started (else each
+    read would wait :data:`WAIT_S` for a file nothing writes)."""
     if spec.containers is None:
         return None
-    return {"commands": [{"argv": argv, "timeout": TIMEOUT_S} for argv in commands(spec.containers)]}
+    argvs = commands(spec.containers)
+    waits = {STARTED + 1, STARTED + 2, STARTED + 3} if len(argvs) > 1 else set()
+    return {
+        "commands": [
+            {"argv": argv, "timeout": TIMEOUT_S, "after": STARTED if i in waits else None}
+            for i, argv in enumerate(argvs)
+        ]
+    }
 
 
 def gpus_of(answer: Any, what: str) -> tuple[str, ...] | str:
@@ -135,6 +148,8 @@ def _failed(answer: Any, what: str) -> str | None:
         return f"{what}: no answer in the probe's output"
     if answer.get("missing"):
         return f"{what}: not found on the host"
+    if "skipped" in answer:
+        return f"{what}: not run, the container did not start"
     if "error" in answer:
         return f"{what}: {answer['error']}"
     if answer.get("rc") != 0:
@@ -168,15 +183,15 @@ def containers_from(spec: Spec, part: Any) -> ContainersRun:
     if wanted is None or len(commands(wanted)) == 1:
         return ContainersRun(host=host)
     rt = wanted.runtime
-    started = _failed(answer(3), f"{rt} run")
+    started = _failed(answer(STARTED), f"{rt} run")
     if started is not None:
         return ContainersRun(host=host, asked=True, started=started)
     return ContainersRun(
         host=host,
         asked=True,
-        before=_listed(answer(4), f"nvidia-smi -L in the {rt} container"),
-        reload=_failed(answer(5), "systemctl daemon-reload"),
-        after=_listed(answer(6), f"nvidia-smi -L in the {rt} container after daemon-reload"),
+        before=_listed(answer(STARTED + 1), f"nvidia-smi -L in the {rt} container"),
+        reload=_failed(answer(STARTED + 2), "systemctl daemon-reload"),
+        after=_listed(answer(STARTED + 3), f"nvidia-smi -L in the {rt} container after daemon-reload"),
     )
 
 

@@ -11,9 +11,11 @@ The job (a JSON file, never a command line) has one part per component verify re
 (:mod:`provision.verify.observe`): ``{"parts": {NAME: PART}}``, each part
     ``{"units": ["nvidia-dcgm", ...] | null,
     "requests": {KEY: {"url": str, "timeout": seconds, "max_bytes": int, "body": object | null}},
-    "commands": [{"argv": [str, ...], "timeout": seconds}, ...]}``
+    "commands": [{"argv": [str, ...], "timeout": seconds, "after": int | null}, ...]}``
     A request with a ``body`` is a POST of that body as JSON, otherwise a GET. Commands run in
-    their order, as argv lists (never through a shell), after the part's requests.
+    their order, as argv lists (never through a shell), after the part's requests; a command with
+    ``after`` runs only when the command at that earlier index exited 0 (a wait for a container
+    that never started is not waited out).
 
 The answer (one JSON document on stdout, exit status 0; a job that cannot be read gives
 ``{"error": str}`` and exit status 2) is ``{"parts": {NAME: ANSWER}}``, each answer
@@ -21,7 +23,7 @@ The answer (one JSON document on stdout, exit status 0; a job that cannot be rea
     "responses": {KEY: {"url": str, "seconds": float, "status": int, "text": str}
     | {"url": str, "seconds": float, "error": str}},
     "commands": [{"rc": int, "stdout": str, "stderr": str, "seconds": float} | {"missing": true}
-    | {"error": str}, ...]}``
+    | {"error": str} | {"skipped": str}, ...]}``
     ``status`` and ``text`` are any HTTP answer, 4xx and 5xx included (``text`` decoded as UTF-8
     with replacement); ``error`` says why no answer came (connection refused, timeout, a body over
     ``max_bytes``). ``seconds`` is the request's wall time on the host. A command's output is cut
@@ -119,7 +121,13 @@ def run(part: dict[str, Any]) -> dict[str, Any]:
         key: fetch(str(req["url"]), float(req["timeout"]), int(req["max_bytes"]), req.get("body"))
         for key, req in (part.get("requests") or {}).items()
     }
-    commands = [command([str(a) for a in c["argv"]], float(c["timeout"])) for c in part.get("commands") or ()]
+    commands: list[dict[str, Any]] = []
+    for c in part.get("commands") or ():
+        after = c.get("after")
+        if isinstance(after, int) and not (0 <= after < len(commands) and commands[after].get("rc") == 0):
+            commands.append({"skipped": f"command {after} did not succeed"})
+            continue
+        commands.append(command([str(a) for a in c["argv"]], float(c["timeout"])))
     units = part.get("units")
     return {
         "units": is_active([str(u) for u in units]) if units else None,

@@ -383,3 +383,28 @@ def test_a_container_that_does_not_start_fails_both_checks_with_the_runtimes_wor
         "podman run exited 125: Error: setting up CDI devices: unresolvable CDI devices nvidia.com/gpu=all"
     )
     assert found_["container-gpus"] == found_["container-gpus-after-daemon-reload"] == ("fail", reason)
+
+
+def test_a_runtime_that_is_not_there_is_not_waited_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Seen on the real H200 (no docker): each read of a listing waited out its 30 s for a file that no
+    # container would ever write, and verify took 61 s. The waits and the reload now follow the start.
+    from provision.verify import hostprobe
+
+    ran: list[list[str]] = []
+
+    def command(argv: list[str], timeout: float) -> dict[str, Any]:
+        ran.append(argv)
+        if argv[0] == "docker":
+            return {"missing": True}
+        return {"rc": 0, "stdout": HOST if argv[0] == "nvidia-smi" else "", "stderr": "", "seconds": 0.0}
+
+    monkeypatch.setattr(hostprobe, "command", command)
+    s = spec(python=None, cuda=None, containers=wanted(runtime="docker", verify_image="ubuntu:24.04"))
+    job = host_job(s)
+    assert job is not None
+    answer = hostprobe.run_job(job)["parts"]["containers"]
+    assert not any(a[0] == "systemctl" or (a[0] == "sh" and "until [ -e" in a[-1]) for a in ran), ran
+    assert [c.get("skipped") for c in answer["commands"][4:7]] == ["command 3 did not succeed"] * 3
+    found_ = _verify(answer, machine(), runtime="docker", verify_image="ubuntu:24.04")
+    assert found_["container-gpus"] == ("fail", "docker run: not found on the host")
+    assert found_["container-gpus-after-daemon-reload"] == ("fail", "docker run: not found on the host")
