@@ -28,6 +28,7 @@ import yaml
 
 from provision.os.redhat.parse import RPM_QA_QUERYFORMAT, duplicates, parse_module_list, parse_rpm_qa
 from tests.integration.harness import golden, rockylike, runner, timings
+from tests.integration.harness.dnfroot import OS_RELEASE
 from tests.integration.harness.rockylike import RhelRepos, rpm_installed
 from tests.integration.harness.server import StaticServer
 from tests.integration.harness.target import Target, start_target
@@ -277,3 +278,36 @@ def test_interrupted_apply_on_rocky_converges(
     assert "Converged: a fresh plan shows no changes." in again.output
     assert duplicates(parse_rpm_qa(_rpm_qa(rocky))) == ()
     assert rpm_installed(rocky.root)["nvidia-open"] == "3:580.95.05-1.el9"
+
+
+def test_rocky_10_has_no_module_stream_and_versionlock_bounds_the_branch(
+    rocky: Target, rhel_repos: RhelRepos, tmp_path: Path, runs: Path
+) -> None:
+    # The same root as Rocky 10.0 to everything provision reads (os-release, rocky-release);
+    # NVIDIA's rhel10 repository has no modules and carries 590.48.01 beside 580.95.05.
+    (rocky.root / "etc/os-release").write_text(OS_RELEASE[10])
+    (rocky.root / "etc/rocky-release").write_text("Rocky Linux release 10.0 (Red Quartz)\n")
+    repository = {
+        "url": rhel_repos.url(10),
+        "key_file": str(rhel_repos.key.armored),
+        "fingerprint": rhel_repos.key.fingerprint,
+    }
+    spec = rocky_spec(
+        tmp_path / "spec.yaml", rhel_repos, os={"distro": "rocky", "version": "10"}, repository=repository
+    )
+    inv = str(rocky.inventory)
+    planned = provision("plan", str(spec), "-i", inv, "--json")
+    assert planned.exit_code == 0, planned.output
+    plan = json.loads(planned.stdout)
+    roles = plan["extravars"]["roles"]
+    assert roles["nvidia_packages"]["nvidia_packages_module_stream"] == ""
+    assert roles["nvidia_repository"]["nvidia_repository_url"] == rhel_repos.url(10)
+    assert "module stream" not in next(s for s in plan["steps"] if s["component"] == "driver")["reason"]
+    # Whether the apply converges is test_provision_apply_on_rocky_converges_and_reapplies_nothing's
+    # question (ROLE_BUGS); this one asks what real dnf installed and locked on 10.
+    provision("apply", str(spec), "-i", inv, "--yes")
+    installed = rpm_installed(rocky.root)
+    assert installed["nvidia-open"] == installed["nvidia-driver"] == "3:580.95.05-1.el10"  # not 590.48.01
+    locks = rocky.ssh("dnf", "-q", "versionlock", "list").stdout
+    assert "nvidia-open-3:580.95.05-1.el10.*" in locks and "nvidia-*-580.95.05-*" in locks, locks
+    assert not rocky.ssh("dnf", "-q", "module", "list", "--enabled").stdout.strip()
