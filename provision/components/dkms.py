@@ -64,7 +64,7 @@ def dkms_step(ctx: PlanContext, driver_changes: bool) -> Step | Finding | None:
     # here, but every packaged kernel the machine can boot next still gets its module.
     compilers = _compilers(ctx, facts.kernel) if facts.kernel.release in kernels else ()
     wanted = ("dkms", *ctx.pm.kernel_build_packages(facts.packages, kernels), *compilers)
-    missing = tuple(p for p in wanted if ctx.installed(p) is None)
+    missing = tuple(p for p in wanted if not ctx.pm.satisfied(facts.packages, p))
     if not missing:
         return noop(
             Component.DKMS,

@@ -52,7 +52,12 @@ def holds_step(ctx: PlanContext, new_packages: tuple[str, ...]) -> Step:
     upgrade guard (the exact file text) in place."""
     patterns = held_patterns(ctx)
     unheld = _unheld_stack(ctx.facts, patterns)
-    incoming = tuple(ctx.pm.request_name(p) for p in new_packages)
+    # Only what the role holds: the stack's patterns (kernel-devel, dkms and the compiler stay free).
+    incoming = tuple(
+        name
+        for name in (ctx.pm.request_name(p) for p in new_packages)
+        if any(fnmatch.fnmatchcase(name, pat) for pat in patterns)
+    )
     pending = tuple(dict.fromkeys(unheld + incoming))
     guard_state = _guard_state(ctx, ctx.pm.upgrade_guard_text(patterns))
     if not pending and guard_state is None:

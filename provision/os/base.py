@@ -177,6 +177,11 @@ class PackageManager(Protocol):
         """The command line that rebuilds the initramfs of every installed kernel."""
         ...
 
+    def satisfied(self, packages: tuple[Package, ...] | Unknown, request: str) -> bool:
+        """Whether an installed package already answers ``request`` (a name, or the family's
+        name-and-version form such as rpm's ``kernel-devel-5.14.0-503.14.1.el9_5``)."""
+        ...
+
     def compiler_packages(self, major: str, cxx: bool) -> tuple[str, ...]:
         """The packages of the compiler (gcc ``major``, and C++ with ``cxx``) the kernel was built with."""
         ...

@@ -160,3 +160,32 @@ def test_validate_plan_and_apply_dry_run_on_the_rocky_spec(tmp_path: Path) -> No
     planned = invoke("plan", str(SPEC), "--from-raw", str(RAW), "--out", str(out))
     assert planned.exit_code == 0, planned.stdout
     assert "nvidia-driver:580-open" in planned.stdout
+
+
+def test_an_installed_kernel_devel_of_the_kernels_version_satisfies_the_dkms_step() -> None:
+    """rpm installs one kernel-devel per kernel under one name: the request names the version
+    (measured on the Rocky-like target: the plan must converge once it is installed)."""
+    from provision.os.models import Package
+
+    facts = _rocky()
+    assert isinstance(facts.packages, tuple)
+    devel = Package(name="kernel-devel", version="5.14.0-503.14.1.el9_5", arch="x86_64")
+    dkms = Package(name="dkms", version="3.2.1-1.el9", arch="noarch")
+    cxx = Package(name="gcc-c++", version="11.5.0-2.el9", arch="x86_64")
+    done = _plan(facts=facts.model_copy(update={"packages": (*facts.packages, devel, dkms, cxx)}))
+    step = _step(done, Component.DKMS)
+    assert not step.changes, step  # type: ignore[attr-defined]
+
+
+def test_the_distributions_own_driver_is_refused_with_why_on_the_family() -> None:
+    """No RHEL-family release ships NVIDIA's open modules signed with its own key (releases.py):
+    driver.source distro is refused with that reason and the way that works (DKMS + MOK)."""
+    plan = _plan(spec_from(SPEC, driver__source="distro", driver__version=None))
+    refusal = next(b for b in plan.blockers if b.rule == "driver-distro-unknown")
+    assert "no NVIDIA open kernel modules of its own" in refusal.message and "MOK" in refusal.message
+
+
+def test_the_holds_step_names_only_what_the_role_holds() -> None:
+    holds = _step(_plan(), Component.HOLDS)
+    assert "kernel-devel" not in holds.packages and "dkms" not in holds.packages  # type: ignore[attr-defined]
+    assert "nvidia-open" in holds.packages  # type: ignore[attr-defined]

@@ -82,6 +82,17 @@ class Dnf:
 
     dkms_repositories: tuple[str, ...] = (DKMS_REPOSITORY,)
 
+    def satisfied(self, packages: tuple[Package, ...] | Unknown, request: str) -> bool:
+        """A name, or ``name-version-release`` (``kernel-devel-5.14.0-503.14.1.el9_5``: rpm installs
+        one kernel-devel per kernel under one name), against the installed packages' EVRs."""
+        if isinstance(packages, Unknown):
+            return False
+        return any(
+            p.installed
+            and request in (p.name, f"{p.name}-{p.version}", f"{p.name}-{self.upstream(p.version)}")
+            for p in packages
+        )
+
     def compiler_packages(self, major: str, cxx: bool) -> tuple[str, ...]:
         """``gcc`` (and ``gcc-c++``): the release's one system compiler, which builds its kernels."""
         return ("gcc", *(("gcc-c++",) if cxx else ()))
