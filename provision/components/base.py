@@ -60,6 +60,8 @@ class Component(StrEnum):
     NCCL = "nccl"
     CONTAINERS = "containers"
     HOLDS = "holds"
+    GPU_SETTINGS = "gpu_settings"
+    MIG = "mig"
     PYTHON_VENV = "python_venv"
     PYTHON_WHEELS = "python_wheels"
     SECURE_BOOT = "secure_boot"
@@ -216,6 +218,10 @@ class InstallableComponent:
     def plan(self, ctx: PlanContext) -> Iterable[Built]:
         """Its steps (a no-op with its reason when nothing is to do) and findings."""
         return ()
+
+    def reboots_for(self, step: Step) -> bool:
+        """Whether this changing step of it needs a reboot: by default, whenever it ``reboots``."""
+        return self.reboots
 
     def spec_rules(self, spec: Spec, catalog: Catalog) -> Iterable[Finding]:
         """Its rules that read only the spec and the catalog (``validate`` runs them too)."""
