@@ -106,7 +106,9 @@ class Driver(InstallableComponent):
         return {
             **super().role_vars(ctx),
             "forbidden_regex": name_regex(forbidden_packages(ctx.spec, steps, ctx.names.closed_modules)),
-            "removable_regex": name_regex(removable_packages(ctx.spec, steps)),
+            "removable_regex": name_regex(
+                removable_packages(ctx.spec, steps, ctx.names.driver_family or DRIVER_FAMILY)
+            ),
             "driver_regex": name_regex(branch_carriers(ctx)),
             "driver_branch": str(ctx.spec.driver.branch),
             "module_stream": driver_stream(ctx) or "",
@@ -370,7 +372,7 @@ def replaced_step(ctx: PlanContext, driver: Step) -> Step | None:
         for p in ctx.facts.packages
         if p.installed
         and p.held
-        and any(fnmatch.fnmatchcase(p.name, pat) for pat in DRIVER_FAMILY)
+        and any(fnmatch.fnmatchcase(p.name, pat) for pat in (ctx.names.driver_family or DRIVER_FAMILY))
         and not p.name.startswith("nvidia-driver-pinning")
     ]
     if not held:
@@ -440,16 +442,17 @@ def forbidden_packages(spec: Spec, steps: tuple[Step, ...], closed: str = "nvidi
     return (*DRIVER_METAS, closed) if open_flavor else (*DRIVER_METAS[:2], "nvidia-open*")
 
 
-def removable_packages(spec: Spec, steps: tuple[Step, ...]) -> tuple[str, ...]:
+def removable_packages(
+    spec: Spec, steps: tuple[Step, ...], family: tuple[str, ...] = DRIVER_FAMILY
+) -> tuple[str, ...]:
     """Packages the transaction may remove: the driver's own family, and only when the plan changes
     the driver from NVIDIA's repository (a flavour switch or an upgrade replaces its packages).
-    Anything else removed refuses the transaction (FF-08)."""
+    Anything else removed refuses the transaction (FF-08). ``family``: the driver's package globs
+    of the host's format (:attr:`PackageNaming.driver_family`; rpm adds ``kmod-nvidia-*``)."""
     driver_changes = any(s.component is Component.DRIVER and s.changes for s in steps)
     if spec.driver.source == "preinstalled" or not driver_changes:
         return ()
-    return (
-        DRIVER_FAMILY if spec.driver.source == "nvidia-repo" else (*DRIVER_FAMILY, *DISTRO_DRIVER_FAMILY[2:])
-    )
+    return family if spec.driver.source == "nvidia-repo" else (*family, *DISTRO_DRIVER_FAMILY[2:])
 
 
 NVIDIA_ONLY_DRIVER_NAMES = (
