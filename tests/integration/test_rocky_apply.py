@@ -11,9 +11,10 @@ Two layers:
   a killed rpm transaction and its repair;
 - provision itself with the stack of ``specs/rocky9-dual-a100x.yaml`` (its python section left
   out: the target's interpreter is Debian's 3.11): validate, plan and ``apply --dry-run`` over
-  ssh pass; ``apply`` and an interrupted apply run the roles' ``tasks/RedHat.yml`` for real and
-  are strict xfails naming the RedHat-family defects they measure (:data:`ROLE_BUGS`), so they
-  fail loudly, as XPASS, the day those are fixed.
+  ssh pass; ``apply`` (converged, re-apply changes nothing) and an interrupted apply run the
+  roles' ``tasks/RedHat.yml`` for real, on 9 and on 10; the flavour switch is a strict xfail
+  naming the defect it measures (:data:`FLAVOUR_SWITCH_BUG`), so it fails loudly, as XPASS,
+  the day that is fixed.
 """
 
 from __future__ import annotations
@@ -220,16 +221,6 @@ def test_detect_and_plan_read_the_rocky_target_through_real_rpm_and_dnf(
     assert rpm_installed(rocky.root) == before
 
 
-ROLE_BUGS = (
-    "measured on this target with os's RedHat family (a7b0837): the play succeeds, but (1) the dkms step "
-    "asks for 'kernel-devel-5.14.0-503.14.1.el9_5' as a package name, which the installed kernel-devel "
-    "of that version never satisfies, so the plan never converges (dkms install, and repository "
-    "configure for that transaction), and (2) holds wants kernel-devel locked, which would exclude "
-    "the next kernel's kernel-devel (FF-12)"
-)
-
-
-@pytest.mark.xfail(strict=True, reason=ROLE_BUGS)
 def test_provision_apply_on_rocky_converges_and_reapplies_nothing(
     rocky: Target, rhel_repos: RhelRepos, tmp_path: Path, runs: Path
 ) -> None:
@@ -262,7 +253,6 @@ def test_provision_apply_on_rocky_converges_and_reapplies_nothing(
     assert "Nothing to do: Ansible was not started." in second.output
 
 
-@pytest.mark.xfail(strict=True, reason=ROLE_BUGS)
 def test_interrupted_apply_on_rocky_converges(
     rocky: Target, rhel_repos: RhelRepos, tmp_path: Path, runs: Path
 ) -> None:
@@ -304,7 +294,7 @@ def test_rocky_10_has_no_module_stream_and_versionlock_bounds_the_branch(
     assert roles["nvidia_repository"]["nvidia_repository_url"] == rhel_repos.url(10)
     assert "module stream" not in next(s for s in plan["steps"] if s["component"] == "driver")["reason"]
     # Whether the apply converges is test_provision_apply_on_rocky_converges_and_reapplies_nothing's
-    # question (ROLE_BUGS); this one asks what real dnf installed and locked on 10.
+    # question (on 9); this one asks what real dnf installed and locked on 10.
     provision("apply", str(spec), "-i", inv, "--yes")
     installed = rpm_installed(rocky.root)
     assert installed["nvidia-open"] == installed["nvidia-driver"] == "3:580.95.05-1.el10"  # not 590.48.01
@@ -318,8 +308,7 @@ FLAVOUR_SWITCH_BUG = (
     "--allowerasing` and then installs the new flavour by name without allowerasing; switch-to leaves "
     "packages installed by name (test_dnf_real::test_switch_to_leaves_a_plainly_installed_flavour_behind), "
     "so the install fails with 'nvidia-open ... conflicts with cuda-drivers', which provision reports in "
-    "failure_cause's one line; the install needs allowerasing when the plan changes flavour. Also the "
-    "first apply never converges (ROLE_BUGS)"
+    "failure_cause's one line; the install needs allowerasing when the plan changes flavour"
 )
 
 
