@@ -66,8 +66,8 @@ def test_run_play_passes_the_conventions(fake_run: Any, tmp_path: Path) -> None:
 
 
 def test_run_play_returns_typed_data(fake_run: Any, tmp_path: Path) -> None:
-    played = ansible.run_play(tmp_path, "site.yml", "a ansible_connection=local")
-    assert fake_run.call_args.kwargs["inventory"] == "a ansible_connection=local"  # INI text as is
+    played = ansible.run_play(tmp_path, "site.yml", "a ansible_connection=ssh")
+    assert fake_run.call_args.kwargs["inventory"] == "a ansible_connection=ssh"  # INI text as is
     assert (played.status, played.rc, played.succeeded) == ("failed", 2, False)
     assert played.events == (FAILED,)
     assert played.count("ok", "a") == 3 and played.count("dark", "a") == 0
