@@ -35,6 +35,7 @@ from types import FrameType
 from typing import Any
 
 from provision import gcpolicy, interrupts
+from provision.connection import inventory_source, inventory_sources
 from provision.errors import ApplyError, UntrustedError
 
 Event = dict[str, Any]
@@ -125,8 +126,6 @@ def run_play(
         The run's status, rc, events and stats.
     """
     import ansible_runner  # deferred: slow to import, and detect and plan work without Ansible
-
-    from provision.connection import inventory_sources
 
     check_run_inputs(private_data_dir, inventory, project_dir)
     sources = inventory_sources(private_data_dir, inventory, limit)
@@ -385,16 +384,6 @@ def check_run_inputs(private_data_dir: Path, inventory: Path | str, project_dir:
     source = inventory_source(inventory)
     if Path(source).is_absolute() and Path(source).exists():
         check_inventory(Path(source))
-
-
-def inventory_source(inventory: Path | str) -> str:
-    """What ansible-runner gets for ``inventory``: an absolute path when it names one, else the text."""
-    path = Path(inventory)
-    try:
-        exists = path.exists()
-    except OSError:  # inventory text too long to be a file name
-        exists = False
-    return str(path.resolve()) if exists else str(inventory)
 
 
 def ansible_env(private_data_dir: Path, control_dir: Path) -> dict[str, str]:

@@ -81,7 +81,6 @@ def inventory_path(inventory: str) -> Iterator[str]:
     Raises:
         UntrustedError: The inventory file or directory is refused by the trust rule.
     """
-    from provision.ansible import inventory_source
     from provision.files import check_inventory
 
     source = inventory_source(inventory)
@@ -93,6 +92,16 @@ def inventory_path(inventory: str) -> Iterator[str]:
         path = Path(tmp) / "hosts.ini"
         path.write_text(source, encoding="utf-8")
         yield str(path)
+
+
+def inventory_source(inventory: Path | str) -> str:
+    """What ansible-runner gets for ``inventory``: an absolute path when it names one, else the text."""
+    path = Path(inventory)
+    try:
+        exists = path.exists()
+    except OSError:  # inventory text too long to be a file name
+        exists = False
+    return str(path.resolve()) if exists else str(inventory)
 
 
 def resolved_hosts(inventory: str, limit: str | None) -> dict[str, dict[str, Any]]:
@@ -132,8 +141,6 @@ def inventory_sources(run_dir: Path, inventory: Path | str, limit: str | None) -
     An inventory Ansible cannot read is passed on alone: the play then says why, in Ansible's words.
     """
     from ansible.errors import AnsibleError  # type: ignore[import-untyped]
-
-    from provision.ansible import inventory_source
 
     source = inventory_source(inventory)
     try:
