@@ -623,12 +623,21 @@ def apply(
             "--reboot-timeout", min=30, max=7200, help="Seconds a remote host has to come back (default 600)."
         ),
     ] = 600,
+    max_unavailable: Annotated[
+        str | None,
+        typer.Option(
+            "--max-unavailable",
+            help="Roll out in waves of N hosts (or P% of them), verify as the gate after each wave, "
+            "stop at the first host that regressed; `provision resume RECORD` continues (docs/fleets.md).",
+        ),
+    ] = None,
 ) -> None:
     """Install and pin the stack as planned, through Ansible; a second apply changes nothing.
 
     With an inventory (-i) and no SPEC, or a fleet file, hosts run in parallel, each with its own
     spec; a failed or unreachable host is reported and the others finish (exit 1). With --reboot,
-    exit 3 means a host waits for a step at its console (MOK enrollment).
+    exit 3 means a host waits for a step at its console (MOK enrollment). With --max-unavailable,
+    a wave at a time, each gated by verify (exit 1 when the rollout stopped).
     """
     _check_runs_dir(runs_dir)
     from provision import app as workflow
@@ -638,6 +647,28 @@ def apply(
     from provision.fleet import commands as fleet_commands
 
     reboots = RebootOptions(reboot, reboot_timeout)
+    if max_unavailable is not None:
+        from provision.fleet.rolling import rolling_apply
+        from provision.fleet.rollout import parse_max_unavailable
+
+        parse_max_unavailable(max_unavailable)  # a bad value is refused before anything is read
+        if inventory is None and fleet is None:
+            raise ProvisionError("--max-unavailable rolls out over hosts: give -i INVENTORY or --fleet FILE")
+        options = fleet_commands.FleetOptions(
+            dry_run, yes, runs_dir or runner.default_runs_dir(), forks, replace_held, reboots
+        )
+        hosts = fleet_commands.resolve(spec, inventory, fleet, limit, forks=forks)
+        code = rolling_apply(
+            hosts,
+            max_unavailable,
+            options,
+            err if as_json else out,
+            fleet_file=fleet,
+            spec=spec,
+            limit=limit,
+            as_json=as_json,
+        )
+        raise typer.Exit(code)
     if fleet_commands.fleet_mode(spec, inventory, fleet):
         options = fleet_commands.FleetOptions(
             dry_run, yes, runs_dir or runner.default_runs_dir(), forks, replace_held, reboots
@@ -677,6 +708,9 @@ def resume(
         bool,
         typer.Option("--unit", help="Run as provision-resume.service does: this machine's record only."),
     ] = False,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="A rollout record: go on without asking for confirmation.")
+    ] = False,
 ) -> None:
     """Finish, after the reboot, an apply run with --reboot: detect again, apply what is left.
 
@@ -686,15 +720,32 @@ def resume(
     reachable yet (exit 1: run resume again) or its spec changed since apply (remove it by hand to
     drop the resume). No record: nothing to do, exit 0. Its log: resume.log in the apply's run
     directory.
+
+    A rollout record (written by `apply --max-unavailable` in <runs dir>/rollouts/) continues the
+    rollout from its first wave not done: the failed hosts again, then the untouched ones.
     """
     from provision.apply.resume import resume_workflow
     from provision.errors import ProvisionError
 
+    if record is not None and not unit:
+        from provision.fleet import rolling
+
+        if rolling.is_rollout_record(record):
+            raise typer.Exit(_resume_rollout(record, yes, as_json))
     if unit and record is not None:
         raise ProvisionError("--unit runs this machine's record; give no RECORD with it")
     raise typer.Exit(
         resume_workflow(record, as_json=as_json, console=err if as_json else out, unit_mode=unit)
     )
+
+
+def _resume_rollout(record: Path, yes: bool, as_json: bool) -> int:
+    from provision.apply.workflow import ApplyOptions
+    from provision.fleet.rolling import resume_rollout
+
+    runs = record.resolve().parent.parent  # <runs dir>/rollouts/<id>.json
+    options = ApplyOptions(dry_run=False, yes=yes, runs_dir=runs)
+    return resume_rollout(record, options, err if as_json else out, as_json=as_json)
 
 
 @cli.command()

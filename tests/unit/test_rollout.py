@@ -1,0 +1,211 @@
+"""Rolling apply as values: waves for N and P%, the gate's verdicts, hooks, and the record (issue 31)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from provision.errors import ProvisionError
+from provision.fleet import rolling
+from provision.fleet.mapping import FleetError, read_fleet_file
+from provision.fleet.rollout import (
+    Hooks,
+    MaxUnavailable,
+    RolloutRecord,
+    gate,
+    hook_argv,
+    new_record,
+    parse_max_unavailable,
+    waves,
+)
+
+HOSTS = [f"gpu{n:02d}" for n in range(1, 8)]
+
+
+@pytest.mark.parametrize(
+    ("text", "sizes"),
+    [
+        ("1", [1] * 7),
+        ("3", [3, 3, 1]),
+        ("7", [7]),
+        ("50", [7]),  # more than the hosts: one wave
+        ("25%", [1] * 7),  # 7 * 25 / 100 = 1.75, rounded down
+        ("30%", [2, 2, 2, 1]),  # 2.1
+        ("50%", [3, 3, 1]),  # 3.5
+        ("100%", [7]),
+        ("1%", [1] * 7),  # 0.07: at least one
+    ],
+)
+def test_waves_follow_ansibles_serial_rule(text: str, sizes: list[int]) -> None:
+    cut = waves(HOSTS, parse_max_unavailable(text))
+    assert [len(w) for w in cut] == sizes
+    assert [h for w in cut for h in w] == HOSTS  # inventory order, each host once
+
+
+def test_no_hosts_no_waves() -> None:
+    assert waves([], MaxUnavailable(2, percent=False)) == []
+
+
+@pytest.mark.parametrize("text", ["0", "-1", "0%", "101%", "2.5", "", "x%", "1e3", "%", "1000000"])
+def test_a_bad_max_unavailable_is_one_line(text: str) -> None:
+    with pytest.raises(ProvisionError, match=r"^--max-unavailable .*: give a number of hosts \(2\)"):
+        parse_max_unavailable(text)
+
+
+BEFORE = {"gpu-count": "pass", "bf16-tflops": "pass", "nvcc": "fail", "topology": "skip"}
+
+
+def test_the_gate_passes_what_did_not_regress_and_names_what_still_fails() -> None:
+    after = {
+        "gpu-count": ("pass", ""),
+        "bf16-tflops": ("pass", ""),
+        "nvcc": ("fail", "no nvcc"),
+        "topology": ("skip", ""),
+    }
+    verdict = gate("g", True, "converged", BEFORE, after)
+    assert verdict.passed and verdict.reasons == () and verdict.still_failing == ("nvcc",)
+
+
+def test_the_gate_stops_on_a_check_that_got_worse() -> None:
+    after = {
+        "gpu-count": ("fail", "1 GPU(s), the spec has 2"),
+        "bf16-tflops": ("pass", ""),
+        "topology": ("fail", "PIX expected"),
+        "new-check": ("fail", "new"),
+    }
+    verdict = gate("g", True, "converged", BEFORE, after)
+    assert not verdict.passed
+    assert verdict.reasons == (
+        "gpu-count: pass -> fail: 1 GPU(s), the spec has 2",
+        "topology: skip -> fail: PIX expected",
+        "new-check: absent -> fail: new",
+    )
+
+
+def test_the_gate_fails_a_failed_apply_and_an_unread_host() -> None:
+    assert gate("g", False, "failed at 'Install'", BEFORE, {}).reasons == ("apply: failed at 'Install'",)
+    lost = gate("g", True, "converged", BEFORE, None, "host unreachable: ssh: timeout")
+    assert not lost.passed and lost.reasons == ("verify: host unreachable: ssh: timeout",)
+
+
+def test_hooks_are_argv_lists_and_undrain_needs_drained() -> None:
+    hooks = Hooks(drain=["scontrol", "update", "nodename={host}"], drained=["lab-drained", "{host}"])
+    assert hook_argv(hooks.drain or [], "gpu07; reboot") == ["scontrol", "update", "nodename=gpu07; reboot"]
+    with pytest.raises(ValidationError, match="undrain needs drained too"):
+        Hooks(undrain=["x", "{host}"])
+    with pytest.raises(ValidationError, match="may not hold"):
+        Hooks(drain=["{host}"])
+    with pytest.raises(ValidationError):
+        Hooks(drain="scontrol update nodename={host}")  # type: ignore[arg-type]  # a shell string
+
+
+def test_the_fleet_file_carries_the_hooks_and_refuses_a_shell_string(tmp_path: Path) -> None:
+    path = tmp_path / "fleet.yaml"
+    path.write_text('rollout:\n  drain: [/usr/bin/true, "{host}"]\n  timeout_s: 5\n')
+    assert read_fleet_file(path).rollout == Hooks(drain=["/usr/bin/true", "{host}"], timeout_s=5)
+    path.write_text("rollout:\n  drain: scontrol update nodename={host}\n")
+    with pytest.raises(FleetError, match=r"fleet.yaml:2:3: rollout.drain: Input should be a valid list"):
+        read_fleet_file(path)
+    path.write_text("rollout:\n  undrian: [x]\n")
+    with pytest.raises(FleetError, match="did you mean 'undrain'"):
+        read_fleet_file(path)
+
+
+def test_a_hook_runs_as_an_argv_and_reports_its_words(tmp_path: Path) -> None:
+    assert rolling.run_hook(["true", "{host}"], "g", 5)[0] == 0
+    rc, said = rolling.run_hook(
+        [
+            sys.executable,
+            "-c",
+            "import sys; print('busy', file=sys.stderr); sys.exit(int(sys.argv[1]))",
+            "{host}",
+        ],
+        "3",
+        5,
+    )
+    assert rc == 3 and said.endswith("exited 3: busy")
+    assert rolling.run_hook(["no-such-program-here"], "g", 5) == (-1, "no-such-program-here: not found")
+    slow = rolling.run_hook(["sleep", "5"], "g", 0.2)
+    assert slow == (-1, "sleep: no end within 0.2 s")
+
+
+def test_a_hook_program_the_trust_rule_refuses_is_not_run(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("the trust rule's owners are root and the invoking user: needs another owner")
+    program = tmp_path / "drain"
+    program.write_text("#!/bin/sh\ntouch ran\n")
+    program.chmod(0o777)  # writable by anyone
+    rc, said = rolling.run_hook([str(program)], "g", 5)
+    assert rc == -1 and "refused, the hook's program is not trusted" in said
+
+
+def _record() -> RolloutRecord:
+    return new_record(
+        "20261203T000000.000000Z",
+        inventory="/lab/hosts.ini",
+        max_unavailable=MaxUnavailable(2, percent=False),
+        pending=["a", "b", "c", "d", "e"],
+        left_out={"f": "unchanged", "g": "host unreachable: timeout"},
+    )
+
+
+def test_a_new_record_names_every_host_and_round_trips(tmp_path: Path) -> None:
+    record = _record()
+    assert record.waves == [["a", "b"], ["c", "d"], ["e"]]
+    assert record.named("untouched") == ["a", "b", "c", "d", "e"]
+    assert record.named("left out") == ["f", "g"]
+    assert record.next_wave() == 0
+    path = tmp_path / "rollouts" / "r.json"
+    rolling.save(path, record)
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert rolling.read_record(path) == record
+    assert rolling.is_rollout_record(path)
+
+
+def test_a_stopped_record_resumes_at_its_first_wave_not_done() -> None:
+    record = _record()
+    for host in ("a", "b", "c"):
+        record.hosts[host].state = "done"
+    record.hosts["d"].state = "failed"
+    record.hosts["d"].drained_by = "provision"
+    assert record.next_wave() == 1
+    assert record.summary() == "done: a, b, c; failed: d; untouched: e"
+    for host in ("d", "e"):
+        record.hosts[host].state = "done"
+    assert record.next_wave() is None
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[]", "a rollout record of format_version 1 was expected"),
+        ('{"format_version": 2}', "a rollout record of format_version 1 was expected"),
+        ('{"format_version": 1, "kind": "rollout"}', "not a rollout record: id: Field required"),
+        ("{", "not a rollout record (not JSON"),
+    ],
+)
+def test_a_bad_record_is_one_line(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "r.json"
+    path.write_text(text)
+    with pytest.raises(ProvisionError, match=message.replace("(", r"\(")):
+        rolling.read_record(path)
+    assert not rolling.is_rollout_record(path) or "kind" in text
+
+
+def test_the_json_document_lists_hosts_in_order() -> None:
+    doc = rolling.rollout_json(_record(), Path("/r.json"))
+    assert doc["format_version"] == rolling.JSON_FORMAT and doc["outcome"] == "running"
+    assert [h["host"] for h in doc["hosts"]] == list("abcdefg")
+    assert doc["hosts"][6] == {
+        "host": "g",
+        "wave": None,
+        "state": "left out",
+        "drained_by": None,
+        "reasons": ["host unreachable: timeout"],
+    }
+    json.dumps(doc)
