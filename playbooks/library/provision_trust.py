@@ -439,10 +439,22 @@ def check_tree(top: str | os.PathLike[str], owners: Iterable[int] | None = None)
     Raises:
         Untrusted: One line naming the first entry that fails and its owner.
     """
-    _tree(os.fspath(top), _owners(owners), set(), 0)
+    _tree(os.fspath(top), _owners(owners), set(), 0, None)
 
 
-def _tree(top: str, owners: frozenset[int], seen: set[tuple[int, int]], depth: int) -> None:
+VENV_READ_AT_TOP = frozenset({"pyvenv.cfg"})
+"""The only regular file at a venv's top that the interpreter reads (PEP 405: ``pyvenv.cfg``, found
+beside ``bin/`` at start-up). Other files there are tools' data that Python never imports or runs:
+uv's ``.lock`` (mode 0666 when uv made the venv as root with umask 0), ``.gitignore``,
+``CACHEDIR.TAG``. The top directory itself and everything under it stay checked, so no one else
+can add a file there, and the code Python runs (``bin/``, ``lib*/``) is checked whole."""
+
+
+def _tree(
+    top: str, owners: frozenset[int], seen: set[tuple[int, int]], depth: int, top_files: frozenset[str] | None
+) -> None:
+    """``top_files``: when given, the only regular files directly in ``top`` that are checked (the
+    others are data nothing root runs reads); links and directories there are always checked."""
     found = _walk(top, owners)
     try:
         assert found.info is not None
@@ -454,11 +466,11 @@ def _tree(top: str, owners: frozenset[int], seen: set[tuple[int, int]], depth: i
         os.close(found.dir_fd)
     base = os.path.realpath(found.path)
     outside: list[str] = []
-    _entries(fd, found.path, found.info, owners, seen, outside)
+    _entries(fd, found.path, found.info, owners, seen, outside, top_files)
     for target in outside:
         real = os.path.realpath(target)
         if depth < MAX_TREE_LINK_DEPTH and real != base and not real.startswith(base.rstrip("/") + "/"):
-            _tree(target, owners, seen, depth + 1)
+            _tree(target, owners, seen, depth + 1, None)
 
 
 def _entries(
@@ -468,9 +480,11 @@ def _entries(
     owners: frozenset[int],
     seen: set[tuple[int, int]],
     outside: list[str],
+    top_files: frozenset[str] | None,
 ) -> None:
     """Check every entry below the open directory ``fd`` (closed here); link targets that are
-    directories go to ``outside``."""
+    directories go to ``outside``; with ``top_files``, regular files directly in ``where`` not
+    named there pass unchecked."""
     pending = [(fd, where, info)]
     while pending:
         dfd, dpath, dinfo = pending.pop()
@@ -481,6 +495,13 @@ def _entries(
             with os.scandir(dfd) as scan:
                 entries = list(scan)
             for entry in entries:
+                if (
+                    top_files is not None
+                    and dpath == where
+                    and entry.name not in top_files
+                    and entry.is_file(follow_symlinks=False)
+                ):
+                    continue
                 sub = _entry(dfd, dpath, entry, owners, outside)
                 if sub is not None:
                     pending.append(sub)
@@ -533,10 +554,12 @@ def check_venv(venv: str | os.PathLike[str], owners: Iterable[int] | None = None
     whether it exists.
 
     An existing venv: :func:`check_tree` over it (its ``bin/python`` link's target walked as a
-    path), and the interpreter directory its ``pyvenv.cfg`` names (``home``) walked as a path. A
-    venv not created yet: the directory that would hold it must be trusted and writable by no one
-    else (:func:`check_path` with ``missing_ok``). The base interpreter's standard library is
-    trusted as far as its ``home`` is (``/usr/lib/python3.X`` is the distribution's).
+    path), except the data files at its top that the interpreter never reads (uv's ``.lock``; see
+    :data:`VENV_READ_AT_TOP`), and the interpreter directory its ``pyvenv.cfg`` names (``home``)
+    walked as a path. A venv not created yet: the directory that would hold it must be trusted and
+    writable by no one else (:func:`check_path` with ``missing_ok``). The base interpreter's
+    standard library is trusted as far as its ``home`` is (``/usr/lib/python3.X`` is the
+    distribution's).
 
     Raises:
         Untrusted: One line naming the first part that fails and its owner.
@@ -544,7 +567,7 @@ def check_venv(venv: str | os.PathLike[str], owners: Iterable[int] | None = None
     trusted = _owners(owners)
     if not check_path(venv, trusted, kind="dir", missing_ok=True):
         return False
-    check_tree(venv, trusted)
+    _tree(os.fspath(venv), trusted, set(), 0, VENV_READ_AT_TOP)
     home = venv_home(venv, trusted)
     if home is not None:
         check_path(home, trusted, kind="dir")

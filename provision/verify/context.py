@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from provision.catalog import Catalog, GpuModel
 from provision.detect.facts import Facts, Gpu, Unknown
+from provision.detect.unknown import NotRun
 from provision.pkg import PackageManager, os_family, package_manager
 from provision.spec.models import Spec
 from provision.verify.limits import Limits, Resolved
@@ -121,8 +122,11 @@ def unknown(
     hint: str | None = None,
     status: Status = "fail",
 ) -> CheckResult:
-    """A check that could not measure: fail (or ``status``) with the reason as detail."""
+    """A check that could not measure: fail (or ``status``) with the reason as detail; where its
+    program never ran (:class:`NotRun`), the hint is what lets it run."""
     reason = why.unknown if isinstance(why, Unknown) else why
+    if isinstance(why, NotRun):
+        hint = why.fix
     return result(check_id, title, status, subject=subject, detail=reason, hint=hint)
 
 

@@ -24,6 +24,7 @@ from pydantic import ValidationError
 
 from provision import trust
 from provision.detect.facts import Unknown
+from provision.detect.unknown import NotRun
 from provision.verify.runs import AllReduceRun, GpuRun, RankResult
 
 SCRIPT = Path(__file__).with_name("gpuload.py")
@@ -46,16 +47,33 @@ def child_env() -> dict[str, str]:
     return {**os.environ, **CHILD_ENV}
 
 
-def python_of(venv: str | None) -> Path | Unknown:
-    """``<venv>/bin/python``, or why there is none."""
+def python_of(venv: str | None) -> Path | NotRun:
+    """``<venv>/bin/python``, or why it is not run (missing, or refused by the trust rule)."""
     if venv is None:
-        return Unknown(unknown="the spec has no python.venv, so there is no torch to run GPU work with")
+        return NotRun(
+            unknown="the spec has no python.venv, so there is no torch to run GPU work with",
+            fix="Name the venv in the spec's python section (provision apply creates it) to measure GPUs.",
+        )
     python = Path(venv) / "bin" / "python"
     if not os.access(python, os.X_OK):
-        return Unknown(unknown=f"{python}: no such interpreter (create the venv with provision apply)")
+        return NotRun(
+            unknown=f"{python}: no such interpreter (create the venv with provision apply)",
+            fix="Create the venv with provision apply, then run verify again.",
+        )
     if (why := trust.problem("venv", venv)) is not None:
-        return Unknown(unknown=f"{python} is not run: the venv is not trusted: {why} ({trust.DOC})")
+        return untrusted_venv(venv, why)
     return python
+
+
+def untrusted_venv(venv: str, why: str) -> NotRun:
+    """The GPU program not run because the trust rule refused ``venv`` for the reason ``why``."""
+    return NotRun(
+        unknown=f"{venv}/bin/python is not run: the venv is not trusted: {why} ({trust.DOC})",
+        fix=(
+            f"Nothing on the GPUs was measured: make {venv} root's or yours and writable by no one else "
+            "(chown, chmod -R go-w), or let provision apply recreate it; then run verify again."
+        ),
+    )
 
 
 def gpu_timeout(gpu_count: int, seconds: float) -> float:

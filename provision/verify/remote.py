@@ -200,9 +200,7 @@ def inputs_from(
     untrusted = trust_problem(checked)
     gpu_run = remote_gpu_run(facts, gpu, job)
     if untrusted is not None and not isinstance(facts.gpus, Unknown):
-        gpu_run = Unknown(
-            unknown=f"{job.venv}/bin/python is not run: the venv is not trusted: {untrusted} ({trust.DOC})"
-        )
+        gpu_run = launch.untrusted_venv(str(job.venv), untrusted)
     many = isinstance(gpu_run, GpuRun) and gpu_run.device_count >= 2
     return VerifyInputs(
         facts=facts,

@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import Field, field_validator, model_validator
 
 from provision.detect.facts import Facts, Unknown
+from provision.detect.unknown import NotRun
 from provision.models import Frozen
 
 LEGACY_OBSERVED = ("serve", "monitoring")
@@ -147,7 +148,7 @@ class VerifyInputs(Frozen):
     facts: Facts
     fm_version: str | Unknown = Unknown(unknown="not probed")
     fabric: tuple[FabricGpu, ...] | Unknown = Unknown(unknown="not probed")
-    gpu_run: GpuRun | Unknown
+    gpu_run: GpuRun | NotRun | Unknown
     allreduce: AllReduceRun | Unknown | None = None
     observed: dict[str, Any] = Field(default_factory=dict)
 

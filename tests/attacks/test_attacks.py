@@ -87,6 +87,8 @@ def test_verify_does_not_run_a_venv_whose_site_packages_another_user_can_write(l
     done = lab.provision("verify", str(spec), path_prefix=gpus)
     said = done.stdout + done.stderr
     assert "the venv is not trusted" in said and f"{site}: a directory owned by {OWNER}" in said, said
+    flat = " ".join(said.split())
+    assert "Nothing on the GPUs was measured" in flat and "A GPU missing" not in flat, said
     assert not ran.exists()
 
 

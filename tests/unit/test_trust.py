@@ -264,6 +264,24 @@ def test_anything_in_the_venv_another_user_could_write_refuses_it(base: Path, pl
 
 
 @needs_root
+def test_data_files_at_the_venv_top_do_not_matter_but_pyvenv_cfg_and_code_do(base: Path) -> None:
+    # uv leaves `.lock` mode 0666 when it made the venv as root under umask 0 (seen on the real H200's
+    # /opt/torch/.venv); the interpreter never reads it, nor .gitignore or CACHEDIR.TAG.
+    venv = _venv(base)
+    _file(venv / ".lock", "", mode=0o666)
+    _file(venv / "CACHEDIR.TAG", "Signature: 8a477f597d28d172789f06886806bc55\n", uid=NOBODY)
+    assert trust.problem("venv", str(venv)) is None
+    (venv / "pyvenv.cfg").chmod(0o666)
+    assert "pyvenv.cfg: " in str(trust.problem("venv", str(venv)))
+    (venv / "pyvenv.cfg").chmod(0o644)
+    theirs = _file(base / "theirs.py", uid=NOBODY)
+    (venv / "sitecustomize.py").symlink_to(theirs)  # a link at the top is followed and checked
+    assert "owned by uid 65534" in str(trust.problem("venv", str(venv)))
+    (venv / "sitecustomize.py").unlink()
+    assert trust.problem("tree", str(venv)) is not None  # a plain tree check still counts every file
+
+
+@needs_root
 def test_a_directory_a_link_leads_to_is_checked_as_a_tree(base: Path) -> None:
     venv = _venv(base)
     outside = base / "shared-lib"

@@ -15,11 +15,13 @@ from provision.cli import cli
 from provision.detect.domains.driver import FabricManagerVersionFact
 from provision.detect.facts import FabricState, Package, Topology, Unknown
 from provision.detect.runner import unknown_facts
+from provision.detect.unknown import NotRun
 from provision.spec.loader import load_spec
 from provision.spec.models import GpuSpec, Spec
 from provision.verify.checks_multi import busbw_gbps
 from provision.verify.checks_software import cudnn_version
 from provision.verify.command import read_inputs
+from provision.verify.launch import python_of
 from provision.verify.limits import load_limits, pcie_gbps, shipped_limits
 from provision.verify.models import CheckResult
 from provision.verify.render import junit_xml
@@ -113,6 +115,25 @@ def test_machine_without_gpus_or_driver_fails_and_skips_with_reasons(spec: Spec)
     by_id = {r.id: r for r in results}
     assert all(by_id[i].status == "fail" and by_id[i].detail for i in gpu_ids)
     assert all(r.detail for r in results if r.status == "skip")
+
+
+def test_gpu_checks_that_never_ran_say_what_lets_them_run_not_a_hardware_guess(
+    spec: Spec, inputs: VerifyInputs, tmp_path: Path
+) -> None:
+    # Seen on the real H200: a venv refused by the trust rule made every torch check hint "A GPU missing".
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "python").symlink_to("/bin/true")
+    (tmp_path / "bin").chmod(0o777)
+    refused = python_of(str(tmp_path))
+    assert isinstance(refused, NotRun) and "the venv is not trusted" in refused.unknown
+    for run in (refused, python_of(None), python_of(str(tmp_path / "absent"))):
+        assert isinstance(run, NotRun)
+        by_id = {r.id: r for r in _results(spec, inputs.model_copy(update={"gpu_run": run})).values()}
+        for check in ("cuda-device-count", "cuda-kernel", "torch-arch"):
+            assert by_id[check].status == "fail" and by_id[check].detail == run.unknown
+            assert by_id[check].hint == run.fix and "A GPU missing" not in by_id[check].hint
+    saved = VerifyInputs.model_validate_json(inputs.model_copy(update={"gpu_run": refused}).model_dump_json())
+    assert saved.gpu_run == refused  # a saved run replays with the same hint
 
 
 def test_link_trained_down_under_load_fails(spec: Spec, inputs: VerifyInputs) -> None:
