@@ -209,3 +209,20 @@ def test_the_json_document_lists_hosts_in_order() -> None:
         "reasons": ["host unreachable: timeout"],
     }
     json.dumps(doc)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--max-unavailable", "0%", "-i", "hosts.ini"], "--max-unavailable '0%': give a number of hosts"),
+        (["spec.yaml", "--max-unavailable", "2"], "--max-unavailable rolls out over hosts: give -i"),
+    ],
+)
+def test_the_command_refuses_a_bad_rollout_in_one_line(args: list[str], message: str) -> None:
+    from typer.testing import CliRunner
+
+    from provision.cli import cli
+
+    result = CliRunner().invoke(cli, ["apply", *args])
+    assert result.exit_code == 1, result.output
+    assert result.stderr.strip().startswith(f"error: {message}"), result.stderr
