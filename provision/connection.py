@@ -108,14 +108,25 @@ def resolved_hosts(inventory: str, limit: str | None) -> dict[str, dict[str, Any
     """Every host ``ansible-playbook -i inventory -l limit`` would run on, in inventory order,
     with its variables as Ansible merged them (group_vars, host_vars, precedence).
 
+    An inventory file or directory is read once per command (:func:`provision.inventory.read_inventory`);
+    INI text is parsed here.
+
     Raises:
         AnsibleError: Ansible cannot read the inventory.
-        UntrustedError: The inventory is refused by the trust rule.
+        FactsError: The inventory is refused by the trust rule, or ``limit`` names no host or group.
     """
     from ansible.inventory.manager import InventoryManager  # type: ignore[import-untyped]
     from ansible.parsing.dataloader import DataLoader  # type: ignore[import-untyped]
     from ansible.vars.manager import VariableManager  # type: ignore[import-untyped]
 
+    source = inventory_source(inventory)
+    if Path(source).is_absolute() and Path(source).exists():  # the command's one read of it
+        from provision.errors import FactsError
+        from provision.inventory import read_inventory
+
+        return {
+            h.name: dict(h.variables) for h in read_inventory(Path(source), limit, error=FactsError).hosts
+        }
     with inventory_path(inventory) as path:
         loader = DataLoader()
         manager = InventoryManager(loader=loader, sources=[path])
@@ -143,9 +154,11 @@ def inventory_sources(run_dir: Path, inventory: Path | str, limit: str | None) -
     from ansible.errors import AnsibleError  # type: ignore[import-untyped]
 
     source = inventory_source(inventory)
+    from provision.errors import ProvisionError
+
     try:
         layer = interpreter_layer(resolved_hosts(source, limit))
-    except (AnsibleError, OSError):
+    except (AnsibleError, OSError, ProvisionError):
         return source
     if layer is None:
         return source

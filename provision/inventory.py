@@ -7,9 +7,9 @@ precedence; Ansible's ``InventoryManager`` and ``VariableManager`` give exactly 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,12 +28,15 @@ class InventoryHost:
         groups: Every group the host belongs to, ``all`` included.
         spec: The host's ``provision_spec`` variable after Ansible's precedence, or None.
         inventory_dir: The directory of the inventory source that defined the host.
+        variables: Every variable of the host as Ansible merged them (connection variables
+            included: :mod:`provision.connection` reads them).
     """
 
     name: str
     groups: tuple[str, ...]
     spec: str | None
     inventory_dir: Path
+    variables: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -65,18 +68,54 @@ def read_inventory(
         ProvisionError: ``error`` when the inventory is missing or unreadable, or a part of ``limit``
             names no host or group (:func:`check_limit`).
     """
-    manager, loader = _manager(inventory, error)
-    from ansible.vars.manager import VariableManager  # type: ignore[import-untyped]
-
-    variables = VariableManager(loader=loader, inventory=manager)
+    read = _read(inventory, error)
+    manager = read.manager
     with _quiet():
+        manager.subset(None)
         names = [str(h.name) for h in manager.get_hosts("all")]
         if limit:
             _refuse_unmatched(manager, inventory, limit, error)
             manager.subset(limit)
         hosts = manager.get_hosts("all")
-    chosen = [_host(h, variables.get_vars(host=h), inventory) for h in hosts]
+        manager.subset(None)
+    chosen = [_host(h, read.variables_of(h), inventory) for h in hosts]
     return Inventory(chosen, names, [str(g) for g in manager.groups])
+
+
+@dataclass
+class _Read:
+    """One read of an inventory: Ansible's managers, and each host's merged variables once asked."""
+
+    manager: Any
+    variables: Any
+    hostvars: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def variables_of(self, host: Any) -> dict[str, Any]:
+        name = str(host.name)
+        if name not in self.hostvars:
+            self.hostvars[name] = self.variables.get_vars(host=host)
+        return self.hostvars[name]
+
+
+_READS: dict[str, _Read] = {}
+"""The inventories read by the running command (resolved path -> its read): read once per command,
+whoever asks (the host mapping, direct detection, each play's interpreter layer)."""
+
+
+def forget() -> None:
+    """Drop every inventory read: the CLI calls it as each command starts (a test process runs many
+    commands over files it changes in between)."""
+    _READS.clear()
+
+
+def _read(inventory: Path, error: type[ProvisionError]) -> _Read:
+    key = str(inventory.resolve())
+    if key not in _READS:
+        manager, loader = _manager(inventory, error)
+        from ansible.vars.manager import VariableManager  # type: ignore[import-untyped]
+
+        _READS[key] = _Read(manager, VariableManager(loader=loader, inventory=manager))
+    return _READS[key]
 
 
 def inventory_hosts(
@@ -99,8 +138,9 @@ def check_limit(inventory: Path, limit: str | None, *, error: type[ProvisionErro
             inventory's hosts; or the inventory is missing or unreadable.
     """
     if limit:
-        manager = _manager(inventory, error)[0]
+        manager = _read(inventory, error).manager
         with _quiet():
+            manager.subset(None)
             _refuse_unmatched(manager, inventory, limit, error)
 
 
@@ -151,4 +191,5 @@ def _host(host: Any, variables: dict[str, Any], inventory: Path) -> InventoryHos
         groups=tuple(sorted(g.name for g in host.get_groups())),
         spec=str(spec) if spec is not None else None,
         inventory_dir=Path(str(where)),
+        variables=variables,
     )

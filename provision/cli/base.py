@@ -216,6 +216,8 @@ def user_errors(spec_error_code: int = 1) -> Callable[[Callable[P, None]], Calla
         @functools.wraps(command)
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> None:
             jsonout.begin()
+            if (inventory := sys.modules.get("provision.inventory")) is not None:
+                inventory.forget()  # each command reads an inventory once, afresh
             try:
                 command(*args, **kwargs)
             except (Interrupted, KeyboardInterrupt) as exc:

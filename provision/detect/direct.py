@@ -136,9 +136,11 @@ def connections(inventory: str, limit: str | None) -> dict[str, list[str] | None
     inventory (the play then reports why, in Ansible's words)."""
     from ansible.errors import AnsibleError  # type: ignore[import-untyped]
 
+    from provision.errors import ProvisionError
+
     try:
         return _connections(inventory, limit)
-    except (AnsibleError, OSError):
+    except (AnsibleError, OSError, ProvisionError):
         return {}
 
 

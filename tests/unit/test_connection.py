@@ -103,3 +103,25 @@ def test_an_interpreter_that_never_ran_is_named_with_its_first_words() -> None:
         "the discovered Python /root/.pyenv/shims/python3.13 printed no module result (rc 127): "
         "pyenv: python3.13: command not found (set ansible_python_interpreter for the host)"
     )
+
+
+def test_a_command_reads_its_inventory_once(inventory: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from provision import inventory as inventory_mod
+
+    inventory_mod.forget()
+    reads: list[Path] = []
+    real = inventory_mod._manager
+
+    def counted(path: Path, error: type[Exception]) -> object:
+        reads.append(path)
+        return real(path, error)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(inventory_mod, "_manager", counted)
+    mapped = inventory_mod.read_inventory(inventory, "lab,here")  # the host mapping (load_fleet)
+    assert [h.name for h in mapped.hosts] == ["here", "bygroup"]
+    assert direct.connections(str(inventory), "here")["here"] == [sys.executable, "-c", direct.BOOT]
+    assert connection.inventory_sources(inventory.parent, inventory, "here,bygroup") != str(inventory)
+    assert reads == [inventory]
+    inventory_mod.forget()  # as the next command starts
+    inventory_mod.read_inventory(inventory)
+    assert reads == [inventory, inventory]
