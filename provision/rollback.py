@@ -34,8 +34,8 @@ from provision.findings import Finding
 from provision.hosts import FleetPlan, Hosts, HostSpec, detect_by_venv, plan_facts
 from provision.lock.model import LOCK_DIR, Lock
 from provision.lock.store import HostLocks, read_locks, served_versions
-from provision.pkg.base import PackageManager
-from provision.pkg.select import package_manager
+from provision.os.base import PackageManager
+from provision.os.select import os_family, package_manager
 
 MISSING_RULE = "rollback-versions-not-served"
 
@@ -62,7 +62,8 @@ def choose(locks: HostLocks, to: int | None) -> Lock:
 
 def locked_spec(lock: Lock, catalog: Catalog, served: Mapping[str, tuple[str, ...]]) -> HostSpec:
     """The lock's spec, narrowed to its exact versions where the spec's own would resolve elsewhere."""
-    spec, pm = lock.spec, package_manager("Debian")
+    spec = lock.spec
+    pm = package_manager(os_family((), spec.os.distro))
     update: dict[str, object] = {}
     driver = spec.driver
     if driver.source == "nvidia-repo" and driver.version is None:
@@ -121,7 +122,7 @@ def refuse_missing(planned: FleetPlan, lost: Mapping[str, tuple[int, list[str]]]
         finding = Finding(
             rule=MISSING_RULE,
             message=f"lock {number} needs versions the repository no longer serves: {', '.join(names)}",
-            source="apt-cache madison on the host (the repository's package index)",
+            source=package_manager(os_family((), held.plan.spec.os.distro)).index_source,
             severity="blocker",
         )
         plan = held.plan.model_copy(update={"blockers": (*held.plan.blockers, finding)})

@@ -9,7 +9,7 @@ Three orderings exist in this domain and each has its own type:
   ``2.28.3``): dotted integers that match every longer version starting with
   them. :class:`DottedVersion`.
 * Package versions (``2.28.3-1+cuda13.0``): the package manager's ordering and syntax,
-  behind :class:`provision.pkg.PackageManager` (dpkg's in :mod:`provision.pkg.apt`).
+  behind :class:`provision.os.PackageManager` (dpkg's in :mod:`provision.os.apt`).
 
 PEP 440 versions (torch wheels) use :class:`packaging.version.Version` directly.
 """

@@ -25,8 +25,9 @@ from provision.ansible import refuse_templates as _refuse_templates
 from provision.apply.keyring import fetch_verified_keyring, read_key_file, write_verified_keyring
 from provision.apply.rolevars import plan_problems
 from provision.errors import ApplyError
+from provision.os import command_line_failure
+from provision.os import failure_cause as package_failure_cause
 from provision.output import write_output
-from provision.pkg import apt
 from provision.plan.models import Plan
 from provision.resources import data_dir
 from provision.spec.models import KEY_HOSTS
@@ -215,7 +216,7 @@ def failure_cause(res: dict[str, Any]) -> str:
     """Why a task failed, in one line: the package manager's own cause where its output holds one
     (apt's ``E:`` lines, a failing maintainer script, unmet dependencies), else Ansible's message."""
     text = "\n".join(str(res.get(key) or "") for key in ("msg", "stderr", "stdout", "module_stderr"))
-    cause = apt.failure_cause(text)
+    cause = package_failure_cause(text)
     if cause is None:
         return ansible.failure_message(res)
     msg = ansible.failure_message(res)
@@ -224,8 +225,9 @@ def failure_cause(res: dict[str, Any]) -> str:
 
 
 def _without_command(msg: str) -> str:
-    """The message's lead-in without apt's command line: ``'/usr/bin/apt-get -y ... install x' failed:``
-    says nothing the cause does not, so only a non-command lead-in ("apt cannot resolve ...: ") stays."""
-    if msg.startswith(("'/usr/bin/apt", '"/usr/bin/apt', "/usr/bin/apt")) or ": " not in msg:
+    """The message's lead-in without the package manager's command line (``'/usr/bin/apt-get -y ...
+    install x' failed:``) says nothing the cause does not, so only a non-command lead-in ("apt cannot
+    resolve ...: ") stays."""
+    if command_line_failure(msg) or ": " not in msg:
         return ""
     return msg.split(": ", 1)[0] + ": "

@@ -48,7 +48,7 @@ def find_browser() -> str:
         if path:
             return path
     raise ChecklistError(
-        "--format pdf needs headless Chromium: install it (Debian/Ubuntu: apt-get install chromium), "
+        "--format pdf needs headless Chromium: install it (the distribution's chromium package), "
         "or write HTML with --format html and print it from a browser"
     )
 

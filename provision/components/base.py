@@ -20,14 +20,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from provision.catalog import Catalog, Flavor
 from provision.findings import Finding
 from provision.models import Frozen
-from provision.pkg.base import numeric_upstream
+from provision.os.base import numeric_upstream
 from provision.spec.models import Spec
 from provision.versions import DottedVersion
 
 if TYPE_CHECKING:
     from provision.detect.facts import Facts, Package
     from provision.invariants.base import Verdict
-    from provision.pkg.base import PackageManager, Pin
+    from provision.os.base import PackageManager, Pin
 
 
 class Action(StrEnum):

@@ -32,7 +32,7 @@ from provision.components.dkms import driver_changes
 from provision.components.steps import change_action, noop
 from provision.detect.unknown import Unknown
 from provision.findings import Finding
-from provision.pkg.base import PackageManager, Pin
+from provision.os.base import PackageManager, Pin
 from provision.spec.models import ContainersSpec, Spec
 from provision.versions import DottedVersion
 

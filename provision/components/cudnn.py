@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 from provision.components.base import Built, Component, InstallableComponent, PlanContext
 from provision.components.steps import CUDNN_VERSION_PARTS, versioned_step
-from provision.pkg.base import PackageManager, Pin
+from provision.os.base import PackageManager, Pin
 from provision.spec.models import Spec
 
 

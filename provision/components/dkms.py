@@ -57,13 +57,13 @@ def dkms_step(ctx: PlanContext, driver_changes: bool) -> Step | Finding | None:
     facts = ctx.facts
     if not uses_dkms(ctx) or isinstance(facts.kernel, Unknown):
         return None
-    kernels = ctx.pm.packaged_kernels(facts)
+    kernels = ctx.pm.packaged_kernels(facts.packages)
     if not kernels:
         return None
     # A running kernel that is not packaged (a custom or the build host's) gets no headers from
     # here, but every packaged kernel the machine can boot next still gets its module.
     compilers = _compilers(facts.kernel, ctx.flavor) if facts.kernel.release in kernels else ()
-    wanted = ("dkms", *ctx.pm.kernel_build_packages(facts, kernels), *compilers)
+    wanted = ("dkms", *ctx.pm.kernel_build_packages(facts.packages, kernels), *compilers)
     missing = tuple(p for p in wanted if ctx.installed(p) is None)
     if not missing:
         return noop(
@@ -95,7 +95,7 @@ def _running_kernel_unpackaged(ctx: PlanContext, driver_changes: bool) -> Findin
     facts = ctx.facts
     if not uses_dkms(ctx) or isinstance(facts.kernel, Unknown):
         return None
-    if facts.kernel.release in ctx.pm.packaged_kernels(facts):
+    if facts.kernel.release in ctx.pm.packaged_kernels(facts.packages):
         return None
     return _custom_kernel(facts.kernel, driver_changes)
 

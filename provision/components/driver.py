@@ -20,7 +20,7 @@ from provision.components.steps import change_action, noop
 from provision.detect.unknown import Unknown
 from provision.fieldfailures import ff_ref
 from provision.findings import Finding
-from provision.pkg.base import PackageManager, Pin, name_regex
+from provision.os.base import PackageManager, Pin, name_regex
 from provision.spec.models import Spec
 
 TAGS = ("repository", "packages")
@@ -193,7 +193,9 @@ def branch_carriers(ctx: PlanContext) -> tuple[str, ...]:
 
 
 def _distro(ctx: PlanContext) -> DistroDriver | None:
-    return distro_driver(ctx.spec, ctx.facts, ctx.catalog, ctx.flavor, ctx.pm.packaged_kernels(ctx.facts))
+    return distro_driver(
+        ctx.spec, ctx.facts, ctx.catalog, ctx.flavor, ctx.pm.packaged_kernels(ctx.facts.packages)
+    )
 
 
 def kernel_guard_findings(ctx: PlanContext) -> Iterator[Finding]:
@@ -205,7 +207,7 @@ def kernel_guard_findings(ctx: PlanContext) -> Iterator[Finding]:
     if spec.driver.source == "preinstalled" or isinstance(facts.kernel, Unknown):
         return
     running = facts.kernel.release
-    newer = [k for k in pm.packaged_kernels(facts) if k != running and pm.compare(k, running) > 0]
+    newer = [k for k in pm.packaged_kernels(facts.packages) if k != running and pm.compare(k, running) > 0]
     found = _distro(ctx) if spec.driver.source == "distro" else None
     for kernel in newer:
         if unbuildable(ctx, kernel):
@@ -332,7 +334,7 @@ def replaced_step(ctx: PlanContext, driver: Step) -> Step | None:
         p
         for p in ctx.facts.packages
         if p.installed
-        and p.hold
+        and p.held
         and any(fnmatch.fnmatchcase(p.name, pat) for pat in DRIVER_FAMILY)
         and not p.name.startswith("nvidia-driver-pinning")
     ]

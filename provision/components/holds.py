@@ -14,7 +14,7 @@ from provision.components.base import Action, Built, Component, InstallableCompo
 from provision.components.distro import hold_patterns
 from provision.components.steps import noop
 from provision.detect.unknown import Unknown
-from provision.pkg.base import name_regex
+from provision.os.base import name_regex
 
 if TYPE_CHECKING:
     from provision.detect.facts import Facts
@@ -25,7 +25,7 @@ class Holds(InstallableComponent):
 
     name = Component.HOLDS
     spec_section = "driver"
-    facts = ("packages", "apt_locks")
+    facts = ("packages", "package_locks")
     role = "nvidia_holds"
     tags = ("holds",)
     stage = 2
@@ -58,8 +58,7 @@ def holds_step(ctx: PlanContext, new_packages: tuple[str, ...]) -> Step:
     if not pending and guard_state is None:
         return noop(
             Component.HOLDS,
-            reason=f"all NVIDIA stack packages ({', '.join(patterns)}) held; "
-            "unattended-upgrades guard in place",
+            reason=f"all NVIDIA stack packages ({', '.join(patterns)}) held; {ctx.pm.guard_noun} in place",
         )
     why = [
         w
@@ -89,15 +88,13 @@ def held_patterns(ctx: PlanContext) -> tuple[str, ...]:
 
 def _guard_state(ctx: PlanContext, guard: str) -> str | None:
     """Why the unattended-upgrades guard must be written, or None when it is in place."""
-    locks = ctx.pm.lock_state(ctx.facts)
+    locks = ctx.pm.lock_state(ctx.facts.package_locks)
     if isinstance(locks, Unknown):
-        return f"write the unattended-upgrades guard ({locks.unknown})"
+        return f"write the {ctx.pm.guard_noun} ({locks.unknown})"
     if locks.upgrade_guard is None:
-        return (
-            "write the unattended-upgrades guard (FF-01: unattended-upgrade moved userspace under the module)"
-        )
+        return f"write the {ctx.pm.guard_noun} (FF-01: unattended-upgrade moved userspace under the module)"
     if locks.upgrade_guard != guard:
-        return "restore the unattended-upgrades guard (it drifted from provision's text)"
+        return f"restore the {ctx.pm.guard_noun} (it drifted from provision's text)"
     return None
 
 
@@ -107,5 +104,5 @@ def _unheld_stack(facts: Facts, patterns: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(
         p.name
         for p in facts.packages
-        if p.installed and not p.hold and any(fnmatch.fnmatchcase(p.name, pat) for pat in patterns)
+        if p.installed and not p.held and any(fnmatch.fnmatchcase(p.name, pat) for pat in patterns)
     )

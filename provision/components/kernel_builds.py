@@ -72,7 +72,7 @@ def _kernels(ctx: PlanContext) -> Iterator[tuple[str, DottedVersion]]:
     """(release, series) of the running kernel and of every packaged one, once each."""
     kernel = ctx.facts.kernel
     releases = ((kernel.release,) if not isinstance(kernel, Unknown) else ()) + ctx.pm.packaged_kernels(
-        ctx.facts
+        ctx.facts.packages
     )
     for release in dict.fromkeys(releases):
         if (series := kernel_series(release)) is not None:

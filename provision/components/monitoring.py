@@ -19,7 +19,7 @@ from provision.components.base import Action, Built, Component, InstallableCompo
 from provision.components.steps import noop
 from provision.detect.unknown import Unknown
 from provision.findings import Finding
-from provision.pkg.base import PackageManager, Pin
+from provision.os.base import PackageManager, Pin
 from provision.spec.models import MonitoringSpec, Spec
 from provision.versions import DottedVersion
 
@@ -174,7 +174,8 @@ def legacy_dcgm(spec: Spec, facts: Facts, cat: MonitoringCatalog) -> Iterator[Fi
         yield _finding(
             "dcgm-3-installed",
             f"{cat.dcgm.legacy} {legacy.version} (DCGM 3) is installed; it and DCGM 4 replace each other. "
-            f"Remove it (apt-get remove {cat.dcgm.legacy}) before provisioning DCGM 4",
+            f"Remove it ({facts.package_manager(spec.os.distro).remove_command((cat.dcgm.legacy,))}) "
+            "before provisioning DCGM 4",
         )
 
 

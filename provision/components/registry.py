@@ -26,7 +26,7 @@ from provision.components.serve import Serve
 from provision.spec.models import Spec
 
 if TYPE_CHECKING:
-    from provision.pkg.base import PackageManager, Pin
+    from provision.os.base import PackageManager, Pin
 
 COMPONENTS: tuple[InstallableComponent, ...] = (
     Repository(),

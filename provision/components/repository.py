@@ -20,7 +20,7 @@ class Repository(InstallableComponent):
 
     name = Component.REPOSITORY
     spec_section = "repository"
-    facts = ("apt_locks",)
+    facts = ("package_locks",)
     role = "nvidia_repository"
     tags = ("repository",)
     stage = 2
@@ -44,8 +44,8 @@ def repository_step(ctx: PlanContext) -> Step:
             action=Action.CONFIGURE,
             target=files.pins,
             tags=Repository.tags,
-            reason=f"apt pins for the spec's versions of the {spec.os.distro} driver; NVIDIA's repository is "
-            "not configured (nothing is installed from it)",
+            reason=f"{ctx.pm.lock_noun} for the spec's versions of the {spec.os.distro} driver; NVIDIA's "
+            "repository is not configured (nothing is installed from it)",
         )
     if ctx.transaction_requests():
         return Step(
@@ -53,8 +53,8 @@ def repository_step(ctx: PlanContext) -> Step:
             action=Action.CONFIGURE,
             target=files.sources,
             tags=Repository.tags,
-            reason=f"NVIDIA CUDA repository for {spec.os.repo_code}, Signed-By "
-            "a keyring with a pinned fingerprint (deb822), and apt pins for the spec's versions",
+            reason=f"NVIDIA CUDA repository for {spec.os.repo_code}, {ctx.pm.source_note}, and "
+            f"{ctx.pm.lock_noun} for the spec's versions",
         )
     rotated = _key_drift(ctx)
     if rotated:
@@ -77,7 +77,7 @@ def repository_step(ctx: PlanContext) -> Step:
         )
     return noop(
         Component.REPOSITORY,
-        reason="no package to install from NVIDIA's repository; apt pins in place"
+        reason=f"no package to install from NVIDIA's repository; {ctx.pm.lock_noun} in place"
         if spec.driver.hold
         else "no package to install from NVIDIA's repository",
     )
@@ -92,7 +92,7 @@ def nvidia_repo_needed(spec: Spec) -> bool:
 def _key_drift(ctx: PlanContext) -> tuple[str, str, str] | None:
     """(current, target, reason) when the installed keyring lacks the spec's key fingerprint: a rotated
     key, or a keyring gone from a box whose pins provision wrote; None when it holds it or is unread."""
-    locks = ctx.facts.apt_locks
+    locks = ctx.facts.package_locks
     fingerprint = str(repo_vars(ctx)["fingerprint"]).upper()
     if isinstance(locks, Unknown) or locks.keyring_fingerprints is None or not fingerprint:
         return None
@@ -101,7 +101,7 @@ def _key_drift(ctx: PlanContext) -> tuple[str, str, str] | None:
         return None
     keyring = ctx.pm.files.keyring
     if not found:
-        if locks.preferences is None:
+        if locks.pins is None:
             return None  # never configured by provision, and no package to install: nothing to repair
         return "absent", f"key {fingerprint}", f"repository keyring {keyring} missing; install the spec's key"
     current = ", ".join(found)
@@ -109,13 +109,13 @@ def _key_drift(ctx: PlanContext) -> tuple[str, str, str] | None:
         f"key {current}",
         f"key {fingerprint}",
         f"repository key rotated: {keyring} holds {current}, the spec pins {fingerprint}; install the new "
-        "key so apt can verify the repository again",
+        "key so the package manager can verify the repository again",
     )
 
 
 def _pins_drift(ctx: PlanContext) -> str | None:
     """Why the pins must be rewritten (held stack only) or moved out of a legacy file, or None."""
-    locks = ctx.pm.lock_state(ctx.facts)
+    locks = ctx.pm.lock_state(ctx.facts.package_locks)
     if isinstance(locks, Unknown):
         return None
     if locks.legacy_pins:
@@ -130,7 +130,10 @@ def _pins_drift(ctx: PlanContext) -> str | None:
     if locks.pins == ctx.pins_text():
         return None
     state = "missing" if locks.pins is None else "drifted from the spec"
-    return f"apt pins {ctx.pm.files.pins} {state}; rewrite them so apt cannot move the stack"
+    return (
+        f"{ctx.pm.lock_noun} {ctx.pm.files.pins} {state}; rewrite them so the package manager cannot move "
+        "the stack"
+    )
 
 
 def repo_vars(ctx: PlanContext) -> dict[str, Any]:

@@ -19,10 +19,11 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, ClassVar, Generic, TypeVar
 
-from provision.detect.collector import NOT_FOUND_RC, TIMEOUT_RC
-from provision.detect.raw import MISSING_RC, ProbeOutput
-from provision.detect.unknown import Unknown as Unknown  # re-exported: parsers return it
+from provision.detect.raw import ProbeOutput
 from provision.models import Frozen
+from provision.unknown import Unknown as Unknown  # re-exported: parsers return it
+from provision.unknown import failure as failure
+from provision.unknown import first_line as first_line
 
 T = TypeVar("T")
 
@@ -181,36 +182,6 @@ class Parsed:
     def any_ran(self, facts: Iterable[FactType]) -> bool:
         """True when at least one of ``facts`` has an output under its own id (not an older alias)."""
         return any(f.id in self._own for f in facts)
-
-
-def first_line(output: str, limit: int = 200) -> str:
-    """The first non-blank line of ``output``, stripped and cut to ``limit`` characters."""
-    line = next((s.strip() for s in output.splitlines() if s.strip()), "no output")
-    return line if len(line) <= limit else line[: limit - 3] + "..."
-
-
-def failure(tool: str, output: str, rc: int) -> Unknown | None:
-    """The Unknown for a probe that did not run cleanly, or None when ``rc`` is 0.
-
-    Args:
-        tool: The command as named in the reason, e.g. ``nvidia-smi``.
-        output: The probe's output.
-        rc: Its exit status (127 not found, 124 timed out, -1 never ran).
-    """
-    # A pipeline (`sh -c 'modinfo nvidia | head'`) exits 0 even when its first command is missing.
-    # The substring test first: a pattern per tool compiled on every parse cost ~2 ms a command.
-    said = f"{tool}: not found" in output
-    if rc == NOT_FOUND_RC or (
-        said and re.search(rf"^(sh: \d+: )?{re.escape(tool)}: not found$", output, re.MULTILINE)
-    ):
-        return Unknown(unknown=f"{tool}: not found")
-    if rc == 0:
-        return None
-    if rc == TIMEOUT_RC:
-        return Unknown(unknown=f"{tool} timed out")
-    if rc == MISSING_RC:
-        return Unknown(unknown=first_line(output))
-    return Unknown(unknown=f"{tool} exited {rc}: {first_line(output)}")
 
 
 Derive = Callable[[Parsed], Any]

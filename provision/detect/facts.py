@@ -6,9 +6,9 @@ for a missing fact; the planner decides what an unknown means. Judgments that ev
 consumer needs (NVSwitch present, driver versions on disk and loaded, the worst GPU path)
 are methods here, so plan, verify and checklist read one answer and only word it.
 
-The models live with their probes and parsers in :mod:`provision.detect.domains`;
-they are re-exported here. ``Facts`` round-trips through JSON (``provision detect --json``
-and ``provision plan --facts FILE``).
+The models live with their probes and parsers in :mod:`provision.detect.domains` (the package
+models, OS-neutral, in :mod:`provision.os.models`); they are re-exported here. ``Facts``
+round-trips through JSON (``provision detect --json`` and ``provision plan --facts FILE``).
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import json
 import re
 from collections.abc import Callable
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from provision.catalog.models import Flavor
 from provision.detect.domains.containers import ContainerFacts
@@ -40,17 +40,17 @@ from provision.detect.domains.hardware import Hardware
 from provision.detect.domains.host import Board, Cpu, NumaNode, PowerProfile
 from provision.detect.domains.monitoring import Listening, ManagedFiles
 from provision.detect.domains.os_kernel import Kernel, OsRelease
-from provision.detect.domains.packages import AptLocks, Package, PackageOrigins
 from provision.detect.domains.pci import AcsControl, GpuHardware, PciLink
 from provision.detect.domains.python import NoVenv, Torch, Venv
 from provision.detect.domains.service import UnitFile
 from provision.detect.fact import Unknown
 from provision.models import Frozen
+from provision.os import PackageManager, os_family, package_manager
+from provision.os.models import Package, PackageLocks, PackageOrigins
 from provision.versions import DottedVersion, Driver, DriverVersion
 
 __all__ = [
     "AcsControl",
-    "AptLocks",
     "Board",
     "ContainerFacts",
     "Cpu",
@@ -79,6 +79,7 @@ __all__ = [
     "NumaNode",
     "OsRelease",
     "Package",
+    "PackageLocks",
     "PackageOrigins",
     "PciDevice",
     "PciLink",
@@ -128,7 +129,7 @@ class Facts(Frozen):
     fabric: FabricState | Unknown = _NOT_PROBED
     dkms: DkmsStatus | Unknown = _NOT_PROBED
     nouveau: NouveauState | Unknown = _NOT_PROBED
-    apt_locks: AptLocks | Unknown = _NOT_PROBED
+    package_locks: PackageLocks | Unknown = _NOT_PROBED
     mok: MokState | Unknown = _NOT_PROBED
     origins: PackageOrigins | Unknown = _NOT_PROBED
     hardware: Hardware | Unknown = Unknown(unknown="hardware not probed")
@@ -145,6 +146,23 @@ class Facts(Frozen):
     containers: ContainerFacts | None = Field(
         None, description="Container runtimes, their NVIDIA configuration and CDI specs; None: not probed."
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_keys(cls, data: Any) -> Any:
+        """Saved facts of before the OS seam name the locks ``apt_locks``."""
+        if isinstance(data, dict) and "apt_locks" in data and "package_locks" not in data:
+            return {("package_locks" if k == "apt_locks" else k): v for k, v in data.items()}
+        return data
+
+    def os_family(self, distro: str = "") -> str:
+        """The OS family (``Debian``, ``RedHat``) ``/etc/os-release`` names, else the spec's ``distro``'s."""
+        os = self.os
+        return os_family((os.id, *os.id_like) if isinstance(os, OsRelease) else (), distro)
+
+    def package_manager(self, distro: str = "") -> PackageManager:
+        """The package manager of :meth:`os_family`."""
+        return package_manager(self.os_family(distro))
 
     def package(self, name: str) -> Package | None:
         """The installed package ``name``, or None (also when packages are unknown)."""

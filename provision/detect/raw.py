@@ -22,9 +22,7 @@ from provision import trust
 from provision.errors import FactsError
 from provision.files import read_bytes, untrusted_message
 from provision.models import Frozen
-
-MISSING_RC = -1
-"""``rc`` of a synthetic output standing in for a probe that never ran."""
+from provision.unknown import MISSING_RC as MISSING_RC  # re-exported: rc of a probe that never ran
 
 _EXIT = re.compile(r"^\[exit (-?\d+)\]$")
 

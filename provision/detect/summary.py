@@ -41,7 +41,7 @@ def _rows(facts: Facts) -> list[tuple[str, str]]:
                 facts.packages,
                 lambda ps: (
                     f"{len(ps)} NVIDIA stack packages, "
-                    f"{sum(p.hold for p in ps)} held, {sum(p.broken for p in ps)} broken"
+                    f"{sum(p.held for p in ps)} held, {sum(p.unfinished for p in ps)} broken"
                 ),
             ),
         ),
@@ -81,18 +81,18 @@ def _rows(facts: Facts) -> list[tuple[str, str]]:
             ),
         ),
         (
-            "apt locks",
+            "package locks",
             _or_unknown(
-                facts.apt_locks,
+                facts.package_locks,
                 lambda a: (
-                    f"pins {'present' if a.preferences else 'absent'}"
+                    f"{facts.package_manager().lock_noun} {'present' if a.pins else 'absent'}"
                     + (
-                        "; old pins file present (apt reads it after NVIDIA's; apply moves it)"
-                        if a.legacy_preferences is not None
+                        "; old pins file present (read after NVIDIA's; apply moves it)"
+                        if a.legacy_pins is not None
                         else ""
                     )
                     + ", "
-                    f"unattended-upgrades guard {'present' if a.unattended_guard else 'absent'}"
+                    f"{facts.package_manager().guard_noun} {'present' if a.upgrade_guard else 'absent'}"
                 ),
             ),
         ),

@@ -22,7 +22,6 @@ from provision.components.registry import pins
 from provision.detect.facts import Facts, Unknown
 from provision.errors import first_error
 from provision.importing.draft import DROP, Choice, Draft, Option, updated
-from provision.pkg import os_family, package_manager
 from provision.plan.models import Plan
 from provision.plan.planner import make_plan
 from provision.spec.models import Spec
@@ -96,8 +95,8 @@ def _try(
 
 def _pins_differ(plan: Plan, facts: Facts) -> int:
     """1 when the machine has provision's pins file and the spec's pins are not its text, else 0."""
-    pm = package_manager(os_family(facts, plan.spec.os.distro))
-    locks = pm.lock_state(facts)
+    pm = facts.package_manager(plan.spec.os.distro)
+    locks = pm.lock_state(facts.package_locks)
     if isinstance(locks, Unknown) or locks.pins is None:
         return 0
     return int(pm.pins_text(pins(plan.spec, pm)) != locks.pins)

@@ -1,7 +1,7 @@
 """The software part of an imported spec: driver, CUDA toolkit with cuDNN and NCCL, and the venv.
 
 Each value comes from a fact, through the same package naming the components plan with (the
-catalog's ``packages.yaml``) and the OS's package manager (``provision.pkg``); where the facts
+catalog's ``packages.yaml``) and the OS's package manager (``provision.os``); where the facts
 point at a value without proving the plan takes it (the driver's source, the holds, an optional
 version), the section offers the options in the evidence's order and
 :func:`provision.importing.settle.settle` asks the planner.
@@ -26,8 +26,7 @@ from provision.detect.facts import (
     Venv,
 )
 from provision.importing.draft import DROP, Draft, Option
-from provision.pkg import os_family, package_manager
-from provision.pkg.base import PackageManager, numeric_upstream
+from provision.os.base import PackageManager, numeric_upstream
 from provision.spec.paths import absolute_path, venv_path
 from provision.versions import DottedVersion, DriverVersion
 
@@ -35,7 +34,7 @@ _VARIANT = re.compile(r"^cu\d{3}$")
 
 
 def _pm(facts: Facts, distro: str) -> PackageManager:
-    return package_manager(os_family(facts, distro))
+    return facts.package_manager(distro)
 
 
 def driver_section(draft: Draft, facts: Facts, catalog: Catalog, gpu: GpuModel, distro: str) -> None:
@@ -150,7 +149,7 @@ def _holds(facts: Facts, catalog: Catalog) -> tuple[Option, ...]:
     held = Option({"driver.hold": True}, "the NVIDIA stack is held and unattended-upgrades kept away from it")
     free = Option({"driver.hold": False}, "the NVIDIA packages are left as they are (not held by provision)")
     packages = () if isinstance(facts.packages, Unknown) else facts.packages
-    return (held, free) if any(p.hold and p.installed for p in packages) else (free, held)
+    return (held, free) if any(p.held and p.installed for p in packages) else (free, held)
 
 
 def cuda_section(draft: Draft, facts: Facts, catalog: Catalog, distro: str) -> None:
@@ -290,7 +289,7 @@ def repository_note(draft: Draft, facts: Facts, catalog: Catalog) -> None:
     """Say so when provision's repository keyring holds another key than NVIDIA's (a mirror): the
     mirror's URL and where its key comes from are not facts detection reads, so ``repository:`` is
     left to the user."""
-    locks = facts.apt_locks
+    locks = facts.package_locks
     found = () if isinstance(locks, Unknown) else locks.keyring_fingerprints or ()
     os = draft.data["os"]
     repo = catalog.repository(f"{os['distro']}{os['version'].replace('.', '')}", arch=os["architecture"])

@@ -163,7 +163,8 @@ class BootEffect(Invariant):
             return self.violated(
                 f"{', '.join(stale)} not in {image.image} (built before it)",
                 "the blacklist was written after the initramfs was built",
-                "rebuild the initramfs (update-initramfs -u -k all) and reboot (apply does this)",
+                f"rebuild the initramfs ({facts.package_manager(spec.os.distro).initramfs_command}) "
+                "and reboot (apply does this)",
             )
         return self.holds(f"{', '.join(files)} in {image.image}")
 

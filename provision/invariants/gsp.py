@@ -94,6 +94,7 @@ def _fix(spec: Spec, facts: Facts, catalog: Catalog, version: DriverVersion) -> 
             f"(the .run installer writes {catalog.gsp_firmware.path.format(version=version)})"
         )
     return (
-        f"reinstall the driver {version} from NVIDIA's repository (apt-get install --reinstall of its kernel "
-        "module package); the package carrying the firmware there is not in the catalog"
+        f"reinstall the driver {version} from NVIDIA's repository "
+        f"({facts.package_manager(spec.os.distro).reinstall_command(('<its kernel module package>',))}); "
+        "the package carrying the firmware there is not in the catalog"
     )

@@ -71,7 +71,8 @@ class ToolkitFirst(Invariant):
             return self.violated(
                 f"{found} first on PATH, from the distribution's {DISTRO_TOOLKIT} {owner.version}",
                 f"the distribution's toolkit shadows the spec's CUDA {want}: {builds}",
-                f"remove it (apt-get remove {DISTRO_TOOLKIT}; provision installs cuda-toolkit-"
+                f"remove it ({facts.package_manager().remove_command((DISTRO_TOOLKIT,))}; "
+                "provision installs cuda-toolkit-"
                 f"{want.major}-{want.minor}), or set CUDA_HOME={home} and put {home}/bin first on PATH",
             )
         return self.violated(

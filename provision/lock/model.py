@@ -113,11 +113,11 @@ def spec_digest(spec: Spec) -> str:
 def lock_document(plan: Plan, facts: Facts, catalog: Catalog, run_dir: str | None) -> dict[str, Any]:
     """The lock the controller sends for a converged host (pure); the module adds number and wheels.
 
-    Packages are every package detection records (``catalog.package_name_patterns``) that dpkg
-    lists as installed, with their hold state; pins are the apt preferences file as read.
+    Packages are every package detection records (``catalog.package_name_patterns``) that the package
+    database lists as installed, with their hold state; pins are provision's pins (locks) file as read.
     """
     installed = () if isinstance(facts.packages, Unknown) else facts.packages
-    apt = facts.apt_locks
+    locks = facts.package_locks
     return {
         "format_version": 1,
         "created_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -129,11 +129,11 @@ def lock_document(plan: Plan, facts: Facts, catalog: Catalog, run_dir: str | Non
         "spec": plan.spec.model_dump(mode="json"),
         "repository": repository(plan.spec, catalog),
         "packages": [
-            {"name": p.name, "version": p.version, "hold": p.hold}
+            {"name": p.name, "version": p.version, "hold": p.held}
             for p in sorted(installed, key=lambda p: p.name)
             if p.installed
         ],
-        "pins": None if isinstance(apt, Unknown) else apt.preferences,
+        "pins": None if isinstance(locks, Unknown) else locks.pins,
         "verify": None,
     }
 

@@ -12,7 +12,7 @@ from typing import Literal
 from provision.catalog import Catalog
 from provision.detect.facts import Facts, Kernel, OsRelease, Unknown
 from provision.fieldfailures import ff_ref
-from provision.pkg import PackageManager, os_family, package_manager
+from provision.os import PackageManager
 from provision.plan.models import Finding
 from provision.spec.models import Spec
 
@@ -22,7 +22,7 @@ _ARCH_ALIASES = {"x86_64": {"x86_64", "amd64"}, "aarch64": {"aarch64", "arm64"}}
 
 def check_facts(spec: Spec, facts: Facts, catalog: Catalog) -> tuple[Finding, ...]:
     """All facts-versus-spec findings, blockers and warnings, in a stable order."""
-    pm = package_manager(os_family(facts, spec.os.distro))
+    pm = facts.package_manager(spec.os.distro)
     return (*_os(spec, facts), *_arch(spec, facts), *_broken(facts, pm), *_gpus(spec, facts, catalog))
 
 
@@ -58,19 +58,19 @@ def _broken(facts: Facts, pm: PackageManager) -> Iterator[Finding]:
             unconfirmed=True,
         )
         return
-    broken = [p for p in facts.packages if p.broken]
-    locks = facts.apt_locks
-    interrupted = not isinstance(locks, Unknown) and locks.dpkg_interrupted
+    broken = [p for p in facts.packages if p.unfinished]
+    locks = facts.package_locks
+    interrupted = not isinstance(locks, Unknown) and locks.interrupted
     if broken or interrupted:
-        what = [f"{p.name} ({p.status})" for p in broken]
+        what = [f"{p.name} ({p.state or 'unfinished'})" for p in broken]
         if interrupted:
-            what.insert(0, "an interrupted dpkg run (entries in /var/lib/dpkg/updates)")
+            what.insert(0, pm.interrupted_note)
         yield _f(
             "broken-package-state",
             "blocker",
             f"broken package state: {', '.join(what)}; {pm.repair_advice(broken, interrupted)}, "
             "before anything else (FF-01)",
-            source=f"field failures FF-01 ({ff_ref(1)}); dpkg(1) (https://manpages.debian.org/bookworm/dpkg/dpkg.1.en.html)",
+            source=f"field failures FF-01 ({ff_ref(1)}); {pm.state_source}",
         )
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from provision.detect.facts import Facts, LoadedDriver, Unknown
 from provision.fieldfailures import ff_ref
-from provision.pkg import os_family, package_manager
 from provision.plan.models import Action, Component, Finding, Step
 from provision.versions import DottedVersion
 
@@ -20,7 +19,7 @@ SOURCE = f"field failures FF-01 ({ff_ref(1)})"
 
 def userspace_version(facts: Facts) -> DottedVersion | None:
     """Upstream version of the installed userspace driver (:meth:`Facts.userspace_driver`)."""
-    return facts.userspace_driver(package_manager(os_family(facts, "")).upstream)
+    return facts.userspace_driver(facts.package_manager().upstream)
 
 
 def consistency_findings(facts: Facts) -> tuple[Finding, ...]:
@@ -28,7 +27,7 @@ def consistency_findings(facts: Facts) -> tuple[Finding, ...]:
     disk, user = facts.on_disk_driver(), userspace_version(facts)
     if disk is None or user is None or disk == user:
         return ()
-    repair = package_manager(os_family(facts, "")).repair_command
+    repair = facts.package_manager().repair_command
     return (
         Finding(
             rule="driver-userspace-mismatch",
@@ -60,12 +59,12 @@ def reboot_pending(facts: Facts) -> Step | None:
 
 
 def _flagged(facts: Facts) -> Step | None:
-    locks = facts.apt_locks
+    locks = facts.package_locks
     if isinstance(locks, Unknown) or locks.reboot_required is None:
         return None
     named = f" by {', '.join(locks.reboot_required)}" if locks.reboot_required else ""
     return Step(
         component=Component.REBOOT,
         action=Action.REBOOT,
-        reason=f"reboot pending: /run/reboot-required was set{named}",
+        reason=f"reboot pending: {facts.package_manager().reboot_flag}{named}",
     )

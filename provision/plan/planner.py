@@ -21,7 +21,6 @@ from provision.components.registry import roles as registry_roles
 from provision.detect.facts import Facts
 from provision.findings import Finding
 from provision.invariants.registry import judge_all
-from provision.pkg import os_family, package_manager
 from provision.plan.checks import check_facts
 from provision.plan.consistency import consistency_findings, reboot_pending
 from provision.plan.flavor import flavor_findings
@@ -77,7 +76,7 @@ def make_plan(
 
 def context(spec: Spec, facts: Facts, catalog: Catalog) -> PlanContext:
     """The planning context: flavour resolved, package manager chosen by the machine's OS family."""
-    pm = package_manager(os_family(facts, spec.os.distro))
+    pm = facts.package_manager(spec.os.distro)
     return PlanContext(
         spec=spec,
         facts=facts,

@@ -23,6 +23,7 @@ from pydantic import (
 from pydantic_core import Url, core_schema
 
 from provision.models import Frozen
+from provision.os.select import PACKAGE_MANAGER_CREDENTIALS
 from provision.serving.arch import ModelArchitecture
 from provision.spec.paths import absolute_path, venv_path
 from provision.spec.urls import secret_problem
@@ -100,7 +101,7 @@ def _url_without_braces(value: Url) -> Url:
 
 CREDENTIALS_HELP = (
     "credentials may not be written in a URL (they would reach plans, logs and command lines); "
-    "give them to apt in /etc/apt/auth.conf.d/<name>.conf or to pip in /root/.netrc "
+    f"give them to {PACKAGE_MANAGER_CREDENTIALS} or to pip in /root/.netrc "
     "(machine HOST login __token__ password TOKEN), mode 0600 (docs/security.md#secrets)"
 )
 

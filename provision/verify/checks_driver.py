@@ -52,7 +52,8 @@ def driver_consistency(ctx: Context) -> list[CheckResult]:
     measured = ", ".join(f"{k} {v}" for k, v in versions.items()) + unknowns
     hint = (
         f"Module {loaded.version} is loaded but {', '.join(f'{k} is {v}' for k, v in differ.items())}: "
-        "reboot if the newer version is installed; run apt --fix-broken if packages are half-installed."
+        f"reboot if the newer version is installed; run {ctx.pm.repair_command} if packages are "
+        "half-installed."
     )
     return [
         result(

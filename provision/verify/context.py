@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from provision.catalog import Catalog, GpuModel
 from provision.detect.facts import Facts, Gpu, Unknown
 from provision.detect.unknown import NotRun
-from provision.pkg import PackageManager, os_family, package_manager
+from provision.os import PackageManager
 from provision.spec.models import Spec
 from provision.verify.limits import Limits, Resolved
 from provision.verify.models import CheckResult, Measured, Op, Status, Threshold
@@ -30,7 +30,7 @@ class Context:
     @property
     def pm(self) -> PackageManager:
         """The machine's package manager (reads package versions)."""
-        return package_manager(os_family(self.facts, self.spec.os.distro))
+        return self.facts.package_manager(self.spec.os.distro)
 
     @property
     def model(self) -> GpuModel | None:

@@ -18,17 +18,17 @@ from typer.testing import CliRunner, Result
 from provision.catalog import load_catalog
 from provision.components.registry import pins
 from provision.detect.facts import (
-    AptLocks,
     CudaToolkits,
     Facts,
     Kernel,
     NoVenv,
     OsRelease,
     Package,
+    PackageLocks,
     Unknown,
 )
 from provision.detect.raw import ProbeOutput, parse_raw
-from provision.pkg.apt import APT
+from provision.os.debian.apt import APT
 from provision.plan.models import Component, Plan, Step
 from provision.spec.loader import load_spec
 from provision.spec.models import Spec
@@ -66,11 +66,11 @@ def pkg(name: str, version: str, status: str = "install ok installed") -> Packag
     return Package(name=name, version=version, status=status)
 
 
-def locked(s: Spec) -> AptLocks:
+def locked(s: Spec) -> PackageLocks:
     """provision's pins and unattended-upgrades guard, as apply writes them."""
-    return AptLocks(
-        preferences=APT.pins_text(pins(s, APT)),
-        unattended_guard=APT.upgrade_guard_text(CATALOG.packages.stack_patterns),
+    return PackageLocks(
+        pins=APT.pins_text(pins(s, APT)),
+        upgrade_guard=APT.upgrade_guard_text(CATALOG.packages.stack_patterns),
     )
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from provision.apply import runner
 from provision.apply.outcome import outcome, reboot_hosts
-from provision.detect.domains.packages import AptLocks
 from provision.hosts import FleetPlan, HostPlan
+from provision.os.models import PackageLocks
 from provision.plan.planner import make_plan
 from tests.unit.factories import CATALOG, fresh_ubuntu, spec
 
@@ -39,10 +39,12 @@ def test_a_finished_run_of_a_kernel_side_change_asks_for_a_reboot() -> None:
 def test_flag_alone_on_a_converged_box_gives_the_pending_reason() -> None:
     from provision.plan.consistency import reboot_pending
 
-    step = reboot_pending(fresh_ubuntu(apt_locks=AptLocks(reboot_required=("linux-image-6.1.0-26-amd64",))))
+    step = reboot_pending(
+        fresh_ubuntu(package_locks=PackageLocks(reboot_required=("linux-image-6.1.0-26-amd64",)))
+    )
     assert step is not None
     assert step.reason == "reboot pending: /run/reboot-required was set by linux-image-6.1.0-26-amd64"
-    assert reboot_pending(fresh_ubuntu(apt_locks=AptLocks())) is None
+    assert reboot_pending(fresh_ubuntu(package_locks=PackageLocks())) is None
 
 
 def test_a_host_lost_at_re_detection_is_unreachable_not_unconverged() -> None:

@@ -410,5 +410,5 @@ def test_argv_is_headless_with_a_fresh_profile(tmp_path: Path) -> None:
 
 def test_missing_browser_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
-    with pytest.raises(ChecklistError, match="apt-get install chromium"):
+    with pytest.raises(ChecklistError, match="install it \\(the distribution's chromium package\\)"):
         html_to_pdf("<html></html>")

@@ -23,9 +23,9 @@ from provision.detect.domains.containers import (
 )
 from provision.detect.domains.driver import LoadedDriver
 from provision.detect.domains.gpu import PciDevice
-from provision.detect.domains.packages import AptLocks
 from provision.detect.fact import FactType
 from provision.detect.facts import Facts, Unknown
+from provision.os.models import PackageLocks
 from provision.plan.models import Plan
 from provision.plan.planner import make_plan
 from provision.verify.checks_containers import OBSERVER, commands, containers_from
@@ -77,7 +77,7 @@ def machine(toolkit: str | None = "1.18.2-1", driver: str = "580.95.05", **conta
     return fresh_ubuntu(
         driver=LoadedDriver(version=DriverVersion(driver), flavor="open"),
         nvidia_pci=(GPU,),
-        apt_locks=AptLocks(),  # no pins written yet
+        package_locks=PackageLocks(),  # no pins written yet
         packages=packages,
         containers=found(**containers),
     )

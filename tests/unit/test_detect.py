@@ -73,7 +73,7 @@ def test_read_raw_of_the_copied_fixture() -> None:
 def _assert_h200(facts: Facts) -> None:
     assert not isinstance(facts.driver, Unknown) and str(facts.driver.version) == "580.159.04"
     assert isinstance(facts.gpus, tuple) and facts.gpus[0].name == "NVIDIA H200"
-    assert facts.package("libnccl2") is not None and facts.package("libnccl2").hold  # type: ignore[union-attr]
+    assert facts.package("libnccl2") is not None and facts.package("libnccl2").held  # type: ignore[union-attr]
     assert not isinstance(facts.cuda, Unknown) and str(facts.cuda.nvcc_version) == "13.0.88"
     assert isinstance(facts.torch, Torch) and facts.torch.version == "2.11.0+cu130"
     assert not isinstance(facts.kernel, Unknown) and facts.kernel.compiler == "gcc 15.3.0"

@@ -4,7 +4,7 @@ documented formats (apt-get(8), dpkg(1)), never the command line or a debconf no
 from __future__ import annotations
 
 from provision.apply.runner import failure_cause
-from provision.pkg.apt import failure_cause as apt_cause
+from provision.os.debian.apt import failure_cause as apt_cause
 
 DEBCONF = "debconf: delaying package configuration, since apt-utils is not installed"
 SCRIPT_FAILED = f"""{DEBCONF}

@@ -108,7 +108,7 @@ def test_a_driver_from_nvidias_repository_held_with_provisions_guard_imports_as_
     assert first.data["driver"]["hold"] is False  # held, but no pins or guard of provision's: not its holds
     assert "with driver.hold: true, plan would:" in " ".join(first.notes["driver.hold"])
     spec = Spec.model_validate(updated(first.data, {"driver.hold": True}))  # the spec provision applied
-    again = import_one(_h200(packages=stack, apt_locks=locked(spec)), CATALOG)
+    again = import_one(_h200(packages=stack, package_locks=locked(spec)), CATALOG)
     assert (again.data["driver"]["source"], again.data["driver"]["hold"]) == ("nvidia-repo", True)
     assert not again.plan.changes and not again.plan.refused
     assert again.notes["driver.source"] == ["nvidia-open from NVIDIA's repository is installed"]

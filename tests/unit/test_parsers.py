@@ -12,10 +12,10 @@ import pytest
 
 from provision.detect.domains.driver import parse_driver_version
 from provision.detect.domains.gpu import parse_query_gpu, parse_topology
-from provision.detect.domains.packages import parse_dpkg
 from provision.detect.fact import failure
 from provision.detect.facts import Gpu, Kernel, LoadedDriver, Package, Topology, Torch, Unknown
 from provision.detect.registry import BY_ID
+from provision.os.debian.probes import parse_dpkg
 from provision.versions import DottedVersion
 from tests.unit.factories import (
     H200_RAW,
@@ -62,7 +62,12 @@ def test_h200_held_cudnn_and_nccl() -> None:
     assert isinstance(packages, tuple) and len(packages) == 45
     assert Package(name="libcudnn9-cuda-13", version="9.14.0.64-1", status="hold ok installed") in packages
     nccl = next(p for p in packages if p.name == "libnccl2")
-    assert (nccl.version, nccl.hold, nccl.installed, nccl.broken) == ("2.28.3-1+cuda13.0", True, True, False)
+    assert (nccl.version, nccl.held, nccl.installed, nccl.unfinished) == (
+        "2.28.3-1+cuda13.0",
+        True,
+        True,
+        False,
+    )
 
 
 def test_h200_cuda_toolkit_and_nvcc() -> None:
@@ -132,8 +137,8 @@ def test_half_installed_packages_are_kept_and_broken() -> None:
     parsed = parse_dpkg(out.output, out.rc)
     assert isinstance(parsed, tuple)
     packages = {p.name: p for p in parsed}
-    assert packages["libnvidia-compute-550"].broken and packages["nvidia-dkms-550"].broken
-    assert packages["nvidia-fabricmanager-550"].hold
+    assert packages["libnvidia-compute-550"].unfinished and packages["nvidia-dkms-550"].unfinished
+    assert packages["nvidia-fabricmanager-550"].held
     assert "bash" not in packages and "nvidia-driver-535" not in packages
 
 

@@ -110,7 +110,7 @@ def _converged(s: Spec, fingerprints: tuple[str, ...] | None) -> Facts:
     """A box on which apply converged for ``s``, with the keyring holding ``fingerprints``."""
     locks = locked(s).model_copy(update={"keyring_fingerprints": fingerprints})
     packages = tuple(pkg(name, version, "hold ok installed") for name, version in HELD_STACK)
-    return fresh_ubuntu(packages=packages, apt_locks=locks)
+    return fresh_ubuntu(packages=packages, package_locks=locks)
 
 
 # Repair advice from the dpkg state (issue 13, item 3), over the real dpkg-query format.
@@ -122,7 +122,7 @@ DPKG_LINES = (
 
 
 def test_a_broken_package_outside_nvidia_names_blocks_with_configure_advice() -> None:
-    from provision.detect.domains.packages import parse_dpkg
+    from provision.os.debian.probes import parse_dpkg
 
     packages = parse_dpkg(DPKG_LINES, 0)
     assert isinstance(packages, tuple)
@@ -136,9 +136,9 @@ def test_a_broken_package_outside_nvidia_names_blocks_with_configure_advice() ->
 
 
 def test_an_interrupted_dpkg_run_blocks_even_with_every_package_installed() -> None:
-    from provision.detect.domains.packages import AptLocks
+    from provision.os.models import PackageLocks
 
-    plan = make_plan(spec(), fresh_ubuntu(apt_locks=AptLocks(dpkg_journal=2)), CATALOG)
+    plan = make_plan(spec(), fresh_ubuntu(package_locks=PackageLocks(unfinished_transactions=2)), CATALOG)
     blocker = next(b for b in plan.blockers if b.rule == "broken-package-state")
     assert "an interrupted dpkg run (entries in /var/lib/dpkg/updates); run `dpkg --configure -a`," in (
         blocker.message

@@ -87,7 +87,7 @@ def test_extravars_carry_one_transaction_and_pinned_index() -> None:
 
 def test_installed_and_held_stack_is_noop_with_reasons() -> None:
     venv = Venv(path="/opt/provision/venv", python="3.12.3", distributions={"torch": "2.11.0+cu130"})
-    facts = fresh_ubuntu(packages=_held_stack(), venv=venv, apt_locks=locked(spec()))
+    facts = fresh_ubuntu(packages=_held_stack(), venv=venv, package_locks=locked(spec()))
     plan = make_plan(spec(), facts, CATALOG)
     assert plan.changes == ()
     assert step(plan, Component.DRIVER).reason.startswith("driver 580.95.05 (nvidia-open")
@@ -113,9 +113,9 @@ def _held_stack() -> tuple[Package, ...]:
 @pytest.mark.parametrize("hold", [True, False])
 def test_pins_an_older_release_wrote_where_nvidias_pinning_file_hides_them_are_moved(hold: bool) -> None:
     s = spec(driver={"branch": 580, "flavor": "open", "version": "580.95.05", "hold": hold})
-    legacy = locked(s).model_copy(update={"legacy_preferences": locked(s).preferences})
+    legacy = locked(s).model_copy(update={"legacy_pins": locked(s).pins})
     venv = Venv(path="/opt/provision/venv", python="3.12.3", distributions={"torch": "2.11.0+cu130"})
-    plan = make_plan(s, fresh_ubuntu(packages=_held_stack(), venv=venv, apt_locks=legacy), CATALOG)
+    plan = make_plan(s, fresh_ubuntu(packages=_held_stack(), venv=venv, package_locks=legacy), CATALOG)
     repo = step(plan, Component.REPOSITORY)
     assert repo.action is Action.CONFIGURE and repo.target == "/etc/apt/preferences.d/00-provision-nvidia"
     assert "/etc/apt/preferences.d/provision-nvidia, which apt reads after NVIDIA's" in repo.reason

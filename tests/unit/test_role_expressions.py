@@ -20,7 +20,7 @@ except ImportError:  # pragma: no cover - ansible-core < 2.19
 
 
 from provision.components.driver import BRANCH_CARRIERS
-from provision.pkg import name_regex
+from provision.os import name_regex
 
 TASKS = Path(__file__).parents[2] / "playbooks" / "roles" / "nvidia_packages" / "tasks" / "Debian.yml"
 

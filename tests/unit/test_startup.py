@@ -123,7 +123,7 @@ def test_apt_upstream_splits_as_python_debian(version: str) -> None:
     python-debian's."""
     from debian.debian_support import Version as DebVersion
 
-    from provision.pkg.apt import Apt
+    from provision.os.debian.apt import Apt
 
     try:
         expected = DebVersion(version).upstream_version or version

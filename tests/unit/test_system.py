@@ -12,18 +12,18 @@ import pytest
 
 from provision.detect.domains.driver import parse_dkms, parse_mok, parse_nouveau
 from provision.detect.domains.gpu import fabric_state, parse_lspci, parse_nvidia_smi_q
-from provision.detect.domains.packages import parse_apt_locks, parse_origins
 from provision.detect.facts import (
-    AptLocks,
     DkmsStatus,
     FabricState,
     MokState,
     NouveauState,
+    PackageLocks,
     PackageOrigins,
     PciDevice,
     Unknown,
 )
 from provision.detect.raw import read_raw
+from provision.os.debian.probes import parse_apt_locks, parse_origins
 
 
 def parse_fabric(output: str, rc: int) -> FabricState | Unknown:
@@ -43,7 +43,7 @@ def test_real_h200_surroundings() -> None:
     assert parse_fabric(*real("nvidia-smi-q")) == FabricState(states=(("N/A", "N/A"),))
     assert parse_dkms(*real("dkms-status")) == Unknown(unknown="dkms: not found")
     assert parse_nouveau(*real("nouveau")) == NouveauState(loaded=False)
-    assert parse_apt_locks(*real("apt-locks")) == AptLocks()
+    assert parse_apt_locks(*real("apt-locks")) == PackageLocks()
     assert parse_mok(*real("mok-key")) == MokState(key_present=False)
 
 
@@ -98,10 +98,10 @@ def test_apt_locks_sections() -> None:
         "=== unattended-upgrades ii \n"
     )
     locks = parse_apt_locks(out, 0)
-    assert isinstance(locks, AptLocks)
-    assert locks.preferences == "Package: libnccl*\nPin: version 2.28.3-*\n"
-    assert locks.unattended_guard == "Unattended-Upgrade::Package-Blacklist {\n};\n"
-    assert locks.unattended_upgrades_installed
+    assert isinstance(locks, PackageLocks)
+    assert locks.pins == "Package: libnccl*\nPin: version 2.28.3-*\n"
+    assert locks.upgrade_guard == "Unattended-Upgrade::Package-Blacklist {\n};\n"
+    assert locks.upgrade_service_installed
 
 
 @pytest.mark.parametrize(

@@ -1,260 +1,83 @@
-"""Installed packages of the NVIDIA stack, where they came from, and provision's apt locks.
+"""Installed packages of the NVIDIA stack, where they came from, and provision's package locks, as
+facts: each OS family's probes (:class:`provision.os.base.FamilyProbes`) made into :class:`Fact`
+classes, and the neutral ``Facts`` fields taken from the family ``/etc/os-release`` names.
 
 Only names matching a pattern that some component declares are recorded (each component's
 ``provision/catalog/data/components/<name>.yaml``), so a name the plan installs is always seen again.
-
-Sources: dpkg-query(1) (``${Status}`` is want/error/state), apt-cache(8) ``policy``,
-apt_preferences(5).
+The commands and their parsers live in the families (:mod:`provision.os.debian.probes`).
 """
 
 from __future__ import annotations
 
-import base64
-import functools
-import re
+from typing import Any
 
-from pydantic import Field
+from provision.detect.domains.os_kernel import OsRelease, OsReleaseFact
+from provision.detect.fact import Derive, Fact, FactType, Parsed, Unknown
+from provision.os import MANAGERS, FamilyProbe, os_family
+from provision.os.models import Package, PackageLocks, PackageOrigins
 
-from provision.detect.fact import Derive, Fact, Unknown, failure, if_probed, value_of
-from provision.models import Frozen
-from provision.openpgp import KeyringError, keyring_fingerprints
-
-UNATTENDED_FILE = "/etc/apt/apt.conf.d/51provision-nvidia-unattended"
-PREFERENCES_FILE = "/etc/apt/preferences.d/00-provision-nvidia"
-LEGACY_PREFERENCES_FILE = "/etc/apt/preferences.d/provision-nvidia"
-"""Where provision wrote its pins before they moved ahead of NVIDIA's nvidia-driver-pinning-<branch>
-file (apt_preferences(5): preferences.d is read in alphanumeric order, the first matching pin wins)."""
-KEYRING_FILE = "/usr/share/keyrings/provision-nvidia-cuda.gpg"
-MAX_KEYRING_BYTES = 65536
-"""Most of the keyring read (NVIDIA's key is under 2 KiB); a longer file is read cut, its tail unparsed."""
-DPKG_FORMAT = r"${Package}\t${Version}\t${Status}\n"
-"""dpkg-query format; dpkg expands the ``\\t``/``\\n`` escapes itself."""
+__all__ = ["FACTS", "FIELDS", "Package", "PackageLocks", "PackageOrigins"]
 
 
-class Package(Frozen):
-    """An installed (or half-installed) Debian package from ``dpkg-query``.
-
-    ``status`` is dpkg's three-word status, e.g. ``install ok installed`` or
-    ``hold ok half-configured``; ``hold`` is true when the selection is ``hold``.
-    """
-
-    name: str
-    version: str
-    status: str
-
-    @property
-    def hold(self) -> bool:
-        return self.status.split()[0] == "hold"
-
-    @property
-    def installed(self) -> bool:
-        return self.status.endswith(" installed")
-
-    @property
-    def broken(self) -> bool:
-        """Half-installed, unpacked, triggers pending, or flagged reinstall-required: anything dpkg
-        has not finished."""
-        words = self.status.split()
-        return words[-1] not in ("installed", "not-installed", "config-files") or words[1] == "reinstreq"
+def _fact(probe: FamilyProbe, name: str) -> FactType:
+    """The :class:`Fact` class of one family probe (its parser bounded like every fact's)."""
+    attrs: dict[str, Any] = {
+        "__doc__": probe.doc,
+        "__module__": __name__,
+        "id": probe.id,
+        "argv": probe.argv,
+        "timeout": probe.timeout,
+        "requires": probe.requires,
+        "parse": staticmethod(probe.parse),
+    }
+    return type(name, (Fact,), attrs)
 
 
-class AptLocks(Frozen):
-    """provision's apt preferences and unattended-upgrades guard as found on the machine."""
-
-    preferences: str | None = Field(None, description=f"Content of {PREFERENCES_FILE}, None when absent.")
-    legacy_preferences: str | None = Field(
-        None, description=f"Content of {LEGACY_PREFERENCES_FILE} (older provision's pins), None when absent."
-    )
-    unattended_guard: str | None = Field(None, description=f"Content of {UNATTENDED_FILE}, None when absent.")
-    unattended_upgrades_installed: bool = False
-    keyring_fingerprints: tuple[str, ...] | None = Field(
-        None,
-        description=f"v4 fingerprints of the primary keys in {KEYRING_FILE} (upper-case hex); empty when "
-        "the file is absent or holds no readable key; None when not read (older captures).",
-    )
-    dpkg_journal: int | None = Field(
-        None,
-        description="Entries in /var/lib/dpkg/updates, dpkg's journal of a run that did not finish "
-        '(apt refuses every transaction with "dpkg was interrupted" while any are there; dpkg(1) '
-        "--configure -a); None when not read (older captures).",
-    )
-
-    reboot_required: tuple[str, ...] | None = Field(
-        None,
-        description="Packages named in /run/reboot-required.pkgs when /run/reboot-required exists (the "
-        "flag Debian and Ubuntu package scripts set for a kernel or driver change; empty when it names "
-        "none); None when there is no flag or it was not read.",
-    )
-
-    @property
-    def dpkg_interrupted(self) -> bool:
-        """A dpkg run stopped before its end (its journal is not empty)."""
-        return bool(self.dpkg_journal)
+def _name(family: str, field: str) -> str:
+    return f"{family}{field.title()}Fact"
 
 
-class PackageOrigins(Frozen):
-    """Where each installed NVIDIA driver package came from (``apt-cache policy``, FF-08).
+BY_FAMILY: dict[str, dict[str, FactType]] = {
+    family: {
+        field: _fact(getattr(pm.probes, field), _name(family, field))
+        for field in ("packages", "locks", "origins")
+    }
+    for family, pm in MANAGERS.items()
+}
+"""OS family -> ``packages``/``locks``/``origins`` -> the Fact class of its probe."""
 
-    ``origins`` maps a package name to the host of the repository that serves its installed
-    version (``developer.download.nvidia.com``, ``archive.ubuntu.com``), or ``local`` when only
-    dpkg knows it (a runfile, a removed repository, a hand-installed .deb).
-    """
+DpkgPackagesFact = BY_FAMILY["Debian"]["packages"]
+AptLocksFact = BY_FAMILY["Debian"]["locks"]
+PackageOriginsFact = BY_FAMILY["Debian"]["origins"]
 
-    origins: dict[str, str] = Field(default_factory=dict)
-
-
-@functools.cache
-def _recorded() -> re.Pattern[str]:
-    # Imported here: the catalog is read only when package output is parsed.
-    from provision.catalog import package_name_patterns
-
-    return re.compile("|".join(f"(?:{p})" for p in package_name_patterns()))
+FACTS: tuple[FactType, ...] = tuple(f for facts in BY_FAMILY.values() for f in facts.values())
 
 
-@functools.lru_cache(maxsize=8192)
-def recorded(name: str) -> bool:
-    """True when detection records the package ``name`` (it matches a detected pattern).
-
-    Cached by name: a fleet's hosts list mostly the same few hundred packages.
-    """
-    return _recorded().search(name) is not None
+def _family(parsed: Parsed) -> str | None:
+    """The OS family ``/etc/os-release`` names, None when it was not read."""
+    os = parsed.of(OsReleaseFact)
+    return os_family((os.id, *os.id_like), "") if isinstance(os, OsRelease) else None
 
 
-def parse_dpkg(output: str, rc: int) -> tuple[Package, ...] | Unknown:
-    """``dpkg-query -W -f='${Package}\\t${Version}\\t${Status}\\n'`` -> NVIDIA-stack packages, and
-    every package dpkg has not finished whatever its name (a broken package anywhere stops apt's
-    next transaction, so the plan must see it: issue 13).
+def _field(field: str, probed_only: bool) -> Derive:
+    """A Facts field from the host's family's probe; when os-release is unread, the first family
+    whose probe gave a value. ``probed_only``: None (the field's "not probed" default) when that
+    probe's output is absent (captures older than the fact)."""
 
-    Keeps half-installed states (``install ok half-configured``, dpkg's ``iF``) and
-    drops ``not-installed`` entries, which dpkg lists for packages it merely knows.
-    """
-    if (bad := failure("dpkg-query", output, rc)) is not None:
-        return bad
-    packages = []
-    for line in output.splitlines():
-        fields = line.split("\t")
-        if len(fields) != 3 or len(fields[2].split()) != 3:
-            continue
-        found = Package(name=fields[0], version=fields[1], status=fields[2])
-        if (recorded(found.name) and not found.status.endswith("not-installed")) or found.broken:
-            packages.append(found)
-    return tuple(packages)
+    def derive(parsed: Parsed) -> Any:
+        family = _family(parsed)
+        order = [family] if family in BY_FAMILY else list(BY_FAMILY)
+        facts = [BY_FAMILY[f][field] for f in order]
+        ran = [f for f in facts if parsed.has(f)]
+        if not ran:
+            return None if probed_only else parsed.of(facts[0])
+        return next((v for f in ran if not isinstance(v := parsed.of(f), Unknown)), parsed.of(ran[0]))
 
+    return derive
 
-def parse_apt_locks(output: str, rc: int) -> AptLocks | Unknown:
-    """Sections ``=== FILE`` of the apt-locks probe, and the unattended-upgrades package state."""
-    if rc not in (0, 1) or "=== unattended-upgrades" not in output:
-        return Unknown(unknown=f"apt configuration unreadable (exit {rc})")
-    sections = dict(re.findall(r"^=== (\S+)\n(.*?)(?=^=== )", output, re.M | re.S))
-    status = re.search(r"^=== unattended-upgrades (\S*)", output, re.M)
-    return AptLocks(
-        preferences=sections.get(PREFERENCES_FILE),
-        legacy_preferences=sections.get(LEGACY_PREFERENCES_FILE),
-        unattended_guard=sections.get(UNATTENDED_FILE),
-        unattended_upgrades_installed=bool(status and status[1].endswith("i")),
-        keyring_fingerprints=_fingerprints(sections.get(KEYRING_FILE)),
-        dpkg_journal=int(journal[1])
-        if (journal := re.search(r"^=== dpkg-journal (\d+)$", output, re.M))
-        else None,
-        reboot_required=_reboot_packages(sections.get("reboot-required")),
-    )
-
-
-def _reboot_packages(section: str | None) -> tuple[str, ...] | None:
-    """The ``reboot-required`` section (``absent``, or the flag's package list) -> package names."""
-    if section is None or section.strip() == "absent":
-        return None
-    return tuple(dict.fromkeys(line.strip() for line in section.splitlines() if line.strip()))
-
-
-def _fingerprints(section: str | None) -> tuple[str, ...] | None:
-    """The keyring section (base64 of the file, or ``absent``) -> its keys' fingerprints."""
-    if section is None:
-        return None
-    try:
-        return keyring_fingerprints(base64.b64decode("".join(section.split()), validate=True))
-    except (ValueError, KeyringError):  # "absent", or not a keyring: no key the spec could match
-        return ()
-
-
-def parse_origins(output: str, rc: int) -> PackageOrigins | Unknown:
-    """``apt-cache policy`` blocks: the repository host of each package's installed (``***``) version."""
-    if (bad := failure("apt-cache", output, rc)) is not None:
-        return bad
-    origins: dict[str, str] = {}
-    for block in re.split(r"^(?=\S+:$)", output, flags=re.M):
-        name, installed = _policy_block(block)
-        if name and installed is not None:
-            origins[name] = installed
-    return PackageOrigins(origins=origins)
-
-
-def _policy_block(block: str) -> tuple[str | None, str | None]:
-    """(package, origin host of the installed version) of one ``apt-cache policy`` block."""
-    head = re.match(r"^(\S+):$", block, re.M)
-    star = re.search(r"^ \*\*\* \S+ \d+\n((?:^ {8}.*\n?)*)", block, re.M)
-    if head is None or star is None:
-        return (head[1] if head else None), None
-    hosts = re.findall(r"^\s+-?\d+\s+\w+://([^/\s]+)", star[1], re.M)
-    return head[1], hosts[0] if hosts else "local"
-
-
-class DpkgPackagesFact(Fact[tuple[Package, ...]]):
-    """Installed packages whose names detection records: ``dpkg-query -W``."""
-
-    id = "dpkg-nvidia"
-    argv = ("dpkg-query", "-W", f"-f={DPKG_FORMAT}")
-    timeout = 30.0
-    parse = staticmethod(parse_dpkg)
-
-
-_APT_LOCKS_SCRIPT = (
-    f"for f in {PREFERENCES_FILE} {LEGACY_PREFERENCES_FILE} {UNATTENDED_FILE}; do "
-    'if [ -f "$f" ]; then echo "=== $f"; cat "$f"; fi; done; '
-    # dpkg names its journal entries by number (0000, 0001, ...); tmp.i is its scratch file.
-    "echo \"=== dpkg-journal $(ls -A /var/lib/dpkg/updates 2>/dev/null | grep -c '^[0-9]*$')\"; "
-    # /run/reboot-required: the flag package scripts leave for a reboot (update-notifier's convention).
-    "echo '=== reboot-required'; if [ -e /run/reboot-required ]; then "
-    "head -c 4096 /run/reboot-required.pkgs 2>/dev/null; echo; else echo absent; fi; "
-    f"echo '=== {KEYRING_FILE}'; "
-    f"if [ -f {KEYRING_FILE} ]; then head -c {MAX_KEYRING_BYTES} {KEYRING_FILE} | base64; "
-    "else echo absent; fi; "
-    'echo "=== unattended-upgrades '
-    "$(dpkg-query -W -f='${db:Status-Abbrev}' unattended-upgrades 2>/dev/null)\""
-)
-
-
-class AptLocksFact(Fact[AptLocks]):
-    """provision's apt pins, unattended-upgrades guard and repository keyring, whether
-    unattended-upgrades is installed, and whether a dpkg run was interrupted."""
-
-    id = "apt-locks"
-    argv = ("sh", "-c", _APT_LOCKS_SCRIPT)
-    timeout = 5.0
-    parse = staticmethod(parse_apt_locks)
-
-
-# The driver's packages, by name pattern, and where apt says their installed version comes from.
-_ORIGINS_SCRIPT = (
-    "dpkg-query -W -f='${Package} ${db:Status-Abbrev}\\n' 'nvidia-*' 'libnvidia-*' 'cuda-drivers*' "
-    "2>/dev/null | awk '$2 ~ /^.i/ {print $1}' | xargs -r apt-cache policy"
-)
-
-
-class PackageOriginsFact(Fact[PackageOrigins]):
-    """The repository each installed driver package's version comes from: ``apt-cache policy``."""
-
-    id = "apt-origins"
-    argv = ("sh", "-c", _ORIGINS_SCRIPT)
-    timeout = 20.0
-    requires = "apt-cache"
-    parse = staticmethod(parse_origins)
-
-
-FACTS = (DpkgPackagesFact, AptLocksFact, PackageOriginsFact)
 
 FIELDS: dict[str, Derive] = {
-    "packages": value_of(DpkgPackagesFact),
-    "apt_locks": if_probed(AptLocksFact),
-    "origins": if_probed(PackageOriginsFact),
+    "packages": _field("packages", probed_only=False),
+    "package_locks": _field("locks", probed_only=True),
+    "origins": _field("origins", probed_only=True),
 }

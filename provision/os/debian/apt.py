@@ -1,4 +1,4 @@
-"""apt and dpkg: Debian and Ubuntu (the one :class:`~provision.pkg.base.PackageManager` today).
+"""apt and dpkg: Debian and Ubuntu behind :class:`~provision.os.base.PackageManager`.
 
 Sources: dpkg version ordering and syntax, delegated to python-debian; apt_preferences(5) for
 the pins (priority 1001 lets apt downgrade to the pinned version; preferences.d is read in
@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
-from provision.detect.unknown import Unknown
-from provision.pkg.base import LockState, ManagedFiles, Pin, installed
+from provision.os.base import FamilyProbes, LockState, ManagedFiles, Pin, installed
+from provision.os.debian import probes
+from provision.os.models import Package, PackageLocks
+from provision.unknown import Unknown
 from provision.versions import DottedVersion
-
-if TYPE_CHECKING:
-    from provision.detect.facts import Facts, Package
 
 FILES = ManagedFiles(
     keyring="/usr/share/keyrings/provision-nvidia-cuda.gpg",
@@ -50,8 +48,35 @@ class Apt:
     """apt/dpkg behind the package-manager interface."""
 
     family = "Debian"
+    package_format = "deb"
     files = FILES
     repair_command = "apt-get --fix-broken install"
+    source_note = "Signed-By a keyring with a pinned fingerprint (deb822)"
+    interrupted_note = "an interrupted dpkg run (entries in /var/lib/dpkg/updates)"
+    state_source = "dpkg(1) (https://manpages.debian.org/bookworm/dpkg/dpkg.1.en.html)"
+    reboot_flag = "/run/reboot-required was set"
+    index_source = "apt-cache madison on the host (the repository's package index)"
+    command_prefixes: tuple[str, ...] = ("'/usr/bin/apt", '"/usr/bin/apt', "/usr/bin/apt")
+    credentials_note = "apt in /etc/apt/auth.conf.d/<name>.conf"
+    """apt_auth.conf(5)."""
+    lock_noun = "apt pins"
+    guard_noun = "unattended-upgrades guard"
+    probes = FamilyProbes(packages=probes.PACKAGES, locks=probes.LOCKS, origins=probes.ORIGINS)
+
+    initramfs_command = "update-initramfs -u -k all"
+    """update-initramfs(8), https://manpages.debian.org/bookworm/initramfs-tools/update-initramfs.8.en.html"""
+
+    def install_command(self, names: Sequence[str]) -> str:
+        return f"apt-get install {' '.join(names)}"
+
+    def remove_command(self, names: Sequence[str]) -> str:
+        return f"apt-get remove {' '.join(names)}"
+
+    def reinstall_command(self, names: Sequence[str]) -> str:
+        return f"apt-get install --reinstall {' '.join(names)}"
+
+    def failure_cause(self, output: str) -> str | None:
+        return failure_cause(output)
 
     def upstream(self, version: str) -> str:
         """The upstream part of a Debian version; ValueError when ``version`` is not one."""
@@ -105,7 +130,7 @@ class Apt:
         """
         steps: list[str] = []
         unpack = [
-            p.name for p in broken if p.status.split()[-1] == "half-installed" or "reinstreq" in p.status
+            p.name for p in broken if p.state.split()[-1:] == ["half-installed"] or "reinstreq" in p.state
         ]
         configure = [p.name for p in broken if p.name not in unpack]
         if interrupted or configure:
@@ -120,22 +145,23 @@ class Apt:
             )
         return advice
 
-    def lock_state(self, facts: Facts) -> LockState | Unknown:
-        locks = facts.apt_locks
+    def lock_state(self, locks: PackageLocks | Unknown) -> LockState | Unknown:
         if isinstance(locks, Unknown):
             return locks
-        # The detection reads the one legacy file there is (detect.domains.packages.LEGACY_PREFERENCES_FILE).
-        legacy = self.files.legacy_pins if locks.legacy_preferences is not None else ()
-        return LockState(pins=locks.preferences, upgrade_guard=locks.unattended_guard, legacy_pins=legacy)
+        # The detection reads the one legacy file there is (probes.LEGACY_PREFERENCES_FILE).
+        legacy = self.files.legacy_pins if locks.legacy_pins is not None else ()
+        return LockState(pins=locks.pins, upgrade_guard=locks.upgrade_guard, legacy_pins=legacy)
 
-    def packaged_kernels(self, facts: Facts) -> tuple[str, ...]:
-        if isinstance(facts.packages, Unknown):
+    def packaged_kernels(self, packages: tuple[Package, ...] | Unknown) -> tuple[str, ...]:
+        if isinstance(packages, Unknown):
             return ()
-        found = (_IMAGE.match(p.name) for p in facts.packages if p.installed)
+        found = (_IMAGE.match(p.name) for p in packages if p.installed)
         return tuple(sorted({m[1] for m in found if m}))
 
-    def kernel_build_packages(self, facts: Facts, kernels: tuple[str, ...]) -> tuple[str, ...]:
-        metas = tuple(headers for image, headers in _HEADER_METAS.items() if installed(facts, image))
+    def kernel_build_packages(
+        self, packages: tuple[Package, ...] | Unknown, kernels: tuple[str, ...]
+    ) -> tuple[str, ...]:
+        metas = tuple(headers for image, headers in _HEADER_METAS.items() if installed(packages, image))
         return (*(f"linux-headers-{k}" for k in kernels), *metas)
 
 

@@ -1,0 +1,41 @@
+"""The OS families: everything that depends on the OS's package manager, its tools and its releases.
+
+:class:`PackageManager` is the interface the planner and the components use; each family
+implements it in ``provision/os/<family>/`` (:mod:`.debian`: apt and dpkg, Debian and Ubuntu),
+with its probes (:class:`FamilyProbe`) parsed into the OS-neutral :mod:`.models`.
+:func:`package_manager` chooses by OS family, read from the facts (``/etc/os-release``) or, when the
+facts cannot tell, from the spec's distribution. Nothing outside ``provision/os/`` names apt, dpkg,
+dnf or rpm commands (``tests/unit/test_os_seam.py``).
+"""
+
+from provision.os.base import (
+    FamilyProbe,
+    FamilyProbes,
+    LockState,
+    ManagedFiles,
+    PackageManager,
+    Pin,
+    name_regex,
+    numeric_upstream,
+)
+from provision.os.models import Package, PackageLocks, PackageOrigins
+from provision.os.select import MANAGERS, command_line_failure, failure_cause, os_family, package_manager
+
+__all__ = [
+    "MANAGERS",
+    "FamilyProbe",
+    "FamilyProbes",
+    "LockState",
+    "ManagedFiles",
+    "Package",
+    "PackageLocks",
+    "PackageManager",
+    "PackageOrigins",
+    "Pin",
+    "command_line_failure",
+    "failure_cause",
+    "name_regex",
+    "numeric_upstream",
+    "os_family",
+    "package_manager",
+]
