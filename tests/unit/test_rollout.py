@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import sys
@@ -226,3 +227,65 @@ def test_the_command_refuses_a_bad_rollout_in_one_line(args: list[str], message:
     result = CliRunner().invoke(cli, ["apply", *args])
     assert result.exit_code == 1, result.output
     assert result.stderr.strip().startswith(f"error: {message}"), result.stderr
+
+
+def _rollout(tmp_path: Path, hooks: Hooks | None) -> rolling.Rollout:
+    from rich.console import Console
+
+    from provision.apply.workflow import ApplyOptions
+    from provision.fleet.mapping import Fleet
+
+    fleet = Fleet(inventory=tmp_path / "hosts.ini", specs={})
+    console = Console(file=io.StringIO(), width=200)
+    return rolling.Rollout(fleet, hooks, ApplyOptions(False, True, tmp_path), console, tmp_path / "r.json")
+
+
+def _scheduler(tmp_path: Path) -> Hooks:
+    """Hooks over a real program keeping drains as files, as a scheduler keeps node states."""
+    program = tmp_path / "sched.py"
+    program.write_text(
+        "import sys\nfrom pathlib import Path\nverb, mark = sys.argv[1], Path(sys.argv[2])\n"
+        "if verb == 'drained': sys.exit(0 if mark.exists() else 1)\n"
+        "if verb == 'drain': mark.touch()\n"
+        "if verb == 'undrain': mark.unlink()\n"
+        "if verb == 'broken': print('scheduler down', file=sys.stderr); sys.exit(2)\n"
+    )
+    base = [sys.executable, str(program)]
+    return Hooks(
+        drained=[*base, "drained", f"{tmp_path}/{{host}}"],
+        drain=[*base, "drain", f"{tmp_path}/{{host}}"],
+        undrain=[*base, "undrain", f"{tmp_path}/{{host}}"],
+    )
+
+
+def test_an_admins_drain_is_remembered_and_never_undone(tmp_path: Path) -> None:
+    rollout, record = _rollout(tmp_path, _scheduler(tmp_path)), _record()
+    (tmp_path / "a").touch()  # the admin drained a
+    assert rolling.drain(rollout, record, "a") is None and rolling.drain(rollout, record, "b") is None
+    assert (record.hosts["a"].drained_by, record.hosts["b"].drained_by) == ("admin", "provision")
+    assert rolling.undrain(rollout, record, "a") is None and rolling.undrain(rollout, record, "b") is None
+    assert (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+    assert record.hosts["a"].drained_by == "admin" and record.hosts["b"].drained_by is None
+
+
+def test_a_host_provision_drained_before_a_stop_is_not_drained_twice(tmp_path: Path) -> None:
+    rollout, record = _rollout(tmp_path, _scheduler(tmp_path)), _record()
+    record.hosts["c"].drained_by = "provision"  # from the stopped run; drained() would now say yes
+    (tmp_path / "c").touch()
+    assert rolling.drain(rollout, record, "c") is None
+    assert record.hosts["c"].drained_by == "provision"  # not mistaken for an admin's drain
+    assert rolling.undrain(rollout, record, "c") is None and not (tmp_path / "c").exists()
+
+
+def test_a_failing_hook_fails_the_host_with_its_words(tmp_path: Path) -> None:
+    hooks = _scheduler(tmp_path)
+    broken = hooks.model_copy(update={"drained": [*(hooks.drained or [])[:2], "broken", "{host}"]})
+    rollout, record = _rollout(tmp_path, broken), _record()
+    why = rolling.drain(rollout, record, "d")
+    assert why is not None and why.startswith("drained hook: ") and why.endswith("exited 2: scheduler down")
+    assert record.hosts["d"].drained_by is None and not (tmp_path / "d").exists()
+
+
+def test_without_hooks_nothing_is_drained(tmp_path: Path) -> None:
+    rollout, record = _rollout(tmp_path, None), _record()
+    assert rolling.drain(rollout, record, "a") is None and record.hosts["a"].drained_by is None
