@@ -98,6 +98,12 @@ def apply(
         parse_max_unavailable(max_unavailable)  # a bad value is refused before anything is read
         if inventory is None and fleet is None:
             raise ProvisionError("--max-unavailable rolls out over hosts: give -i INVENTORY or --fleet FILE")
+        from provision.files import is_plan_file
+
+        if spec is not None and is_plan_file(spec):
+            raise ProvisionError(
+                f"{spec} is a saved plan of one host; --max-unavailable rolls a spec out over hosts"
+            )
         options = fleet_commands.FleetOptions(
             dry_run, yes, runs_dir or runner.default_runs_dir(), forks, replace_held, reboots
         )

@@ -217,6 +217,7 @@ def test_the_json_document_lists_hosts_in_order() -> None:
     [
         (["--max-unavailable", "0%", "-i", "hosts.ini"], "--max-unavailable '0%': give a number of hosts"),
         (["spec.yaml", "--max-unavailable", "2"], "--max-unavailable rolls out over hosts: give -i"),
+        (["plan.json", "-i", "h.ini", "--max-unavailable", "2"], "plan.json is a saved plan of one host"),
     ],
 )
 def test_the_command_refuses_a_bad_rollout_in_one_line(args: list[str], message: str) -> None:
