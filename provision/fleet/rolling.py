@@ -35,8 +35,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from provision import jsonout
-from provision.apply.workflow import ApplyOptions, apply_planned, confirm
-from provision.errors import ProvisionError
+from provision.apply.workflow import INTERRUPTED, ApplyOptions, apply_planned, confirm
+from provision.errors import Interrupted, ProvisionError
 from provision.fleet.apply import FleetJsonReport, FleetView
 from provision.fleet.mapping import Fleet, FleetError, load_fleet
 from provision.fleet.orchestrate import planned_fleet
@@ -260,9 +260,17 @@ def apply_and_gate(rollout: Rollout, record: RolloutRecord, hosts: list[str]) ->
     report = FleetJsonReport(reboot=rollout.options.reboot.enabled)
     try:
         held, planned = planned_fleet(part)
-        apply_planned(held, planned, rollout.options, FleetView(rollout.console, report))
+        code = apply_planned(held, planned, rollout.options, FleetView(rollout.console, report))
+    except Interrupted:
+        raise
     except ProvisionError as exc:  # a refusal before anything changed on these hosts
         return [_fail(record, h, f"apply refused: {exc}") for h in hosts]
+    if code == INTERRUPTED:  # Ctrl-C: the wave's hosts stay drained, resume applies them again
+        for host in hosts:
+            _fail(record, host, "apply interrupted by Ctrl-C")
+        record.status = "stopped"
+        save(rollout.path, record)
+        raise Interrupted(left_running=report.data.get("left_running") or ())
     if report.data.get("run_dir"):
         record.run_dirs.append(str(report.data["run_dir"]))
     outcomes: dict[str, Any] = report.data.get("hosts", {})

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
+from pytest_mock import MockerFixture
 
 from provision.errors import ProvisionError
 from provision.fleet import rolling
@@ -236,7 +237,7 @@ def _rollout(tmp_path: Path, hooks: Hooks | None) -> rolling.Rollout:
     from provision.apply.workflow import ApplyOptions
     from provision.fleet.mapping import Fleet
 
-    fleet = Fleet(inventory=tmp_path / "hosts.ini", specs={})
+    fleet = Fleet(inventory=tmp_path / "hosts.ini", specs={h: tmp_path / "spec.yaml" for h in "abcdefg"})
     console = Console(file=io.StringIO(), width=200)
     return rolling.Rollout(fleet, hooks, ApplyOptions(False, True, tmp_path), console, tmp_path / "r.json")
 
@@ -290,3 +291,19 @@ def test_a_failing_hook_fails_the_host_with_its_words(tmp_path: Path) -> None:
 def test_without_hooks_nothing_is_drained(tmp_path: Path) -> None:
     rollout, record = _rollout(tmp_path, None), _record()
     assert rolling.drain(rollout, record, "a") is None and record.hosts["a"].drained_by is None
+
+
+def test_ctrl_c_in_a_wave_stops_the_rollout_where_resume_takes_it_up(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    from provision.apply.workflow import INTERRUPTED
+    from provision.errors import Interrupted
+
+    rollout, record = _rollout(tmp_path, None), _record()
+    mocker.patch.object(rolling, "planned_fleet", return_value=(None, None))
+    mocker.patch.object(rolling, "apply_planned", return_value=INTERRUPTED)
+    with pytest.raises(Interrupted):
+        rolling.apply_and_gate(rollout, record, ["a", "b"])
+    saved = rolling.read_record(rollout.path)
+    assert saved.status == "stopped" and saved.named("failed") == ["a", "b"] and saved.next_wave() == 0
+    assert saved.hosts["a"].reasons == ["apply interrupted by Ctrl-C"]
