@@ -307,3 +307,22 @@ def test_ctrl_c_in_a_wave_stops_the_rollout_where_resume_takes_it_up(
     saved = rolling.read_record(rollout.path)
     assert saved.status == "stopped" and saved.named("failed") == ["a", "b"] and saved.next_wave() == 0
     assert saved.hosts["a"].reasons == ["apply interrupted by Ctrl-C"]
+
+
+@pytest.mark.parametrize("untrusted", ["record", "inventory"])
+def test_resume_reads_the_record_and_its_inventory_by_the_trust_rule(tmp_path: Path, untrusted: str) -> None:
+    from typer.testing import CliRunner
+
+    from provision.cli import cli
+
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text("a\nb\n")
+    record = _record().model_copy(update={"inventory": str(inventory)})
+    path = tmp_path / "rollouts" / "r.json"
+    rolling.save(path, record)
+    (path if untrusted == "record" else inventory).chmod(0o666)  # anyone may write it
+    result = CliRunner().invoke(cli, ["resume", str(path), "--yes"])
+    assert result.exit_code == 1, result.output
+    assert (
+        "not trusted" in result.stderr and str(path if untrusted == "record" else inventory) in result.stderr
+    )
