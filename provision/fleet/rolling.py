@@ -26,7 +26,7 @@ import dataclasses
 import json
 import shutil
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -43,7 +43,7 @@ from provision.fleet.orchestrate import planned_fleet
 from provision.fleet.rollout import (
     RECORD_FORMAT,
     Gate,
-    Hooks,
+    HookSet,
     MaxUnavailable,
     RolloutRecord,
     gate,
@@ -66,14 +66,15 @@ class Rollout:
 
     Attributes:
         fleet: The hosts and their specs (re-read on resume).
-        hooks: The fleet file's ``rollout:`` hooks; None runs no hook.
+        hooks: Host -> its hooks from the fleet file's ``rollout:`` section; a host not in it
+            runs no hook.
         options: The apply options (confirmed once: every wave runs with ``yes``).
         console: Where progress goes (stderr with ``--json``).
         path: The record's file.
     """
 
     fleet: Fleet
-    hooks: Hooks | None
+    hooks: Mapping[str, HookSet]
     options: ApplyOptions
     console: Console
     path: Path
@@ -122,7 +123,7 @@ def rolling_apply(
     confirm(options.yes, console)
     rollout = Rollout(
         fleet,
-        hooks_of(fleet_file),
+        hooks_of(fleet, fleet_file),
         dataclasses.replace(options, yes=True),
         console,
         record_path(options, stamp),
@@ -146,13 +147,24 @@ def record_path(options: ApplyOptions, stamp: str) -> Path:
     return options.runs_dir / RECORDS / f"{stamp}.json"
 
 
-def hooks_of(fleet_file: Path | None) -> Hooks | None:
-    """The fleet file's ``rollout:`` hooks (None without a fleet file or section)."""
-    if fleet_file is None:
-        return None
-    from provision.fleet.mapping import read_fleet_file
+def hooks_of(fleet: Fleet, fleet_file: Path | None) -> dict[str, HookSet]:
+    """Host -> its hooks from the fleet file's ``rollout:`` section (empty without one).
 
-    return read_fleet_file(fleet_file).rollout
+    Raises:
+        ProvisionError: A ``rollout.hosts`` key names no host or group, or a host's groups name
+            different hooks (before anything is touched).
+    """
+    if fleet_file is None:
+        return {}
+    from provision.fleet.mapping import read_fleet_file
+    from provision.inventory import read_inventory
+
+    section = read_fleet_file(fleet_file).rollout
+    if section is None:
+        return {}
+    read = read_inventory(fleet.inventory, error=FleetError)  # the command's one read
+    groups = {h.name: h.groups for h in read.hosts if h.name in fleet.specs}
+    return section.for_hosts(groups, [*read.names, *read.groups])
 
 
 def show_waves(record: RolloutRecord, limit: MaxUnavailable, console: Console) -> None:
@@ -223,7 +235,7 @@ def run_wave(rollout: Rollout, record: RolloutRecord, wave: list[str]) -> list[G
 def drain(rollout: Rollout, record: RolloutRecord, host: str) -> str | None:
     """Take ``host`` out of service unless it is already (an administrator's drain, remembered,
     or provision's own from a stopped run); None when done, else why not."""
-    hooks, entry = rollout.hooks, record.hosts[host]
+    hooks, entry = rollout.hooks.get(host), record.hosts[host]
     if hooks is None or entry.drained_by is not None:
         return None
     if hooks.drained is not None:
@@ -244,7 +256,7 @@ def drain(rollout: Rollout, record: RolloutRecord, host: str) -> str | None:
 
 def undrain(rollout: Rollout, record: RolloutRecord, host: str) -> str | None:
     """Put ``host`` back in service when provision drained it; None when done (or nothing to do)."""
-    hooks, entry = rollout.hooks, record.hosts[host]
+    hooks, entry = rollout.hooks.get(host), record.hosts[host]
     if hooks is None or hooks.undrain is None or entry.drained_by != "provision":
         return None
     rc, said = run_hook(hooks.undrain, host, hooks.timeout_s)
@@ -447,5 +459,7 @@ def resume_rollout(path: Path, options: ApplyOptions, console: Console, *, as_js
         )
     console.print(f"Resuming rollout {record.id}: {escape(record.summary())}.")
     confirm(options.yes, console)
-    rollout = Rollout(fleet, hooks_of(fleet_file), dataclasses.replace(options, yes=True), console, path)
+    rollout = Rollout(
+        fleet, hooks_of(fleet, fleet_file), dataclasses.replace(options, yes=True), console, path
+    )
     return run_waves(rollout, record, as_json)

@@ -130,8 +130,8 @@ def gate(
     return Gate(host, not regressed, regressed, still)
 
 
-class Hooks(BaseModel):
-    """The fleet file's ``rollout:`` section: commands run on the controller for each host of a wave.
+class HookSet(BaseModel):
+    """The hooks of one host: commands run on the controller for it when its wave comes.
 
     Each is an argv list (no shell): ``{host}`` in an element is replaced by the inventory
     hostname, nothing else is expanded. ``drained`` asks whether the host is drained already
@@ -167,12 +167,46 @@ class Hooks(BaseModel):
         return argv
 
     @model_validator(mode="after")
-    def _admin_drain_seen(self) -> Hooks:
+    def _admin_drain_seen(self) -> HookSet:
         if self.undrain is not None and self.drained is None:
             raise ValueError(
                 "undrain needs drained too: without it an administrator's own drain would be undone"
             )
         return self
+
+
+class Hooks(HookSet):
+    """The fleet file's ``rollout:`` section: the hooks of every host, and ``hosts:``, a host or
+    group name -> the hooks of those hosts instead (a Slurm partition and a Kubernetes pool in
+    one fleet). Precedence as for specs: the host's own entry, then its group's."""
+
+    hosts: dict[str, HookSet] = {}
+
+    def for_hosts(self, groups: Mapping[str, Sequence[str]], names: Iterable[str]) -> dict[str, HookSet]:
+        """Host -> its hooks, for every host of ``groups`` (host -> its groups).
+
+        Args:
+            names: Every host and group name of the inventory (``-l`` aside).
+
+        Raises:
+            ProvisionError: A ``hosts:`` key names no host or group, or two groups of one host
+                name different hooks.
+        """
+        known = set(names)
+        for key in self.hosts:
+            if key not in known:
+                raise ProvisionError(f"rollout.hosts.{key}: no host or group {key!r} in the inventory")
+        return {host: self._of(host, of) for host, of in groups.items()}
+
+    def _of(self, host: str, groups: Sequence[str]) -> HookSet:
+        if host in self.hosts:
+            return self.hosts[host]
+        chosen = {g: self.hosts[g] for g in groups if g in self.hosts}
+        if any(v != next(iter(chosen.values())) for v in chosen.values()):
+            raise ProvisionError(
+                f"{host}: its groups {', '.join(sorted(chosen))} name different rollout hooks"
+            )
+        return next(iter(chosen.values())) if chosen else self
 
 
 def hook_argv(argv: Iterable[str], host: str) -> list[str]:

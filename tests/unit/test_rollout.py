@@ -17,6 +17,7 @@ from provision.fleet import rolling
 from provision.fleet.mapping import FleetError, read_fleet_file
 from provision.fleet.rollout import (
     Hooks,
+    HookSet,
     MaxUnavailable,
     RolloutRecord,
     gate,
@@ -239,7 +240,8 @@ def _rollout(tmp_path: Path, hooks: Hooks | None) -> rolling.Rollout:
 
     fleet = Fleet(inventory=tmp_path / "hosts.ini", specs={h: tmp_path / "spec.yaml" for h in "abcdefg"})
     console = Console(file=io.StringIO(), width=200)
-    return rolling.Rollout(fleet, hooks, ApplyOptions(False, True, tmp_path), console, tmp_path / "r.json")
+    per_host = {h: hooks for h in fleet.specs} if hooks is not None else {}
+    return rolling.Rollout(fleet, per_host, ApplyOptions(False, True, tmp_path), console, tmp_path / "r.json")
 
 
 def _scheduler(tmp_path: Path) -> Hooks:
@@ -326,3 +328,17 @@ def test_resume_reads_the_record_and_its_inventory_by_the_trust_rule(tmp_path: P
     assert (
         "not trusted" in result.stderr and str(path if untrusted == "record" else inventory) in result.stderr
     )
+
+
+def test_hosts_and_groups_get_their_own_hooks(tmp_path: Path) -> None:
+    slurm, k8s = HookSet(drain=["scontrol", "{host}"]), HookSet(drain=["kubectl", "drain", "{host}"])
+    hooks = Hooks(drain=["default", "{host}"], hosts={"slurm": slurm, "k8s": k8s, "g7": slurm})
+    groups = {"g1": ("all", "slurm"), "g2": ("all", "k8s"), "g3": ("all",), "g7": ("all", "k8s")}
+    names = ["g1", "g2", "g3", "g7", "all", "slurm", "k8s"]
+    per = hooks.for_hosts(groups, names)
+    assert (per["g1"], per["g2"], per["g7"]) == (slurm, k8s, slurm)  # the host's own entry first
+    assert per["g3"].drain == ["default", "{host}"]
+    with pytest.raises(ProvisionError, match=r"^g9: its groups k8s, slurm name different rollout hooks$"):
+        hooks.for_hosts({"g9": ("k8s", "slurm")}, names)
+    with pytest.raises(ProvisionError, match=r"^rollout\.hosts\.slurm: no host or group 'slurm'"):
+        hooks.for_hosts(groups, ["g1"])
