@@ -67,7 +67,9 @@ def locked_spec(lock: Lock, catalog: Catalog, served: Mapping[str, tuple[str, ..
     update: dict[str, object] = {}
     driver = spec.driver
     if driver.source == "nvidia-repo" and driver.version is None:
-        metas = {catalog.packages.driver_meta(driver.branch, f) for f in ("open", "proprietary")}
+        metas = {
+            catalog.naming(pm.package_format).driver_meta(driver.branch, f) for f in ("open", "proprietary")
+        }
         locked = next((p for p in lock.packages if p.name in metas), None)
         if locked and _resolves_elsewhere(
             pm, f"{driver.branch}", locked.version, served.get(locked.name, ())
@@ -77,8 +79,8 @@ def locked_spec(lock: Lock, catalog: Catalog, served: Mapping[str, tuple[str, ..
     if cuda is not None:
         narrowed = {}
         runtimes = {
-            "cudnn": catalog.packages.cudnn(cuda.toolkit.major)[0],
-            "nccl": catalog.packages.nccl()[0],
+            "cudnn": catalog.naming(pm.package_format).cudnn(cuda.toolkit.major)[0],
+            "nccl": catalog.naming(pm.package_format).nccl()[0],
         }
         for field, name in runtimes.items():
             prefix, locked = getattr(cuda, field), lock.package(name)

@@ -28,6 +28,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import stat
 import subprocess
 import tempfile
@@ -232,15 +233,23 @@ def verified(directory: Path, result: dict[str, Any]) -> tuple[bool, dict[str, A
 
 
 def served(names: list[str]) -> dict[str, list[str]]:
-    """Versions apt can install of each package (``apt-cache madison``); unknown names map to []."""
+    """Versions the package manager can install of each package; unknown names map to [].
+
+    Debian and Ubuntu: ``apt-cache madison`` (``name | version | source``). RHEL family (no apt-cache,
+    dnf present): ``dnf repoquery`` with the EVR (``3:580.95.05-1.el9``, the form the lock records).
+    """
     wanted = [n for n in names if PACKAGE_NAME.match(n)]
     found: dict[str, list[str]] = {n: [] for n in wanted}
     if not wanted:
         return found
-    run = subprocess.run(["apt-cache", "madison", *wanted], capture_output=True, text=True, check=False)
+    if shutil.which("apt-cache") is None and shutil.which("dnf") is not None:
+        query = ["dnf", "-q", "repoquery", "--queryformat", "%{name}|%{evr}", *wanted]
+        run = subprocess.run(query, capture_output=True, text=True, check=False)
+    else:
+        run = subprocess.run(["apt-cache", "madison", *wanted], capture_output=True, text=True, check=False)
     for line in run.stdout.splitlines():
         fields = [f.strip() for f in line.split("|")]
-        if len(fields) >= 3 and fields[0] in found and fields[1] not in found[fields[0]]:
+        if len(fields) >= 2 and fields[0] in found and fields[1] and fields[1] not in found[fields[0]]:
             found[fields[0]].append(fields[1])
     return found
 

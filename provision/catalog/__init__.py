@@ -32,7 +32,8 @@ Public API::
     cat.repository("ubuntu2404", arch="x86_64") -> NvidiaRepo | None
         # .code, .url, .key_url, .fingerprint, .cuda_releases (empty = unknown), .package_format
     cat.distro_archives["debian12"].driver_branches  # (535,)
-    cat.packages -> PackageNaming: pinning(branch), driver_meta(branch, flavor), fabric_manager(branch),
+    cat.naming(fmt) -> PackageNaming (fmt deb/rpm): pinning(branch), driver_meta(branch, flavor),
+        fabric_manager(branch),
         fm_version_string(driver_version), nscq(branch), nvlink5(branch), cuda_toolkit(release),
         cudnn(cuda_major), nccl(), nccl_deb_version(nccl, cuda_release), stack_patterns
     cat.components["dkms"].package_names             # per-component data, data/components/<name>.yaml

@@ -31,7 +31,7 @@ from provision.catalog.models import (
     TorchRelease,
     VariantProjects,
 )
-from provision.catalog.packages import PackageNaming
+from provision.catalog.packages import PackageFormat, PackageNaming
 from provision.models import Frozen
 from provision.versions import DottedVersion
 
@@ -58,7 +58,7 @@ class Catalog(Frozen):
         gsp_firmware: Where the open modules find their GSP firmware, and the packages carrying it.
         repo_distros: Distro code -> NVIDIA repository entry.
         distro_archives: Distro code -> NVIDIA branches in the distribution's own archive.
-        packages: Package naming rules (deb).
+        package_naming: Package naming rules per package format (``deb``, ``rpm``).
         components: Component name -> its data file (the package names it reads).
     """
 
@@ -80,15 +80,29 @@ class Catalog(Frozen):
     gsp_firmware: GspFirmwareRule
     repo_url_pattern: str
     repo_url_arch: dict[str, str]
-    signing_key: SigningKey
+    signing_keys: dict[PackageFormat, SigningKey]
     repo_distros: dict[str, RepoDistro]
     distro_archives: dict[str, DistroArchive]
-    packages: PackageNaming
+    package_naming: dict[PackageFormat, PackageNaming]
     components: dict[str, ComponentData] = Field(default_factory=dict)
 
-    def package_name_patterns(self) -> tuple[str, ...]:
-        """Every component's package-name regular expressions, in file order, once each."""
-        return tuple(dict.fromkeys(p for c in self.components.values() for p in c.package_names))
+    def naming(self, package_format: str) -> PackageNaming:
+        """The package names of one format (``deb``, ``rpm``: the host's package manager's);
+        the deb names for a format the catalog has none of."""
+        found: PackageNaming | None = self.package_naming.get(package_format)  # type: ignore[call-overload]
+        return found if found is not None else self.package_naming["deb"]
+
+    def package_name_patterns(self, package_format: str | None = None) -> tuple[str, ...]:
+        """Every component's package-name regular expressions of one package format (``deb``,
+        ``rpm``; every format's when None), in file order, once each."""
+        found = (
+            p
+            for c in self.components.values()
+            for fmt, names in c.package_names.items()
+            if package_format in (None, fmt)
+            for p in names
+        )
+        return tuple(dict.fromkeys(found))
 
     def gpu(self, model_id: str) -> GpuModel | None:
         """The GPU model with this id, or None."""
@@ -143,14 +157,15 @@ class Catalog(Frozen):
         if distro is None or arch not in self.repo_url_arch:
             return None
         url = self.repo_url_pattern.format(code=code, arch=self.repo_url_arch[arch])
+        key = self.signing_keys[distro.package_format]
         return NvidiaRepo(
             code=code,
             package_format=distro.package_format,
             url=url,
-            key_url=url + self.signing_key.file,
-            fingerprint=self.signing_key.fingerprint,
+            key_url=url + key.file,
+            fingerprint=key.fingerprint,
             cuda_releases=distro.cuda_releases,
-            source=tuple(dict.fromkeys(distro.source + self.signing_key.source)),
+            source=tuple(dict.fromkeys(distro.source + key.source)),
             conf=distro.conf,
             note=distro.note,
         )

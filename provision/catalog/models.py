@@ -38,14 +38,15 @@ class ComponentData(Frozen):
 
     Attributes:
         component: The component's plan name (``fabric_manager``).
-        package_names: Regular expressions (searched, unanchored unless written with ``^``/``$``)
-            of the package names the component reads from the package database; detection keeps
-            only packages matching one of any component's.
+        package_names: Per package format (``deb``, ``rpm``), regular expressions (searched,
+            unanchored unless written with ``^``/``$``) of the package names the component reads
+            from the package database; detection keeps only packages matching one of any
+            component's, of any format (a host's database holds only its own format's names).
         why: Which packages these are.
     """
 
     component: str
-    package_names: tuple[str, ...]
+    package_names: dict[Literal["deb", "rpm"], tuple[str, ...]]
     why: str
 
 
@@ -386,11 +387,12 @@ class KernelModuleRules(Frozen):
 
 
 class SigningKey(Sourced):
-    """NVIDIA's deb repository signing key: file name under the repo URL and pinned fingerprint."""
+    """One of NVIDIA's repository signing keys (per package format): file name under the repo URL and
+    pinned fingerprint; the keyring package where the format has one (``cuda-keyring`` for deb)."""
 
     file: str
     fingerprint: Annotated[str, Field(pattern=r"^[0-9A-F]{40}$")]
-    keyring_package: str
+    keyring_package: str | None = None
 
 
 class RepoDistro(Sourced):

@@ -1,4 +1,4 @@
-"""Debian/Ubuntu package names in NVIDIA's CUDA repository, per driver branch.
+"""Package names in NVIDIA's CUDA repositories, per package format (deb, rpm) and driver branch.
 
 Sources: catalog ``packages.yaml`` (keys DIG, GDC, APT-2404 of ``data/sources.yaml``).
 
@@ -8,6 +8,8 @@ from 580 on the name is unsuffixed and the branch lives in the version, locked w
 """
 
 from __future__ import annotations
+
+from typing import Literal
 
 from provision.catalog.models import Flavor, Sourced
 from provision.models import Frozen
@@ -64,7 +66,8 @@ class StackPatterns(Sourced):
 
 
 class PackageNaming(Frozen):
-    """Package names for NVIDIA's deb repository (``packages.yaml``). All methods are pure.
+    """Package names for one package format of NVIDIA's repositories (``packages.yaml`` ``deb``/``rpm``).
+    All methods are pure.
 
     Attributes:
         unsuffixed_from_branch: First branch published under unsuffixed names (580).
@@ -72,7 +75,7 @@ class PackageNaming(Frozen):
 
     unsuffixed_from_branch: int
     unsuffixed_source: tuple[str, ...]
-    pinning_rule: Pinning
+    pinning_rule: Pinning | None = None
     driver_meta_rule: DriverMetas
     fabric_manager_rule: FabricManagerNaming
     nscq_rule: BranchNamed
@@ -81,11 +84,25 @@ class PackageNaming(Frozen):
     cudnn_rule: CudnnNaming
     nccl_rule: NcclNaming
     stack_rule: StackPatterns
+    driver_family_rule: StackPatterns | None = None
+    closed_modules_rule: ToolkitNaming | None = None
+
+    @property
+    def driver_family(self) -> tuple[str, ...]:
+        """The driver's package globs that its version pin covers (``kmod-nvidia-*`` on rpm); empty
+        when the format's rules leave it to the component's default."""
+        return self.driver_family_rule.patterns if self.driver_family_rule else ()
+
+    @property
+    def closed_modules(self) -> str:
+        """The package that brings the proprietary kernel modules, forbidden beside the open ones
+        (deb ``nvidia-driver``, rpm ``kmod-nvidia-latest-dkms``)."""
+        return self.closed_modules_rule.name if self.closed_modules_rule else "nvidia-driver"
 
     def pinning(self, branch: int) -> str | None:
         """``nvidia-driver-pinning-580`` from branch 580 on; None below (suffixed metas pin instead)."""
         rule = self.pinning_rule
-        return rule.name.format(branch=branch) if branch >= rule.from_branch else None
+        return rule.name.format(branch=branch) if rule is not None and branch >= rule.from_branch else None
 
     def driver_meta(self, branch: int, flavor: Flavor) -> str:
         """``nvidia-open`` / ``cuda-drivers`` from 580; ``nvidia-open-575`` / ``cuda-drivers-575`` below."""
@@ -137,3 +154,7 @@ class PackageNaming(Frozen):
     def stack_patterns(self) -> tuple[str, ...]:
         """Package-name globs making up the NVIDIA stack, for holds and unattended-upgrades (FF-01)."""
         return self.stack_rule.patterns
+
+
+PackageFormat = Literal["deb", "rpm"]
+"""The catalog's key for a package format (:attr:`provision.os.base.PackageManager.package_format`)."""

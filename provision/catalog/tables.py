@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args
 
 from pydantic import BaseModel, ValidationError
 
@@ -43,7 +43,7 @@ from provision.catalog.models import (
     TorchRelease,
     VariantProjects,
 )
-from provision.catalog.packages import PackageNaming
+from provision.catalog.packages import PackageFormat, PackageNaming
 from provision.catalog.prebuilt import DATA_DIR, read_data
 from provision.errors import CatalogError
 from provision.models import Frozen
@@ -90,15 +90,17 @@ class ReposFile(Frozen):
     url_pattern: str
     url_source: tuple[str, ...]
     url_arch: dict[str, str]
-    signing_key: SigningKey
+    signing_keys: dict[PackageFormat, SigningKey]
     distros: tuple[RepoDistro, ...]
     distro_archives: tuple[DistroArchive, ...]
 
 
 class PackagesFile(Frozen):
+    """One package format's rules in ``packages.yaml``."""
+
     unsuffixed_from_branch: int
     unsuffixed_source: tuple[str, ...]
-    pinning: dict[str, Any]
+    pinning: dict[str, Any] | None = None
     driver_meta: dict[str, Any]
     fabric_manager: dict[str, Any]
     nscq: dict[str, Any]
@@ -107,15 +109,28 @@ class PackagesFile(Frozen):
     cudnn: dict[str, Any]
     nccl: dict[str, Any]
     stack_patterns: dict[str, Any]
+    driver_family: dict[str, Any] | None = None
+    closed_modules: dict[str, Any] | None = None
 
     def naming(self) -> dict[str, Any]:
         """The file's rules keyed as :class:`PackageNaming` fields (``pinning`` -> ``pinning_rule``)."""
-        rules = {f"{name}_rule": getattr(self, name) for name in _RULES}
-        return rules | {"stack_rule": self.stack_patterns, **self.model_dump(include=_CUTOVER)}
+        rules = {f"{name}_rule": getattr(self, name) for name in _RULES if getattr(self, name) is not None}
+        family = {"driver_family_rule": self.driver_family} if self.driver_family else {}
+        family |= {"closed_modules_rule": self.closed_modules} if self.closed_modules else {}
+        return rules | family | {"stack_rule": self.stack_patterns, **self.model_dump(include=_CUTOVER)}
 
 
 _RULES = ("pinning", "driver_meta", "fabric_manager", "nscq", "nvlink5", "cuda_toolkit", "cudnn", "nccl")
 _CUTOVER = {"unsuffixed_from_branch", "unsuffixed_source"}
+
+
+def _load_formats(directory: Path, name: str) -> dict[PackageFormat, PackagesFile]:
+    """``packages.yaml``: one :class:`PackagesFile` per package format key (``deb``, ``rpm``)."""
+    path = directory / name
+    data = _read(path)
+    if not isinstance(data, dict) or not data or not set(data) <= set(get_args(PackageFormat)):
+        raise CatalogError(f"catalog file {path}: top-level keys must be package formats (deb, rpm)")
+    return {fmt: _validate(PackagesFile, rules, path) for fmt, rules in data.items()}
 
 
 def _read(path: Path) -> Any:
@@ -215,7 +230,7 @@ class _Files(Frozen):
     gpus: GpusFile
     drivers: DriversFile
     repos: ReposFile
-    packages: PackagesFile
+    packages: dict[PackageFormat, PackagesFile]
 
 
 def _read_all(directory: Path) -> _Files:
@@ -226,7 +241,7 @@ def _read_all(directory: Path) -> _Files:
         gpus=_load(directory, "gpus.yaml", GpusFile),
         drivers=_load(directory, "drivers.yaml", DriversFile),
         repos=_load(directory, "repos.yaml", ReposFile),
-        packages=_load(directory, "packages.yaml", PackagesFile),
+        packages=_load_formats(directory, "packages.yaml"),
     )
 
 
@@ -279,10 +294,13 @@ def _build(files: _Files, directory: Path) -> Catalog:
         gsp_firmware=files.drivers.gsp_firmware,
         repo_url_pattern=files.repos.url_pattern,
         repo_url_arch=files.repos.url_arch,
-        signing_key=files.repos.signing_key,
+        signing_keys=files.repos.signing_keys,
         repo_distros={d.code: d for d in files.repos.distros},
         distro_archives={a.code: a for a in files.repos.distro_archives},
-        packages=_validate(PackageNaming, files.packages.naming(), directory / "packages.yaml"),
+        package_naming={
+            fmt: _validate(PackageNaming, rules.naming(), directory / "packages.yaml")
+            for fmt, rules in files.packages.items()
+        },
         components=_components(directory),
     )
 

@@ -18,6 +18,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from provision.catalog import Catalog, Flavor
+from provision.catalog.packages import PackageNaming
 from provision.findings import Finding
 from provision.models import Frozen
 from provision.os.base import numeric_upstream
@@ -59,6 +60,8 @@ class Component(StrEnum):
     NCCL = "nccl"
     CONTAINERS = "containers"
     HOLDS = "holds"
+    GPU_SETTINGS = "gpu_settings"
+    MIG = "mig"
     PYTHON_VENV = "python_venv"
     PYTHON_WHEELS = "python_wheels"
     SECURE_BOOT = "secure_boot"
@@ -136,6 +139,11 @@ class PlanContext:
     built: Mapping[Component, Sequence[Built]] = field(default_factory=dict)
     fleet_monitored: tuple[str, ...] = ()
 
+    @property
+    def names(self) -> PackageNaming:
+        """The catalog's package names for this host's package format (``deb``, ``rpm``)."""
+        return self.catalog.naming(self.pm.package_format)
+
     def installed(self, name: str) -> Package | None:
         """The package ``name`` when it is fully installed, else None."""
         pkg = self.facts.package(name)
@@ -211,6 +219,10 @@ class InstallableComponent:
         """Its steps (a no-op with its reason when nothing is to do) and findings."""
         return ()
 
+    def reboots_for(self, step: Step) -> bool:
+        """Whether this changing step of it needs a reboot: by default, whenever it ``reboots``."""
+        return self.reboots
+
     def spec_rules(self, spec: Spec, catalog: Catalog) -> Iterable[Finding]:
         """Its rules that read only the spec and the catalog (``validate`` runs them too)."""
         return ()
@@ -246,3 +258,15 @@ class InstallableComponent:
     def pins(self, spec: Spec, pm: PackageManager) -> tuple[Pin, ...]:
         """Its package families locked to the spec's versions in every transaction."""
         return ()
+
+
+def not_on_family(spec: Spec, section: str, missing: str) -> Finding:
+    """The blocker for a spec section the catalog cannot plan on the spec's OS family yet, naming
+    what the catalog lacks for it (shared by the components, worded once)."""
+    return Finding(
+        rule=f"{section}-os-unsupported",
+        severity="blocker",
+        message=f"{section}: not planned on {spec.os.distro} {spec.os.version} yet: the catalog has no "
+        f"{missing}; remove the {section} section or use a Debian or Ubuntu host",
+        source="provision catalog (provision/catalog/data); docs/architecture.md#where-a-new-thing-goes",
+    )

@@ -27,12 +27,21 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from provision.catalog import Catalog
-from provision.components.base import Action, Built, Component, InstallableComponent, PlanContext, Step
+from provision.components.base import (
+    Action,
+    Built,
+    Component,
+    InstallableComponent,
+    PlanContext,
+    Step,
+    not_on_family,
+)
 from provision.components.dkms import driver_changes
 from provision.components.steps import change_action, noop
 from provision.detect.unknown import Unknown
 from provision.findings import Finding
 from provision.os.base import PackageManager, Pin
+from provision.os.select import package_format
 from provision.spec.models import ContainersSpec, Spec
 from provision.versions import DottedVersion
 
@@ -67,6 +76,8 @@ class Containers(InstallableComponent):
     def spec_rules(self, spec: Spec, catalog: Catalog) -> Iterable[Finding]:
         if spec.containers is None:
             return ()
+        if package_format(spec.os.distro) != "deb":
+            return (not_on_family(spec, "containers", "the NVIDIA Container Toolkit's RPM repository"),)
         return tuple(spec_findings(spec.containers, catalog, _catalog()))
 
     def findings(self, ctx: PlanContext) -> Iterable[Finding]:

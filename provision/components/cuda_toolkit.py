@@ -36,7 +36,7 @@ def cuda_toolkit_step(ctx: PlanContext) -> Step:
     """Install ``cuda-toolkit-X-Y`` unless that release is already present."""
     assert ctx.spec.cuda is not None
     release = ctx.spec.cuda.toolkit
-    name = ctx.catalog.packages.cuda_toolkit(release)
+    name = ctx.names.cuda_toolkit(release)
     have = ctx.installed(name)
     if have is not None:
         return noop(

@@ -27,7 +27,7 @@ class Cudnn(InstallableComponent):
         cuda = ctx.spec.cuda
         if cuda is None or cuda.cudnn is None:
             return ()
-        names = ctx.catalog.packages.cudnn(cuda.toolkit.major)
+        names = ctx.names.cudnn(cuda.toolkit.major)
         return (versioned_step(ctx, Component.CUDNN, names, cuda.cudnn, "", CUDNN_VERSION_PARTS),)
 
     def pins(self, spec: Spec, pm: PackageManager) -> tuple[Pin, ...]:

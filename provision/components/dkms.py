@@ -62,9 +62,9 @@ def dkms_step(ctx: PlanContext, driver_changes: bool) -> Step | Finding | None:
         return None
     # A running kernel that is not packaged (a custom or the build host's) gets no headers from
     # here, but every packaged kernel the machine can boot next still gets its module.
-    compilers = _compilers(facts.kernel, ctx.flavor) if facts.kernel.release in kernels else ()
+    compilers = _compilers(ctx, facts.kernel) if facts.kernel.release in kernels else ()
     wanted = ("dkms", *ctx.pm.kernel_build_packages(facts.packages, kernels), *compilers)
-    missing = tuple(p for p in wanted if ctx.installed(p) is None)
+    missing = tuple(p for p in wanted if not ctx.pm.satisfied(facts.packages, p))
     if not missing:
         return noop(
             Component.DKMS,
@@ -78,17 +78,18 @@ def dkms_step(ctx: PlanContext, driver_changes: bool) -> Step | Finding | None:
         packages=missing,
         tags=Dkms.tags,
         reason="DKMS builds the module for the running and every installed kernel, with the kernel's "
-        "own compiler; without headers the next boot into a new kernel has no GPU (FF-12, FF-13)",
+        "own compiler; without headers the next boot into a new kernel has no GPU (FF-12, FF-13)"
+        + (f"; dkms from {', '.join(ctx.pm.dkms_repositories)}" if ctx.pm.dkms_repositories else ""),
     )
 
 
-def _compilers(kernel: Kernel, flavor: str) -> tuple[str, ...]:
-    """gcc-N matching the compiler the kernel was built with (/proc/version); g++-N for open modules."""
+def _compilers(ctx: PlanContext, kernel: Kernel) -> tuple[str, ...]:
+    """The compiler the kernel was built with (/proc/version), with C++ for open modules, as the
+    family packages it (``gcc-13 g++-13``; ``gcc gcc-c++``)."""
     match = re.search(r"gcc(?:-(\d+))?\b[^\d]*(\d+)\.\d+", kernel.compiler or "")
     if not match:
         return ()
-    major = match[1] or match[2]
-    return (f"gcc-{major}", *((f"g++-{major}",) if flavor == "open" else ()))
+    return ctx.pm.compiler_packages(match[1] or match[2], cxx=ctx.flavor == "open")
 
 
 def _running_kernel_unpackaged(ctx: PlanContext, driver_changes: bool) -> Finding | None:

@@ -96,16 +96,20 @@ class Driver(InstallableComponent):
                 ),
             )
         why = f"NVIDIA driver, utilities and fabric manager at {version}"
-        return (Pin(packages=" ".join(DRIVER_FAMILY), version=version, why=why),)
+        from provision.catalog import load_catalog  # pins get no catalog; the loaded one is cached
+
+        family = load_catalog().naming(pm.package_format).driver_family or DRIVER_FAMILY
+        return (Pin(packages=" ".join(family), version=version, why=why),)
 
     def role_vars(self, ctx: PlanContext) -> dict[str, Any]:
         steps = ctx.steps()
         return {
             **super().role_vars(ctx),
-            "forbidden_regex": name_regex(forbidden_packages(ctx.spec, steps)),
+            "forbidden_regex": name_regex(forbidden_packages(ctx.spec, steps, ctx.names.closed_modules)),
             "removable_regex": name_regex(removable_packages(ctx.spec, steps)),
             "driver_regex": name_regex(branch_carriers(ctx)),
             "driver_branch": str(ctx.spec.driver.branch),
+            "module_stream": driver_stream(ctx) or "",
         }
 
 
@@ -289,20 +293,49 @@ def _preinstalled(ctx: PlanContext) -> Step | Finding:
     )
 
 
+def driver_stream(ctx: PlanContext) -> str | None:
+    """The module stream of the spec's branch and flavour where the release has modules (EL 9:
+    ``nvidia-driver:580-open``), for the driver from NVIDIA's repository; else None."""
+    if ctx.spec.driver.source != "nvidia-repo":
+        return None
+    return ctx.pm.driver_stream(ctx.spec.os.version, ctx.spec.driver.branch, ctx.flavor)
+
+
+def _stream_note(ctx: PlanContext, stream: str | None) -> str:
+    """How the module stream gets to the spec's: enabled, or switched from another one (the flavour
+    or branch switch: ``dnf module switch-to --allowerasing``, Driver Installation Guide)."""
+    if stream is None:
+        return ""
+    locks = ctx.facts.package_locks
+    enabled = () if isinstance(locks, Unknown) else (locks.streams or ())
+    others = [s for s in enabled if s != stream]
+    if others:
+        erased = "erasing the other stream's packages"
+        return f"; module stream switched from {', '.join(others)} to {stream} ({erased})"
+    return "" if stream in enabled else f"; module stream {stream} enabled first"
+
+
 def _from_nvidia_repo(ctx: PlanContext) -> Step:
     branch, wanted, flavor = ctx.spec.driver.branch, ctx.spec.driver.version, ctx.flavor
-    meta = ctx.catalog.packages.driver_meta(branch, flavor)
+    meta = ctx.names.driver_meta(branch, flavor)
     have = ctx.installed(meta)
     current = ctx.upstream(have) if have else None
     target_text = str(wanted) if wanted else f"newest {branch}.x"
-    if current is not None and current.major == branch and (wanted is None or current == wanted):
+    stream = driver_stream(ctx)
+    switch = _stream_note(ctx, stream)
+    if (
+        current is not None
+        and current.major == branch
+        and (wanted is None or current == wanted)
+        and not switch
+    ):
         return noop(
             Component.DRIVER,
             current=str(current),
             target=target_text,
             reason=f"driver {current} ({meta}, {flavor} kernel modules) already installed",
         )
-    pin = ctx.catalog.packages.pinning(branch)
+    pin = ctx.names.pinning(branch)
     request = ctx.pm.request(meta, ctx.pm.version_glob(wanted) if wanted else None)
     action = (
         change_action(current, wanted) if wanted else (Action.INSTALL if current is None else Action.UPGRADE)
@@ -315,7 +348,9 @@ def _from_nvidia_repo(ctx: PlanContext) -> Step:
         packages=tuple(p for p in (pin, request) if p),
         tags=TAGS,
         reason=f"install {meta} ({flavor} kernel modules) from NVIDIA's repository"
-        + (f", branch locked by {pin}" if pin else ""),
+        + (f", branch locked by {pin}" if pin else "")
+        + (f", branch and flavour by the module stream {stream}" if stream else "")
+        + switch,
     )
 
 
@@ -341,7 +376,7 @@ def replaced_step(ctx: PlanContext, driver: Step) -> Step | None:
     if not held:
         return None
     found = _distro(ctx) if ctx.spec.driver.source == "distro" else None
-    meta = found.carrier if found else ctx.catalog.packages.driver_meta(ctx.spec.driver.branch, ctx.flavor)
+    meta = found.carrier if found else ctx.names.driver_meta(ctx.spec.driver.branch, ctx.flavor)
     switch = ctx.installed(meta) is None
     listed = ", ".join(f"{p.name} {p.version}" for p in held)
     consent = "needs consent: `provision apply --replace-held` or driver.replace_held: true"
@@ -381,9 +416,11 @@ def _other(ctx: PlanContext) -> str:
     return "absent"
 
 
-def forbidden_packages(spec: Spec, steps: tuple[Step, ...]) -> tuple[str, ...]:
+def forbidden_packages(spec: Spec, steps: tuple[Step, ...], closed: str = "nvidia-driver") -> tuple[str, ...]:
     """Packages the simulated transaction must not install (FF-08): the driver-pulling CUDA metas
-    always, the other flavour's metas, and any driver package when the driver is preinstalled."""
+    always, the other flavour's metas (``closed``: the proprietary modules' package of the host's
+    format, :attr:`PackageNaming.closed_modules`), and any driver package when the driver is
+    preinstalled."""
     if spec.driver.source == "distro":
         # NVIDIA's own driver metas and pinning packages: never on top of the distribution's driver.
         return (*DRIVER_METAS, *NVIDIA_ONLY_DRIVER_NAMES)
@@ -400,7 +437,7 @@ def forbidden_packages(spec: Spec, steps: tuple[Step, ...]) -> tuple[str, ...]:
     open_flavor = flavor_driver is not None and any(
         p.startswith("nvidia-open") for p in flavor_driver.packages
     )
-    return (*DRIVER_METAS, "nvidia-driver") if open_flavor else (*DRIVER_METAS[:2], "nvidia-open*")
+    return (*DRIVER_METAS, closed) if open_flavor else (*DRIVER_METAS[:2], "nvidia-open*")
 
 
 def removable_packages(spec: Spec, steps: tuple[Step, ...]) -> tuple[str, ...]:

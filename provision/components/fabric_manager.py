@@ -199,7 +199,7 @@ def _needs_exact_driver() -> Finding:
 
 
 def _fm_package_step(ctx: PlanContext, version: DriverVersion) -> Step:
-    packages = ctx.catalog.packages
+    packages = ctx.names
     name = packages.fabric_manager(version.branch)
     extra = packages.nvlink5(version.branch) if ctx.catalog.gpus[ctx.spec.gpus.model].nvlink5 else ()
     have = ctx.installed(name)

@@ -52,7 +52,12 @@ def holds_step(ctx: PlanContext, new_packages: tuple[str, ...]) -> Step:
     upgrade guard (the exact file text) in place."""
     patterns = held_patterns(ctx)
     unheld = _unheld_stack(ctx.facts, patterns)
-    incoming = tuple(ctx.pm.request_name(p) for p in new_packages)
+    # Only what the role holds: the stack's patterns (kernel-devel, dkms and the compiler stay free).
+    incoming = tuple(
+        name
+        for name in (ctx.pm.request_name(p) for p in new_packages)
+        if any(fnmatch.fnmatchcase(name, pat) for pat in patterns)
+    )
     pending = tuple(dict.fromkeys(unheld + incoming))
     guard_state = _guard_state(ctx, ctx.pm.upgrade_guard_text(patterns))
     if not pending and guard_state is None:
@@ -83,7 +88,7 @@ def held_patterns(ctx: PlanContext) -> tuple[str, ...]:
     """The NVIDIA stack's patterns, plus the distribution driver's own names (``libcuda1``, Ubuntu's
     ``linux-modules-nvidia-*``) and, with ``driver.kernel_guard: hold``, the kernel meta-packages."""
     extra = hold_patterns(ctx.spec, ctx.catalog)
-    return tuple(dict.fromkeys((*ctx.catalog.packages.stack_patterns, *extra)))
+    return tuple(dict.fromkeys((*ctx.names.stack_patterns, *extra)))
 
 
 def _guard_state(ctx: PlanContext, guard: str) -> str | None:

@@ -52,6 +52,7 @@ class KernelModules(InstallableComponent):
             "nouveau_blacklist": NOUVEAU_PATH,
             "blacklist": blacklist_text(wanted_blacklist(ctx.spec, ctx.facts)),
             "initramfs_rebuild": self.role_runs(ctx),
+            "initramfs_argv": list(ctx.pm.initramfs_command.split()),
         }
 
 

@@ -15,11 +15,20 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from provision.catalog import Catalog
-from provision.components.base import Action, Built, Component, InstallableComponent, PlanContext, Step
+from provision.components.base import (
+    Action,
+    Built,
+    Component,
+    InstallableComponent,
+    PlanContext,
+    Step,
+    not_on_family,
+)
 from provision.components.steps import noop
 from provision.detect.unknown import Unknown
 from provision.findings import Finding
 from provision.os.base import PackageManager, Pin
+from provision.os.select import package_format
 from provision.spec.models import MonitoringSpec, Spec
 from provision.versions import DottedVersion
 
@@ -72,12 +81,18 @@ class Dcgm(InstallableComponent):
     def spec_rules(self, spec: Spec, catalog: Catalog) -> Iterable[Finding]:
         if spec.monitoring is None:  # its catalog file is read only for a spec that monitors
             return ()
+        if package_format(spec.os.distro) != "deb":
+            return (
+                not_on_family(spec, "monitoring", "the node exporter's and Prometheus's RPM names (EPEL)"),
+            )
         return spec_findings(spec, catalog, _monitoring_catalog())
 
     def findings(self, ctx: PlanContext) -> Iterable[Finding]:
         if ctx.spec.monitoring is None:
             return
-        yield from spec_findings(ctx.spec, ctx.catalog, _monitoring_catalog())
+        yield from self.spec_rules(ctx.spec, ctx.catalog)
+        if package_format(ctx.spec.os.distro) != "deb":
+            return
         yield from legacy_dcgm(ctx.spec, ctx.facts, _monitoring_catalog())
 
     def pins(self, spec: Spec, pm: PackageManager) -> tuple[Pin, ...]:

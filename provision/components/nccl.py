@@ -26,7 +26,7 @@ class Nccl(InstallableComponent):
         cuda = ctx.spec.cuda
         if cuda is None or cuda.nccl is None:
             return ()
-        names = ctx.catalog.packages.nccl()
+        names = ctx.names.nccl()
         suffix = f"+cuda{cuda.toolkit}"
         return (versioned_step(ctx, Component.NCCL, names, cuda.nccl, suffix, NCCL_VERSION_PARTS),)
 

@@ -15,8 +15,10 @@ from provision.components.cudnn import Cudnn
 from provision.components.dkms import Dkms
 from provision.components.driver import Driver
 from provision.components.fabric_manager import FabricManager
+from provision.components.gpu_settings import GpuSettingsComponent
 from provision.components.holds import Holds
 from provision.components.kernel_modules import KernelModules
+from provision.components.mig import Mig
 from provision.components.monitoring import Dcgm, Monitoring
 from provision.components.nccl import Nccl
 from provision.components.python_env import PythonEnv
@@ -39,6 +41,8 @@ COMPONENTS: tuple[InstallableComponent, ...] = (
     Nccl(),
     Containers(),
     Holds(),
+    GpuSettingsComponent(),
+    Mig(),
     PythonEnv(),
     SecureBoot(),
     Serve(),

@@ -154,7 +154,13 @@ def repo_vars(ctx: PlanContext) -> dict[str, Any]:
         "preferences_file": files.pins,
         "preferences": ctx.pins_text(),
         "legacy_preferences_files": list(files.legacy_pins),
+        "dkms_repositories": list(ctx.pm.dkms_repositories) if _dkms_planned(ctx) else [],
     }
+
+
+def _dkms_planned(ctx: PlanContext) -> bool:
+    """Whether the plan installs DKMS (so its repositories, EPEL on RHEL, must be enabled)."""
+    return any(s.component is Component.DKMS and s.changes for s in ctx.steps())
 
 
 def key_source(ctx: PlanContext) -> dict[str, Any]:

@@ -36,6 +36,8 @@ from provision.detect.domains.driver import (
 )
 from provision.detect.domains.firmware import Iommu, KernelCmdline, SecureBoot
 from provision.detect.domains.gpu import FabricState, Gpu, GpuHealth, PciDevice, Topology
+from provision.detect.domains.gpu_runtime import GpuRuntime
+from provision.detect.domains.gpu_state import GpuState
 from provision.detect.domains.hardware import Hardware
 from provision.detect.domains.host import Board, Cpu, NumaNode, PowerProfile
 from provision.detect.domains.monitoring import Listening, ManagedFiles
@@ -62,6 +64,8 @@ __all__ = [
     "Gpu",
     "GpuHardware",
     "GpuHealth",
+    "GpuRuntime",
+    "GpuState",
     "GspFirmware",
     "Hardware",
     "Initramfs",
@@ -134,6 +138,11 @@ class Facts(Frozen):
     origins: PackageOrigins | Unknown = _NOT_PROBED
     hardware: Hardware | Unknown = Unknown(unknown="hardware not probed")
     gpu_health: tuple[GpuHealth, ...] | Unknown = _NOT_PROBED
+    gpu_state: tuple[GpuState, ...] | Unknown = _NOT_PROBED
+    gpu_runtime: GpuRuntime | None = Field(
+        None,
+        description="MIG instances, the services and modules holding a GPU, the boot unit; None: not probed.",
+    )
     initramfs: Initramfs | Unknown = _NOT_PROBED
     ld_cache: LibraryCache | Unknown = _NOT_PROBED
     module_signer: ModuleSigner | Unknown = _NOT_PROBED

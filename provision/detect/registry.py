@@ -17,6 +17,7 @@ from provision.detect.domains import (
     cuda,
     driver,
     gpu,
+    gpu_runtime,
     hardware,
     monitoring,
     os_kernel,
@@ -28,7 +29,19 @@ from provision.detect.fact import Derive, FactType, Parsed, Probe
 from provision.detect.facts import Facts
 from provision.detect.raw import ProbeOutput
 
-_DOMAINS = (os_kernel, driver, packages, gpu, cuda, python, hardware, service, monitoring, containers)
+_DOMAINS = (
+    os_kernel,
+    driver,
+    packages,
+    gpu,
+    cuda,
+    python,
+    hardware,
+    service,
+    monitoring,
+    containers,
+    gpu_runtime,
+)
 
 FACTS: tuple[FactType, ...] = tuple(f for domain in _DOMAINS for f in domain.FACTS)
 """Every fact of a detection, in probe order. Probe ids are unique (a test checks it)."""

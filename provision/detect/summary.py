@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from provision.detect.facts import Facts, Gpu, GpuHealth, PciDevice, Unknown
+from provision.detect.facts import Facts, Gpu, GpuHealth, GpuState, PciDevice, Unknown
 
 
 def render_facts(facts: Facts, console: Console) -> None:
@@ -103,6 +103,7 @@ def _rows(facts: Facts) -> list[tuple[str, str]]:
             _or_unknown(facts.initramfs, lambda i: i.image or "none (the kernel boots without one)"),
         ),
         ("gpu health", _or_unknown(facts.gpu_health, _health)),
+        ("gpu settings", _or_unknown(facts.gpu_state, _settings)),
         (
             "libcuda",
             _or_unknown(facts.ld_cache, lambda c: c.first("libcuda.so.1") or "not in the loader cache"),
@@ -136,6 +137,33 @@ def _health(health: tuple[GpuHealth, ...]) -> str:
             *(e for e in h.clock_events if e != "Idle"),
         ]
         rows.append(f"{h.bdf}: {', '.join(f for f in flags if f) or 'ok'}")
+    return "\n".join(rows) or "no GPU"
+
+
+def _settings(states: tuple[GpuState, ...]) -> str:
+    """Per GPU: the power limit in force and its range, compute mode, ECC and MIG (and pending modes)."""
+
+    def mode(current: bool | None, pending: bool | None) -> str:
+        word = {True: "on", False: "off"}
+        now = word.get(current, "n/a") if current is not None else "n/a"
+        return now if pending in (None, current) else f"{now} (pending {word[pending]})"
+
+    rows = []
+    for s in states:
+        p = s.power
+        power = (
+            "power n/a"
+            if p.enforced_w is None
+            else (
+                f"{p.enforced_w:g} W (default {p.default_w:g}, {p.min_w:g}-{p.max_w:g})"
+                if None not in (p.default_w, p.min_w, p.max_w)
+                else f"{p.enforced_w:g} W"
+            )
+        )
+        rows.append(
+            f"{s.bdf}: {power}, {s.compute_mode or 'compute mode n/a'}, "
+            f"ECC {mode(s.ecc_current, s.ecc_pending)}, MIG {mode(s.mig_current, s.mig_pending)}"
+        )
     return "\n".join(rows) or "no GPU"
 
 

@@ -105,7 +105,7 @@ def _flavor(facts: Facts, catalog: Catalog, branch: int) -> tuple[str, str]:
     if isinstance(facts.driver, LoadedDriver):
         return facts.driver.flavor, f"the loaded module is the {facts.driver.flavor} one"
     for flavor in ("open", "proprietary"):
-        meta = catalog.packages.driver_meta(branch, flavor)
+        meta = catalog.naming(facts.package_manager().package_format).driver_meta(branch, flavor)
         if _installed(facts, meta) is not None:
             return flavor, f"{meta} is installed"
     return (
@@ -124,7 +124,9 @@ def _sources(facts: Facts, catalog: Catalog, pm: PackageManager, branch: int) ->
     """``driver.source`` options, the evidence's first: NVIDIA's meta installed -> nvidia-repo; other
     driver packages -> distro; none -> preinstalled (what came with the image or a .run installer)."""
     metas = [
-        m for f in ("open", "proprietary") if _installed(facts, m := catalog.packages.driver_meta(branch, f))
+        m
+        for f in ("open", "proprietary")
+        if _installed(facts, m := catalog.naming(pm.package_format).driver_meta(branch, f))
     ]
     packages = facts.driver_packages(pm.upstream)
     repo = Option(
@@ -161,8 +163,9 @@ def cuda_section(draft: Draft, facts: Facts, catalog: Catalog, distro: str) -> N
         return
     draft.put("cuda.toolkit", release.text, seen)
     pm = _pm(facts, distro)
-    _library(draft, facts, pm, "cuda.cudnn", catalog.packages.cudnn(release.major)[0], "")
-    _library(draft, facts, pm, "cuda.nccl", catalog.packages.nccl()[0], f"+cuda{release.text}")
+    _library(draft, facts, pm, "cuda.cudnn", catalog.naming(pm.package_format).cudnn(release.major)[0], "")
+    names = catalog.naming(pm.package_format)
+    _library(draft, facts, pm, "cuda.nccl", names.nccl()[0], f"+cuda{release.text}")
     draft.choose("cuda", Option({}, ""), Option({"cuda": DROP}, "cuda: left out"))  # after its parts
 
 

@@ -1,7 +1,8 @@
 """The OS families: everything that depends on the OS's package manager, its tools and its releases.
 
 :class:`PackageManager` is the interface the planner and the components use; each family
-implements it in ``provision/os/<family>/`` (:mod:`.debian`: apt and dpkg, Debian and Ubuntu),
+implements it in ``provision/os/<family>/`` (:mod:`.debian`: apt and dpkg, Debian and Ubuntu;
+:mod:`.redhat`: dnf and rpm, Rocky Linux and RHEL 9 and 10),
 with its probes (:class:`FamilyProbe`) parsed into the OS-neutral :mod:`.models`.
 :func:`package_manager` chooses by OS family, read from the facts (``/etc/os-release``) or, when the
 facts cannot tell, from the spec's distribution. Nothing outside ``provision/os/`` names apt, dpkg,
@@ -19,7 +20,15 @@ from provision.os.base import (
     numeric_upstream,
 )
 from provision.os.models import Package, PackageLocks, PackageOrigins
-from provision.os.select import MANAGERS, command_line_failure, failure_cause, os_family, package_manager
+from provision.os.select import (
+    MANAGERS,
+    command_line_failure,
+    failure_cause,
+    os_family,
+    package_manager,
+    repo_code,
+    same_release,
+)
 
 __all__ = [
     "MANAGERS",
@@ -38,4 +47,6 @@ __all__ = [
     "numeric_upstream",
     "os_family",
     "package_manager",
+    "repo_code",
+    "same_release",
 ]

@@ -177,6 +177,25 @@ class PackageManager(Protocol):
         """The command line that rebuilds the initramfs of every installed kernel."""
         ...
 
+    def satisfied(self, packages: tuple[Package, ...] | Unknown, request: str) -> bool:
+        """Whether an installed package already answers ``request`` (a name, or the family's
+        name-and-version form such as rpm's ``kernel-devel-5.14.0-503.14.1.el9_5``)."""
+        ...
+
+    def compiler_packages(self, major: str, cxx: bool) -> tuple[str, ...]:
+        """The packages of the compiler (gcc ``major``, and C++ with ``cxx``) the kernel was built with."""
+        ...
+
+    def driver_stream(self, os_version: str, branch: int, flavor: str) -> str | None:
+        """The module stream that selects the driver's branch and flavour (``nvidia-driver:580-open``),
+        None where the release has no modules (the branch is then held by the pins)."""
+        ...
+
+    @property
+    def dkms_repositories(self) -> tuple[str, ...]:
+        """Repositories DKMS comes from beyond the OS's own and NVIDIA's (``epel``)."""
+        ...
+
     def failure_cause(self, output: str) -> str | None:
         """The cause of a failed run of its tools, from their combined output; None when the text
         holds no error of theirs. Never raises."""

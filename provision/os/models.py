@@ -30,6 +30,8 @@ class Package(Frozen):
             transaction refuses or repairs first (dpkg ``half-configured``, ``unpacked``...).
         state: The package manager's own words for the state (dpkg's ``install ok installed``),
             read by the family's repair advice; empty where the family has none.
+        arch: The package's architecture where the family's version leaves it out (rpm's
+            ``x86_64``: a kernel's release is ``<version>.<arch>``); empty otherwise.
     """
 
     name: str
@@ -38,6 +40,7 @@ class Package(Frozen):
     held: bool = False
     unfinished: bool = False
     state: str = ""
+    arch: str = ""
 
     @model_validator(mode="before")
     @classmethod

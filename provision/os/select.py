@@ -6,16 +6,26 @@ from collections.abc import Sequence
 
 from provision.os.base import PackageManager
 from provision.os.debian.apt import APT
+from provision.os.redhat import releases as redhat_releases
+from provision.os.redhat.dnf import DNF
 
-MANAGERS: dict[str, PackageManager] = {"Debian": APT}
+MANAGERS: dict[str, PackageManager] = {"Debian": APT, "RedHat": DNF}
 """OS family (Ansible's ``ansible_os_family``) -> its package manager."""
-FAMILY_OF_ID = {"debian": "Debian", "ubuntu": "Debian"}
-"""``/etc/os-release`` ``ID`` (or an ``ID_LIKE`` entry), and the spec's ``os.distro``, -> OS family."""
+FAMILY_OF_ID = {
+    "debian": "Debian",
+    "ubuntu": "Debian",
+    "rocky": "RedHat",
+    "rhel": "RedHat",
+    "centos": "RedHat",
+    "fedora": "RedHat",
+}
+"""``/etc/os-release`` ``ID`` (or an ``ID_LIKE`` entry: Rocky's is ``rhel centos fedora``), and the
+spec's ``os.distro``, -> OS family (Ansible's ``ansible_os_family`` names the same two)."""
 
 
-PACKAGE_MANAGER_CREDENTIALS = " or ".join(pm.credentials_note for pm in MANAGERS.values())
+PACKAGE_MANAGER_CREDENTIALS = ", to ".join(pm.credentials_note for pm in MANAGERS.values())
 """Where each family's package manager reads a repository's credentials, for the spec's refusal of
-credentials in a URL."""
+credentials in a URL: ``apt in ..., to dnf as ...`` (it reads "give them to <this>, or to pip in")."""
 
 
 def os_family(ids: Sequence[str], distro: str) -> str:
@@ -33,6 +43,30 @@ def failure_cause(output: str) -> str | None:
 def command_line_failure(msg: str) -> bool:
     """Whether an Ansible failure message starts with a package manager's command line."""
     return msg.startswith(tuple(p for pm in MANAGERS.values() for p in pm.command_prefixes))
+
+
+def repo_code(distro: str, version: str) -> str:
+    """NVIDIA's repository code for a distribution release: ``ubuntu2404``, ``debian12``; on the
+    RHEL family the OS's own major (``rocky`` ``9.5`` -> ``rhel9``)."""
+    if FAMILY_OF_ID.get(distro) == "RedHat":
+        major = redhat_releases.major_of(version)
+        return f"rhel{major}" if major is not None else f"rhel{version}"
+    return f"{distro}{version.replace('.', '')}"
+
+
+def package_format(distro: str) -> str:
+    """The package format (``deb``, ``rpm``) of the spec's ``distro``'s family."""
+    return package_manager(FAMILY_OF_ID.get(distro, "Debian")).package_format
+
+
+def same_release(distro: str, spec_version: str, version_id: str) -> bool:
+    """Whether ``/etc/os-release``'s ``version_id`` is the spec's release: equal, or on the RHEL
+    family the same major when the spec names only the major (``9`` and ``9.5``)."""
+    if spec_version == version_id:
+        return True
+    if FAMILY_OF_ID.get(distro) == "RedHat" and "." not in spec_version:
+        return redhat_releases.major_of(version_id) == redhat_releases.major_of(spec_version)
+    return False
 
 
 def package_manager(family: str) -> PackageManager:

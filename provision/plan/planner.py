@@ -109,8 +109,16 @@ def _with(ctx: PlanContext, done: dict[Component, list[Built]]) -> PlanContext:
 def _reboot(ctx: PlanContext, built: list[Built]) -> list[Built]:
     """One reboot step: for a changed kernel side (driver, nouveau's blacklist, fabric manager), or
     one pending."""
-    rebooting = {c.name: c for c in COMPONENTS if c.reboots}
-    causes = [s for s in built if isinstance(s, Step) and s.changes and s.component in rebooting]
+    by_name = {c.name: c for c in COMPONENTS}
+    causes = [
+        s
+        for s in built
+        if isinstance(s, Step)
+        and s.changes
+        and s.component in by_name
+        and by_name[s.component].reboots_for(s)
+    ]
+    rebooting = {s.component: by_name[s.component] for s in causes}
     if not causes:
         pending = reboot_pending(ctx.facts) or binding_reboot(ctx)
         return [pending] if pending else []
@@ -123,9 +131,17 @@ def _reboot(ctx: PlanContext, built: list[Built]) -> list[Built]:
             component=Component.REBOOT,
             action=Action.REBOOT,
             target=causes[0].target,
-            reason=f"reboot to load the changed kernel side ({names})" + "".join(f"; {n}" for n in notes),
+            reason=f"reboot to {_reboot_purpose(causes)} ({names})" + "".join(f"; {n}" for n in notes),
         )
     ]
+
+
+def _reboot_purpose(causes: list[Step]) -> str:
+    """What the reboot is for: the kernel side, or GPU modes that the GPU takes up only at boot."""
+    gpu = {Component.GPU_SETTINGS, Component.MIG}
+    if all(s.component in gpu for s in causes):
+        return "make the GPUs' pending modes current"
+    return "load the changed kernel side"
 
 
 def _plan(

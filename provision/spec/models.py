@@ -23,7 +23,9 @@ from pydantic import (
 from pydantic_core import Url, core_schema
 
 from provision.models import Frozen
-from provision.os.select import PACKAGE_MANAGER_CREDENTIALS
+from provision.os.redhat.releases import DISTROS as REDHAT_DISTROS
+from provision.os.redhat.releases import release as redhat_release
+from provision.os.select import PACKAGE_MANAGER_CREDENTIALS, repo_code
 from provision.serving.arch import ModelArchitecture
 from provision.spec.paths import absolute_path, venv_path
 from provision.spec.urls import secret_problem
@@ -101,7 +103,7 @@ def _url_without_braces(value: Url) -> Url:
 
 CREDENTIALS_HELP = (
     "credentials may not be written in a URL (they would reach plans, logs and command lines); "
-    f"give them to {PACKAGE_MANAGER_CREDENTIALS} or to pip in /root/.netrc "
+    f"give them to {PACKAGE_MANAGER_CREDENTIALS}, or to pip in /root/.netrc "
     "(machine HOST login __token__ password TOKEN), mode 0600 (docs/security.md#secrets)"
 )
 
@@ -168,18 +170,32 @@ def key_url_problem(url: str, extra_hosts: tuple[str, ...] = ()) -> str | None:
 class OsSpec(Frozen):
     """Operating system the machine runs (must be one NVIDIA's repository serves)."""
 
-    distro: Literal["ubuntu", "debian"] = Field(description="Distribution ID as in /etc/os-release ID.")
+    distro: Literal["ubuntu", "debian", "rocky", "rhel"] = Field(
+        description="Distribution ID as in /etc/os-release ID."
+    )
     version: Annotated[str, Field(pattern=r"^\d+(\.\d+)?$")] = Field(
-        description='VERSION_ID from /etc/os-release, e.g. "24.04" or "12".'
+        description='VERSION_ID from /etc/os-release, e.g. "24.04" or "12"; for rocky and rhel the major '
+        '("9", "10": any minor of it) or an exact "9.5".'
     )
     architecture: Literal["x86_64", "aarch64"] = Field(
         "x86_64", description="CPU architecture, as `uname -m` prints it; picks NVIDIA's repository."
     )
 
+    @model_validator(mode="after")
+    def _supported_release(self) -> OsSpec:
+        """rocky and rhel: releases 9 and 10 only (NVIDIA's rhel9/rhel10 repositories, x86_64)."""
+        if self.distro in REDHAT_DISTROS and redhat_release(self.version) is None:
+            raise ValueError(
+                f"{self.distro} {self.version} is not supported: provision supports releases 9 and 10"
+            )
+        if self.distro in REDHAT_DISTROS and self.architecture != "x86_64":
+            raise ValueError(f"{self.distro} is supported on x86_64 only, not {self.architecture}")
+        return self
+
     @property
     def repo_code(self) -> str:
-        """NVIDIA repository distro code, e.g. ``ubuntu2404`` or ``debian12``."""
-        return f"{self.distro}{self.version.replace('.', '')}"
+        """NVIDIA repository distro code, e.g. ``ubuntu2404``, ``debian12``, ``rhel9`` (rocky 9.5)."""
+        return repo_code(self.distro, self.version)
 
 
 class GpuSpec(Frozen):
@@ -646,6 +662,152 @@ class ContainersSpec(Frozen):
         return value
 
 
+_UUID = r"GPU-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+_BUS_ID = r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
+
+GpuSelector = Annotated[int, Field(ge=0, le=15)] | Annotated[str, Field(pattern=f"^({_UUID}|{_BUS_ID})$")]
+"""One GPU: nvidia-smi's index, its UUID (``GPU-...``) or its PCI bus id (``0000:41:00.0``)."""
+
+MigProfile = Annotated[str, Field(pattern=r"^[1-8]g\.[0-9]{1,4}gb([+-](me|gfx|me\.all))?$")]
+MigConfigName = Annotated[
+    str, Field(pattern=r"^all-(balanced|enabled|disabled|[1-8]g\.[0-9]{1,4}gb(\.me)?)$")
+]
+"""A mig-parted layout name (NVIDIA/mig-parted deployments/systemd/config-default.yaml)."""
+"""A MIG GPU instance profile name as nvidia-smi and mig-parted write it (``1g.10gb``, ``1g.18gb+me``)."""
+
+
+class ClockRange(Frozen):
+    """A locked clock range in MHz (``nvidia-smi -lgc MIN,MAX`` / ``-lmc MIN,MAX``)."""
+
+    min_mhz: int = Field(ge=1, le=10000, description="Lowest clock, MHz.", examples=[1200])
+    max_mhz: int = Field(ge=1, le=10000, description="Highest clock, MHz.", examples=[1410])
+
+    @model_validator(mode="after")
+    def _ordered(self) -> ClockRange:
+        if self.min_mhz > self.max_mhz:
+            raise ValueError(f"min_mhz {self.min_mhz} is above max_mhz {self.max_mhz}")
+        return self
+
+
+class ApplicationClocks(Frozen):
+    """Application clocks in MHz (``nvidia-smi -ac MEMORY,GRAPHICS``; deprecated by NVML in favour
+    of locked clocks, which docs/gpu-settings.md prefers)."""
+
+    memory_mhz: int = Field(ge=1, le=10000, description="Memory clock, MHz.", examples=[1512])
+    graphics_mhz: int = Field(ge=1, le=10000, description="Graphics clock, MHz.", examples=[1410])
+
+
+class GpuSettings(Frozen):
+    """Runtime settings for some GPUs; an unset setting is not managed (left as the machine has it)."""
+
+    gpus: Literal["all"] | tuple[GpuSelector, ...] = Field(
+        "all", description='"all", or GPUs by index, UUID or PCI bus id.', examples=["all", [0, 1]]
+    )
+    power_limit_w: int | None = Field(
+        None,
+        ge=1,
+        le=5000,
+        description="Power limit in W (nvidia-smi -pl), within the card's own limits.",
+        examples=[250],
+    )
+    application_clocks: ApplicationClocks | None = Field(
+        None,
+        description="nvidia-smi -ac MEMORY,GRAPHICS; unset: not managed.",
+        examples=[{"memory_mhz": 1512, "graphics_mhz": 1410}],
+    )
+    locked_gpu_clocks: ClockRange | None = Field(
+        None,
+        description="nvidia-smi -lgc MIN,MAX; unset: not managed.",
+        examples=[{"min_mhz": 1200, "max_mhz": 1410}],
+    )
+    locked_memory_clocks: ClockRange | None = Field(
+        None,
+        description="nvidia-smi -lmc MIN,MAX; unset: not managed.",
+        examples=[{"min_mhz": 1512, "max_mhz": 1512}],
+    )
+    compute_mode: Literal["Default", "Exclusive_Process", "Prohibited"] | None = Field(
+        None, description="nvidia-smi -c; unset: not managed.", examples=["Exclusive_Process"]
+    )
+    ecc: bool | None = Field(
+        None, description="ECC on or off (nvidia-smi -e; takes effect at the next reboot).", examples=[True]
+    )
+
+    @field_validator("gpus", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: object) -> object:
+        return [value] if isinstance(value, int | str) and value != "all" else value
+
+    def managed(self) -> tuple[str, ...]:
+        """The names of the settings this group sets."""
+        names = ("power_limit_w", "application_clocks", "locked_gpu_clocks", "locked_memory_clocks")
+        return tuple(n for n in (*names, "compute_mode", "ecc") if getattr(self, n) is not None)
+
+
+class MigLayout(Frozen):
+    """MIG for some GPUs, mig-parted style: MIG mode on with these GPU instances (each with one
+    compute instance), or off (whole GPUs)."""
+
+    gpus: Literal["all"] | tuple[GpuSelector, ...] = Field(
+        "all", description='"all", or GPUs by index, UUID or PCI bus id.', examples=[[0, 1]]
+    )
+    enabled: bool = Field(True, description="MIG mode on; false: whole GPUs (MIG mode off).", examples=[True])
+    layout: dict[MigProfile, Annotated[int, Field(ge=1, le=8)]] = Field(
+        default_factory=dict,
+        description='GPU instance profile -> count, e.g. {"1g.18gb": 7}; empty with enabled: MIG mode on, '
+        "no instances.",
+        examples=[{"1g.10gb": 7}, {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}],
+    )
+    config: MigConfigName | None = Field(
+        None,
+        description="A named layout of NVIDIA's mig-parted default configuration instead of layout: "
+        "all-balanced, all-<profile> (as many as fit), all-<profile>.me, all-enabled or all-disabled; "
+        "resolved per GPU product from the catalog.",
+        examples=["all-balanced"],
+    )
+
+    @field_validator("gpus", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: object) -> object:
+        return [value] if isinstance(value, int | str) and value != "all" else value
+
+    @model_validator(mode="after")
+    def _layout_needs_mig(self) -> MigLayout:
+        if not self.enabled and (self.layout or self.config):
+            raise ValueError("a layout needs enabled: true (whole GPUs have no MIG instances)")
+        if self.layout and self.config:
+            raise ValueError("give either layout or config, not both")
+        return self
+
+
+class GpuSection(Frozen):
+    """The GPUs' runtime state: the persistence daemon, power, clocks, compute mode, ECC and MIG.
+
+    Applied by the ``gpu_settings`` role with nvidia-smi and again at every boot by
+    ``provision-gpu-settings.service`` (after nvidia-persistenced); checked against each card's
+    own NVML limits read by detection. See docs/gpu-settings.md.
+    """
+
+    persistence: bool | None = Field(
+        None,
+        description="nvidia-persistenced enabled and running (true) or stopped and disabled (false); unset: "
+        "not managed. NVIDIA recommends the daemon over the legacy nvidia-smi -pm.",
+        examples=[True],
+    )
+    settings: tuple[GpuSettings, ...] = Field(
+        (), description="Settings per group of GPUs.", examples=[[{"gpus": "all", "power_limit_w": 250}]]
+    )
+    mig: tuple[MigLayout, ...] = Field(
+        (),
+        description="MIG per group of GPUs; unset: MIG not managed.",
+        examples=[[{"gpus": [0], "layout": {"1g.10gb": 7}}, {"gpus": [1], "enabled": False}]],
+    )
+
+    @field_validator("settings", "mig", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: object) -> object:
+        return [value] if isinstance(value, dict) else value
+
+
 class Spec(Frozen):
     """One GPU machine's wanted software stack, spec format version 1."""
 
@@ -671,4 +833,7 @@ class Spec(Frozen):
     )
     containers: ContainersSpec | None = Field(
         None, description="The NVIDIA Container Toolkit and CDI for a container runtime; unset: none."
+    )
+    gpu: GpuSection | None = Field(
+        None, description="GPU runtime settings and MIG layout (docs/gpu-settings.md); unset: not managed."
     )

@@ -25,6 +25,9 @@ from dataclasses import dataclass
 from provision.catalog import Catalog, Flavor, GpuModel, TorchRelease
 from provision.catalog.models import ArchList
 from provision.findings import Finding, Severity
+from provision.os.redhat.releases import DISTROS as REDHAT_DISTROS
+from provision.os.redhat.releases import release as redhat_release
+from provision.os.select import package_format
 from provision.spec.models import PythonSpec, Spec
 from provision.versions import DottedVersion
 
@@ -431,7 +434,15 @@ def driver_source_distro(ctx: _Ctx) -> Iterator[Finding]:
         return
     code, branch = ctx.spec.os.repo_code, ctx.spec.driver.branch
     archive = ctx.cat.distro_archives.get(code)
-    if archive is None:
+    release = redhat_release(ctx.spec.os.version) if ctx.spec.os.distro in REDHAT_DISTROS else None
+    if archive is None and release is not None and not release.signed_open_kmods:
+        message = (
+            f"{ctx.spec.os.distro} {ctx.spec.os.version} ships no NVIDIA open kernel modules of its own "
+            "(none signed with the distribution's Secure Boot key that the catalog could confirm); use "
+            "driver.source nvidia-repo: DKMS builds them, signed with a MOK key enrolled at the console"
+        )
+        yield ctx.finding("driver-distro-unknown", "blocker", message, ("DIG-KMOD",))
+    elif archive is None:
         message = (
             f"the catalog knows no NVIDIA driver packages in {code}'s own archive; use driver.source "
             f"nvidia-repo (known archives: {', '.join(ctx.cat.distro_archives)})"
@@ -501,7 +512,7 @@ def cudnn_major_packaged(ctx: _Ctx) -> Iterator[Finding]:
     cuda = ctx.spec.cuda
     if cuda is None or cuda.cudnn is None:
         return
-    runtime = ctx.cat.packages.cudnn(cuda.toolkit.major)[0]
+    runtime = ctx.cat.naming(package_format(ctx.spec.os.distro)).cudnn(cuda.toolkit.major)[0]
     packaged = re.match(r"libcudnn(\d+)-", runtime)
     if packaged is None or int(packaged.group(1)) == cuda.cudnn.major:
         return

@@ -136,7 +136,8 @@ def persistence(ctx: Context) -> list[CheckResult]:
             threshold=Threshold(
                 op="==", value="Enabled", source="NVIDIA driver persistence guide (nvidia-persistenced)"
             ),
-            hint="Enable the nvidia-persistenced service, or run nvidia-smi -pm 1.",
+            hint="Set gpu.persistence: true: apply enables nvidia-persistenced (NVIDIA's recommended path; "
+            "nvidia-smi -pm 1 is the legacy mode).",
         )
     ]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from provision.detect.facts import Gpu, Unknown
 from provision.verify.context import Context, compare, gpu_subject, result, unknown
-from provision.verify.hints import device_count_hint
+from provision.verify.hints import device_count_hint, slow_hint
 from provision.verify.limits import ModelKey, Resolved, default, link_fraction, resolve
 from provision.verify.models import CheckResult, Measured, Threshold
 from provision.verify.published import bf16_floor, c2c_floor, is_uncertain, unpublished_bf16
@@ -181,7 +181,7 @@ def _bf16(ctx: Context, load: GpuLoad) -> CheckResult:
         ">=",
         subject=subject,
         detail=detail,
-        hint="Slow: check power limit and clocks (nvidia-smi -q -d PERFORMANCE) and cooling.",
+        hint=slow_hint(ctx.facts, load.index),
         below="warn" if is_uncertain(model, limit, derived) else "fail",
     )
 

@@ -62,3 +62,30 @@ def _not_ready(facts: Facts) -> str:
         "CUDA error 802 (system not yet initialized) and no NVSwitch seen: the driver is not ready; "
         "check dmesg for NVRM errors and nvidia-persistenced."
     )
+
+
+def slow_hint(facts: Facts, index: int) -> str:
+    """Why GPU ``index`` computes slower than its floor, naming a power cap or clock limit when
+    ``nvidia-smi -q`` shows one (an enforced power limit below the default, an application or locked
+    clock, a power or thermal slowdown among the active clock event reasons)."""
+    states, health = facts.gpu_state, facts.gpu_health
+    state = None if isinstance(states, Unknown) else next((s for s in states if s.index == index), None)
+    causes = []
+    if state is not None:
+        p = state.power
+        if p.enforced_w is not None and p.default_w is not None and p.enforced_w < p.default_w:
+            causes.append(
+                f"GPU {index} runs under an enforced power limit of {p.enforced_w:g} W, below its default "
+                f"{p.default_w:g} W (raise it: gpu.settings power_limit_w, or nvidia-smi -i {index} -pl "
+                f"{p.default_w:g})"
+            )
+    if state is not None and not isinstance(health, Unknown):
+        row = next((h for h in health if h.bdf == state.bdf), None)
+        events = [e for e in (row.clock_events if row else ()) if e != "Idle"]
+        if events:
+            causes.append(
+                f"nvidia-smi -q shows clock event reasons active on GPU {index}: {', '.join(events)}"
+            )
+    if causes:
+        return "Slow: " + "; ".join(causes) + "."
+    return "Slow: check power limit and clocks (nvidia-smi -q -d PERFORMANCE) and cooling."

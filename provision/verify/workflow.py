@@ -20,6 +20,7 @@ from provision.spec.models import Spec
 from provision.verify import (
     checks_driver,
     checks_gpu,
+    checks_gpu_settings,
     checks_invariants,
     checks_multi,
     checks_software,
@@ -51,6 +52,7 @@ def save_inputs(directory: Path, inputs: VerifyInputs) -> None:
 MACHINE_CHECKS: tuple[Check, ...] = (
     *checks_driver.CHECKS,
     *checks_gpu.CHECKS,
+    *checks_gpu_settings.CHECKS,
     *checks_software.CHECKS,
     *checks_multi.CHECKS,
     *checks_invariants.CHECKS,

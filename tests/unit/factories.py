@@ -70,7 +70,7 @@ def locked(s: Spec) -> PackageLocks:
     """provision's pins and unattended-upgrades guard, as apply writes them."""
     return PackageLocks(
         pins=APT.pins_text(pins(s, APT)),
-        upgrade_guard=APT.upgrade_guard_text(CATALOG.packages.stack_patterns),
+        upgrade_guard=APT.upgrade_guard_text(CATALOG.naming("deb").stack_patterns),
     )
 
 

@@ -307,11 +307,11 @@ def test_kernel_module_rules(cat: Catalog) -> None:
     ],
 )
 def test_package_naming(cat: Catalog, method: str, args: tuple[object, ...], expected: object) -> None:
-    assert getattr(cat.packages, method)(*args) == expected
+    assert getattr(cat.naming("deb"), method)(*args) == expected
 
 
 def test_stack_patterns(cat: Catalog) -> None:
-    assert cat.packages.stack_patterns == (
+    assert cat.naming("deb").stack_patterns == (
         "nvidia-*",
         "libnvidia-*",
         "cuda-*",
@@ -329,8 +329,13 @@ def test_repository_served(cat: Catalog, code: str) -> None:
     repo = cat.repository(code)
     assert repo is not None
     assert repo.url == f"https://developer.download.nvidia.com/compute/cuda/repos/{code}/x86_64/"
-    assert repo.key_url == repo.url + "3bf863cc.pub"
-    assert repo.fingerprint == "EB693B3035CD5710E231E123A4B469963BF863CC"
+    # DIG: deb repositories are signed with 3bf863cc, rpm repositories with d42d0685.
+    key, fingerprint = {
+        "deb": ("3bf863cc.pub", "EB693B3035CD5710E231E123A4B469963BF863CC"),
+        "rpm": ("D42D0685.pub", "610C7B14E068A878070DA4E99CD0A493D42D0685"),
+    }[repo.package_format]
+    assert repo.key_url == repo.url + key
+    assert repo.fingerprint == fingerprint
 
 
 def test_repository_arm_and_unserved(cat: Catalog) -> None:
@@ -374,8 +379,8 @@ def test_distro_archives(cat: Catalog) -> None:
         ("drivers.yaml", "branches:\n", "branches: [\n", "drivers.yaml"),
         (
             "packages.yaml",
-            "unsuffixed_from_branch: 580\n",
-            "unsuffixed_from_branch: 580\nsurprise: 1\n",
+            "  unsuffixed_from_branch: 580\n",
+            "  unsuffixed_from_branch: 580\n  surprise: 1\n",
             "surprise",
         ),
     ],

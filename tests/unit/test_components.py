@@ -60,11 +60,28 @@ def test_components_name_observers_whose_key_is_their_spec_section() -> None:
     assert (*MACHINE_CHECKS, *(c for o in observers() for c in o.checks)) == CHECKS
 
 
+FAMILIES = ("Debian", "RedHat")
+"""The OS families provision supports (provision.os.select.MANAGERS)."""
+PACKAGE_MODULES = re.compile(
+    r"ansible\.builtin\.(apt|dnf|yum|dpkg_selections|package)\b|argv: \[(apt-get|dpkg|dnf|rpm)"
+)
+
+
 @pytest.mark.parametrize("role", roles())
-def test_each_role_dispatches_per_os_family(role: str) -> None:
+def test_each_role_keeps_package_manager_tasks_in_its_family_files(role: str) -> None:
+    """A role that installs packages dispatches on the OS family and has a task file for every
+    family; its main.yml holds no package-manager task. A role without one has no family file."""
+    from provision.os.select import MANAGERS
+
+    assert set(MANAGERS) == set(FAMILIES)
     tasks = PLAYBOOKS / "roles" / role / "tasks"
-    assert "{{ ansible_os_family }}.yml" in (tasks / "main.yml").read_text()
-    assert (tasks / "Debian.yml").is_file()
+    main = (tasks / "main.yml").read_text()
+    assert not PACKAGE_MODULES.search(main), f"{role}/tasks/main.yml runs the package manager"
+    if "{{ ansible_os_family }}.yml" in main:
+        for family in FAMILIES:
+            assert (tasks / f"{family}.yml").is_file(), f"{role} has no tasks/{family}.yml"
+    else:
+        assert not any((tasks / f"{family}.yml").exists() for family in FAMILIES), role
 
 
 def test_transaction_components_have_catalog_data_and_data_names_components() -> None:

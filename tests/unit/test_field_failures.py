@@ -210,8 +210,8 @@ def test_ff04_auto_skips_and_warns_about_an_installed_fm() -> None:
 def test_ff05_nvlink5_adds_subnet_manager() -> None:
     s = spec(gpus__model="b200", gpus__count=8, cuda=None, python=None)
     fm = step(make_plan(s, fresh_ubuntu(), CATALOG), Component.FABRIC_MANAGER)
-    assert fm.packages == ("nvidia-fabricmanager=580.95.05-*", *CATALOG.packages.nvlink5(580))
-    assert "nvlsm" in CATALOG.packages.nvlink5(580)
+    assert fm.packages == ("nvidia-fabricmanager=580.95.05-*", *CATALOG.naming("deb").nvlink5(580))
+    assert "nvlsm" in CATALOG.naming("deb").nvlink5(580)
 
 
 # FF-06 / FF-07: module flavour by the GPUs the machine has ---------------------------------------------

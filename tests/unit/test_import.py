@@ -28,8 +28,18 @@ from tests.unit.factories import CATALOG, ROOT, fresh_ubuntu, invoke, locked, pk
 
 pytestmark = pytest.mark.usefixtures("no_colour")
 
+
+def _constructed(capture: Path) -> bool:
+    """A capture made in real output formats, not read from a machine (its README says so)."""
+    readme = capture / "README.md"
+    return readme.is_file() and readme.read_text(encoding="utf-8").startswith("Constructed")
+
+
 CAPTURES = sorted(
-    d for base in ("raw", "detect") for d in (ROOT / "tests" / "fixtures" / base).iterdir() if d.is_dir()
+    d
+    for base in ("raw", "detect")
+    for d in (ROOT / "tests" / "fixtures" / base).iterdir()
+    if d.is_dir() and not _constructed(d)
 )
 H200_RAW = ROOT / "tests" / "fixtures" / "raw" / "h200-ubuntu2404-2026-12-01"
 PARTIAL = "h200x2-ubuntu2404"  # tests/fixtures/detect/h200x2-ubuntu2404: nvidia-smi outputs only, no OS

@@ -4,7 +4,8 @@ Each case (``tests/unit/captures.py`` for capture, edits and spec edits) names t
 (``as_of``, none: not judged) and what the plan must say: ``blockers``, exactly the refusals' rule
 ids; ``warnings``, rule ids that must be among the warnings; ``absent``, rule ids that must not be
 there at all; ``words``, per rule id, words its message must contain; ``steps``, when given,
-exactly the changing steps (component: action); ``extravars``, a dotted path into the plan's
+exactly the changing steps (component: action); ``reboot``, when given, whether the plan
+reboots; ``extravars``, a dotted path into the plan's
 variables for the playbooks (``provision_python.constraints``) and the value it must have.
 """
 
@@ -43,6 +44,10 @@ def test_plan_case(path: Path) -> None:
     if "steps" in case:
         changing = {s.component.value: s.action.value for s in plan.changes}
         assert changing == case["steps"]
+    if "reboot" in case:
+        assert plan.reboot_required is case["reboot"], [
+            s.reason for s in plan.steps if s.action.value == "reboot"
+        ]
     for dotted, expected in (case.get("extravars") or {}).items():
         value: Any = plan.extravars
         for key in dotted.split("."):

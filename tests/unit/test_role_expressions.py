@@ -213,7 +213,7 @@ def test_every_pip_call_of_the_python_role_holds_the_constraints(
     }
     templar = Templar(loader=DataLoader(), variables=variables)
     assert templar.template(trust_as_template("{{ python_env_constrained }}")) == expected
-    tasks = (PYTHON_VARS.parents[1] / "tasks" / "Debian.yml").read_text()
+    tasks = (PYTHON_VARS.parents[1] / "tasks" / "main.yml").read_text()
     commands = [t["ansible.builtin.command"] for t in yaml.safe_load(tasks) if "ansible.builtin.command" in t]
     argvs = [str(c["argv"]) for c in commands]
     assert sum("python_env_constrained" in a for a in argvs) == 2  # torch and the extras

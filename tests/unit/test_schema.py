@@ -53,6 +53,17 @@ SERVE_BASE = {
 }
 
 
+GPU_NESTED = {
+    "GpuSettings": lambda f, v: {"settings": [{f: v}]},
+    "MigLayout": lambda f, v: {"mig": [{f: v}]},
+    "ClockRange": lambda f, v: {"settings": [{"locked_gpu_clocks": {"min_mhz": 1, "max_mhz": 5000, f: v}}]},
+    "ApplicationClocks": lambda f, v: {
+        "settings": [{"application_clocks": {"memory_mhz": 1, "graphics_mhz": 1, f: v}}]
+    },
+}
+"""The ``gpu:`` section's nested models: one example of a field wrapped into a whole section."""
+
+
 def test_examples_are_valid_spec_values() -> None:
     base = json.loads(load_spec(ROOT / "specs" / "dual-a100x.yaml").model_dump_json(exclude_unset=True))
     for where, prop in properties(spec_schema()):
@@ -72,9 +83,18 @@ def test_examples_are_valid_spec_values() -> None:
             "ModelArchitecture": "serve",
             "MonitoringSpec": "monitoring",
             "ContainersSpec": "containers",
+            "GpuSection": "gpu",
+            "GpuSettings": "gpu",
+            "MigLayout": "gpu",
+            "ClockRange": "gpu",
+            "ApplicationClocks": "gpu",
         }[model]
         for example in prop["examples"]:
             data = json.loads(json.dumps(base))
+            if model in GPU_NESTED:
+                data["gpu"] = GPU_NESTED[model](field, example)
+                Spec.model_validate(data)
+                continue
             data.setdefault(section, {})
             if section == "serve":
                 data[section] = json.loads(json.dumps(SERVE_BASE))
@@ -98,6 +118,8 @@ def test_examples_are_valid_spec_values() -> None:
                 data[section] = {"runtime": "podman", "toolkit": "1.18.2"}
             if section == "driver" and field == "version":
                 data[section]["branch"] = int(example.split(".")[0])
+            if section == "os" and field == "distro" and example in ("rocky", "rhel"):
+                data[section]["version"] = "9"  # the RHEL family's releases are 9 and 10
             data[section][field] = example
             Spec.model_validate(data)
 

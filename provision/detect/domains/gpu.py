@@ -16,6 +16,9 @@ from typing import Any
 
 from pydantic import Field
 
+from provision.detect.domains.gpu_state import GpuState, parse_state
+from provision.detect.domains.gpu_state import field as _field
+from provision.detect.domains.gpu_state import section as _section
 from provision.detect.domains.pci import normalize_bdf
 from provision.detect.fact import Derive, Fact, Parsed, Unknown, failure, first_line, if_probed, value_of
 from provision.models import Frozen
@@ -312,6 +315,7 @@ class SmiGpu(Frozen):
     bar1_total_mib: int | None = Field(None, description="BAR1 Memory Usage / Total, MiB.")
     fabric: tuple[str, str] | None = Field(None, description="Fabric (State, Status); None: no section.")
     health: GpuHealth | None = None
+    state: GpuState | None = Field(None, description="Runtime settings and the card's limits.")
 
 
 class SmiQuery(Frozen):
@@ -345,7 +349,8 @@ def parse_nvidia_smi_q(output: str, rc: int) -> SmiQuery | Unknown:
     if (bad := failure("nvidia-smi", output, rc)) is not None:
         return bad
     gpus = []
-    for block in re.split(r"^GPU (?=[0-9A-Fa-f]+:)", output, flags=re.MULTILINE)[1:]:
+    blocks = re.split(r"^GPU (?=[0-9A-Fa-f]+:)", output, flags=re.MULTILINE)[1:]
+    for index, block in enumerate(blocks):
         bdf = normalize_bdf(block.split("\n", 1)[0])
         gpus.append(
             SmiGpu(
@@ -356,29 +361,10 @@ def parse_nvidia_smi_q(output: str, rc: int) -> SmiQuery | Unknown:
                 bar1_total_mib=_section_total(block, "BAR1 Memory Usage"),
                 fabric=_fabric(block),
                 health=_health(bdf, block),
+                state=parse_state(bdf, index, block),
             )
         )
     return SmiQuery(gpus=tuple(gpus), note=first_line(output))
-
-
-def _section(block: str, title: str) -> str:
-    """The indented body under the line ``title`` (its deeper-indented lines), or ''."""
-    lines = block.splitlines()
-    for i, line in enumerate(lines):
-        if line.strip() == title:
-            depth = len(line) - len(line.lstrip())
-            body = []
-            for nxt in lines[i + 1 :]:
-                if nxt.strip() and len(nxt) - len(nxt.lstrip()) <= depth:
-                    break
-                body.append(nxt)
-            return "\n".join(body)
-    return ""
-
-
-def _field(body: str, name: str) -> str | None:
-    match = re.search(rf"^\s*{re.escape(name)}\s*:\s*(.*?)\s*$", body, re.MULTILINE)
-    return match.group(1) if match else None
 
 
 def _yes(text: str | None) -> bool | None:
@@ -518,8 +504,18 @@ def _health_field(p: Parsed) -> tuple[GpuHealth, ...] | Unknown | None:
     return tuple(g.health for g in query.gpus if g.health is not None)
 
 
+def _state_field(p: Parsed) -> tuple[GpuState, ...] | Unknown | None:
+    if not p.has(SmiQueryFact):
+        return None
+    query = p.of(SmiQueryFact)
+    if isinstance(query, Unknown):
+        return query
+    return tuple(g.state for g in query.gpus if g.state is not None)
+
+
 FIELDS: dict[str, Derive] = {
     "gpu_health": _health_field,
+    "gpu_state": _state_field,
     "gpus": value_of(QueryGpuFact),
     "topology": value_of(TopologyFact),
     "nvidia_pci": if_probed(NvidiaPciFact),

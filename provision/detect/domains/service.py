@@ -35,7 +35,7 @@ def parse_unit_file(output: str, rc: int) -> UnitFile | Unknown:
     if (bad := failure("cat", output, rc)) is not None:
         return bad
     if len(output) > MAX_UNIT_CHARS:
-        return Unknown(unknown=f"{VLLM_UNIT_PATH} is larger than {MAX_UNIT_CHARS} characters")
+        return Unknown(unknown=f"the unit file is larger than {MAX_UNIT_CHARS} characters (not provision's)")
     return UnitFile(present=True, text=output)
 
 

@@ -75,6 +75,19 @@ class Apt:
     def reinstall_command(self, names: Sequence[str]) -> str:
         return f"apt-get install --reinstall {' '.join(names)}"
 
+    dkms_repositories: tuple[str, ...] = ()
+
+    def satisfied(self, packages: tuple[Package, ...] | Unknown, request: str) -> bool:
+        """Debian's kernel headers carry the release in the name: a request is a package name."""
+        return installed(packages, self.request_name(request)) is not None
+
+    def compiler_packages(self, major: str, cxx: bool) -> tuple[str, ...]:
+        """``gcc-13`` (and ``g++-13``): Debian and Ubuntu package each gcc major apart."""
+        return (f"gcc-{major}", *((f"g++-{major}",) if cxx else ()))
+
+    def driver_stream(self, os_version: str, branch: int, flavor: str) -> str | None:
+        return None
+
     def failure_cause(self, output: str) -> str | None:
         return failure_cause(output)
 

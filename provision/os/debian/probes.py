@@ -37,7 +37,7 @@ def _recorded() -> re.Pattern[str]:
     # Imported here: the catalog is read only when package output is parsed.
     from provision.catalog import package_name_patterns
 
-    return re.compile("|".join(f"(?:{p})" for p in package_name_patterns()))
+    return re.compile("|".join(f"(?:{p})" for p in package_name_patterns("deb")))
 
 
 @functools.lru_cache(maxsize=8192)

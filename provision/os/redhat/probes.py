@@ -1,0 +1,208 @@
+"""RHEL-family detection: installed packages (``rpm -qa``) with their versionlock state, provision's
+locks (its block of the versionlock list, the versionlock plugin's configuration, the repository key,
+the enabled ``nvidia-driver`` module stream) and where the driver packages come from, each parsed into
+the OS-neutral :mod:`provision.os.models` through the pure parsers of :mod:`.parse`.
+
+Sources: rpm(8) ``--queryformat``; dnf(8) "Module Command"; dnf-versionlock(8)
+(https://dnf-plugins-core.readthedocs.io/en/latest/versionlock.html); dnf-automatic(8) (it loads dnf's
+plugins, so the versionlock list binds it too); needs-restarting(1) (dnf-utils: ``-r`` exits 1 when a
+reboot is needed).
+"""
+
+from __future__ import annotations
+
+import base64
+import fnmatch
+import functools
+import re
+
+from provision.openpgp import KeyringError, keyring_fingerprints
+from provision.os.base import FamilyProbe
+from provision.os.models import Package, PackageLocks, PackageOrigins
+from provision.os.redhat.parse import (
+    RPM_QA_QUERYFORMAT,
+    duplicates,
+    parse_module_list,
+    parse_rpm_qa,
+    parse_versionlock_list,
+)
+from provision.unknown import Unknown, failure
+
+LOCKLIST_FILE = "/etc/dnf/plugins/versionlock.list"
+"""The versionlock plugin's lock list (its ``locklist`` setting); provision's entries are one block."""
+VERSIONLOCK_CONF = "/etc/dnf/plugins/versionlock.conf"
+"""The versionlock plugin's configuration: provision's upgrade guard keeps it enabled."""
+KEYRING_FILE = "/etc/pki/rpm-gpg/RPM-GPG-KEY-provision-nvidia-cuda"
+REPO_FILE = "/etc/yum.repos.d/provision-nvidia-cuda.repo"
+MAX_KEYRING_BYTES = 65536
+BLOCK_BEGIN = "# BEGIN provision-nvidia pins"
+BLOCK_END = "# END provision-nvidia pins"
+"""The markers of provision's block in the lock list (the role writes it with ``blockinfile``)."""
+
+
+@functools.cache
+def _recorded() -> re.Pattern[str]:
+    from provision.catalog import package_name_patterns  # the catalog only when output is parsed
+
+    return re.compile("|".join(f"(?:{p})" for p in package_name_patterns("rpm")))
+
+
+def _sections(output: str) -> dict[str, str]:
+    return dict(re.findall(r"^=== (\S+)\n(.*?)(?=^=== |\Z)", output, re.M | re.S))
+
+
+def parse_rpm(output: str, rc: int) -> tuple[Package, ...] | Unknown:
+    """The ``rpm-nvidia`` probe (``rpm -qa --qf`` then the versionlock list) -> recorded packages.
+
+    ``held``: an entry of the lock list matches the package's ``name-epoch:version-release.arch``;
+    ``unfinished``: the name is installed at two versions of one arch (an interrupted rpm
+    transaction; :func:`.parse.duplicates`), whatever its name.
+    """
+    if (bad := failure("rpm", output, rc)) is not None:
+        return bad
+    if "=== rpm-qa\n" not in output:
+        return Unknown(unknown="rpm probe printed no package list")
+    sections = _sections(output)
+    try:
+        rpms = parse_rpm_qa(sections.get("rpm-qa", ""))
+    except ValueError as exc:  # a number rpm never prints (a non-ASCII digit): not a package list
+        return Unknown(unknown=f"unreadable rpm -qa output ({exc})")
+    locks = [e for e in parse_versionlock_list(sections.get("versionlock", "")) if not e.startswith("!")]
+    twice = set(duplicates(rpms))
+    found: list[Package] = []
+    for p in rpms:
+        unfinished = p.name in twice
+        if not (_recorded().search(p.name) or unfinished):
+            continue
+        nevra = f"{p.name}-{p.epoch}:{p.version}-{p.release}.{p.arch}"
+        held = any(fnmatch.fnmatchcase(nevra, e) or fnmatch.fnmatchcase(p.name, e) for e in locks)
+        state = "installed twice (an interrupted transaction)" if unfinished else "installed"
+        found.append(
+            Package(name=p.name, version=p.evr, arch=p.arch, held=held, unfinished=unfinished, state=state)
+        )
+    return tuple(found)
+
+
+def _block(locklist: str | None) -> str | None:
+    """provision's block of the lock list (between its markers, markers excluded), None when absent."""
+    if locklist is None:
+        return None
+    match = re.search(rf"^{re.escape(BLOCK_BEGIN)}\n(.*?)^{re.escape(BLOCK_END)}$", locklist, re.M | re.S)
+    return match[1] if match else None
+
+
+def parse_dnf_locks(output: str, rc: int) -> PackageLocks | Unknown:
+    """Sections ``=== NAME`` of the dnf-locks probe -> provision's pins block, the versionlock
+    plugin's configuration (the guard), dnf-automatic's package, the key, the enabled stream."""
+    if rc not in (0, 1) or "=== dnf-automatic" not in output:
+        return Unknown(unknown=f"dnf configuration unreadable (exit {rc})")
+    sections = _sections(output)
+    streams = parse_module_list(sections.get("modules", ""))
+    enabled = tuple(f"{s.name}:{s.stream}" for s in streams if s.enabled and s.name == "nvidia-driver")
+    reboot = sections.get("needs-restarting", "").strip()
+    automatic = sections.get("dnf-automatic", "").strip()
+    return PackageLocks(
+        pins=_block(sections.get(LOCKLIST_FILE)),
+        upgrade_guard=sections.get(VERSIONLOCK_CONF),
+        upgrade_service_installed=bool(automatic) and not automatic.startswith("package "),
+        keyring_fingerprints=_fingerprints(sections.get(KEYRING_FILE)),
+        unfinished_transactions=None,
+        reboot_required=() if reboot == "1" else None,
+        streams=enabled if "=== modules" in output and streams else None,
+    )
+
+
+def _fingerprints(section: str | None) -> tuple[str, ...] | None:
+    if section is None:
+        return None
+    try:
+        return keyring_fingerprints(_dearmor(base64.b64decode("".join(section.split()), validate=True)))
+    except (ValueError, KeyringError):
+        return ()
+
+
+def _dearmor(data: bytes) -> bytes:
+    """An ASCII-armored key file (``-----BEGIN PGP PUBLIC KEY BLOCK-----``, as rpm keeps them) as
+    its binary packets; binary input unchanged."""
+    text = data.decode("ascii", "replace")
+    if "-----BEGIN PGP PUBLIC KEY BLOCK-----" not in text:
+        return data
+    body = text.split("-----BEGIN PGP PUBLIC KEY BLOCK-----", 1)[1].split("-----END", 1)[0]
+    lines = [ln.strip() for ln in body.strip().splitlines()]
+    blank = lines.index("") if "" in lines else -1
+    payload = [ln for ln in lines[blank + 1 :] if ln and not ln.startswith("=")]
+    return base64.b64decode("".join(payload))
+
+
+def parse_origins(output: str, rc: int) -> PackageOrigins | Unknown:
+    """``dnf list --installed`` of the driver packages: the repository each came from (``@cuda-rhel9-x86_64``
+    -> NVIDIA's host; ``@System``/``@commandline`` -> ``local``)."""
+    if rc == 1 and "No matching Packages" in output:
+        return PackageOrigins()
+    if (bad := failure("dnf", output, rc)) is not None:
+        return bad
+    origins: dict[str, str] = {}
+    for line in output.splitlines():
+        fields = line.split()
+        if len(fields) != 3 or not fields[2].startswith("@"):
+            continue
+        name = fields[0].rsplit(".", 1)[0]
+        repo = fields[2][1:]
+        origins[name] = (
+            "developer.download.nvidia.com"
+            if repo.startswith(("cuda-", "provision-nvidia"))
+            else "local"
+            if repo in ("System", "commandline")
+            else repo
+        )
+    return PackageOrigins(origins=origins)
+
+
+PACKAGES = FamilyProbe(
+    id="rpm-nvidia",
+    argv=(
+        "sh",
+        "-c",
+        f"echo '=== rpm-qa'; rpm -qa --qf '{RPM_QA_QUERYFORMAT}' || exit $?; echo '=== versionlock'; "
+        f"cat {LOCKLIST_FILE} 2>/dev/null; exit 0",
+    ),
+    timeout=30.0,
+    requires="rpm",
+    parse=parse_rpm,
+    doc="Installed packages whose names detection records, and the versionlock list: ``rpm -qa``.",
+)
+
+_LOCKS_SCRIPT = (
+    f"for f in {LOCKLIST_FILE} {VERSIONLOCK_CONF}; do "
+    'if [ -f "$f" ]; then echo "=== $f"; cat "$f"; fi; done; '
+    f"echo '=== {KEYRING_FILE}'; "
+    f"if [ -f {KEYRING_FILE} ]; then head -c {MAX_KEYRING_BYTES} {KEYRING_FILE} | base64; "
+    "else echo absent; fi; "
+    "echo '=== needs-restarting'; if command -v needs-restarting >/dev/null 2>&1; then "
+    "needs-restarting -r >/dev/null 2>&1; echo $?; fi; "
+    "echo '=== modules'; dnf -q -C module list nvidia-driver 2>/dev/null; "
+    "echo '=== dnf-automatic'; rpm -q dnf-automatic 2>&1; exit 0"
+)
+
+LOCKS = FamilyProbe(
+    id="dnf-locks",
+    argv=("sh", "-c", _LOCKS_SCRIPT),
+    timeout=20.0,
+    requires="dnf",
+    parse=parse_dnf_locks,
+    doc="provision's versionlock block and plugin configuration, the repository key, the enabled "
+    "nvidia-driver module stream, whether dnf-automatic is installed and a reboot is needed.",
+)
+
+ORIGINS = FamilyProbe(
+    id="dnf-origins",
+    argv=(
+        "sh",
+        "-c",
+        "dnf -q -C list --installed 'nvidia-*' 'kmod-nvidia*' 'libnvidia-*' 'cuda-drivers*' 2>/dev/null",
+    ),
+    timeout=30.0,
+    requires="dnf",
+    parse=parse_origins,
+    doc="The repository each installed driver package came from: ``dnf list --installed``.",
+)

@@ -1,0 +1,75 @@
+"""What each supported RHEL-family release carries that provision plans with: NVIDIA's repository code,
+whether the driver branch is a module stream or a versionlock, the kernel series, and the Python the
+release ships.
+
+Sources:
+    NVIDIA Driver Installation Guide, "Kernel Modules" (Table 5, open kernel modules: RHEL/Rocky 8/9
+    ``dnf module enable nvidia-driver:<branch>-open`` then ``dnf install nvidia-open``; RHEL/Rocky 10
+    ``dnf versionlock`` on ``*nvidia*<branch>*`` then ``dnf install nvidia-open``),
+    https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/kernel-modules.html ;
+    "Version locking" (python3-dnf-plugin-versionlock, ``/etc/dnf/plugins/versionlock.list``; NVIDIA's
+    packages carry epoch 3),
+    https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/version-locking.html ;
+    Rocky Linux release notes (9: kernel 5.14, python3.9 default, 3.11 and 3.12 as packages; 10: kernel
+    6.12, python3.12), https://docs.rockylinux.org/release_notes/ ; Red Hat Enterprise Linux 9 and 10
+    release notes (the same kernels and interpreters; RHEL 10 has no modularity),
+    https://docs.redhat.com/en/documentation/red_hat_enterprise_linux/10/html/10.0_release_notes/ .
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Release:
+    """One RHEL-family major release.
+
+    Attributes:
+        major: ``9``.
+        repo_code: NVIDIA's CUDA repository code for it (``rhel9``): the OS's own major only; the
+            rhel9 repository on a 10 host fails with "filtered out by modular filtering".
+        modules: The driver's branch and flavour are a dnf module stream (8, 9); else the branch is
+            held with versionlock (10 has no modularity).
+        kernel_series: The kernel series the release's updates stay on (``5.14``).
+        interpreters: The Python versions the release ships as packages (``3.9``, ``3.11``, ``3.12``).
+        signed_open_kmods: Whether the distribution ships NVIDIA's open modules signed with its own
+            Secure Boot key; none of these releases does in what the catalog could confirm.
+    """
+
+    major: int
+    repo_code: str
+    modules: bool
+    kernel_series: str
+    interpreters: tuple[str, ...]
+    signed_open_kmods: bool = False
+
+
+RELEASES: dict[int, Release] = {
+    9: Release(
+        major=9, repo_code="rhel9", modules=True, kernel_series="5.14", interpreters=("3.9", "3.11", "3.12")
+    ),
+    10: Release(major=10, repo_code="rhel10", modules=False, kernel_series="6.12", interpreters=("3.12",)),
+}
+"""The releases provision supports (x86_64), by major."""
+WRONG_MAJOR_SOURCE = (
+    "NVIDIA Driver Installation Guide, Kernel Modules (one repository per RHEL major: rhel9, rhel10; "
+    "https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/kernel-modules.html); "
+    "dnf Modularity: packages of a module not enabled for the platform are filtered out "
+    "(https://dnf.readthedocs.io/en/latest/modularity.html)"
+)
+"""Why a RHEL-family host takes only its own major's repository."""
+DISTROS = ("rocky", "rhel")
+"""``/etc/os-release`` IDs of the family that the spec accepts."""
+
+
+def major_of(version: str) -> int | None:
+    """``"9.5"`` or ``"9"`` -> 9; None when ``version`` does not start with a number."""
+    head = version.split(".")[0]
+    return int(head) if head.isascii() and head.isdigit() and len(head) <= 3 else None
+
+
+def release(version: str) -> Release | None:
+    """The supported release of ``version`` (``VERSION_ID`` or the spec's), None when unsupported."""
+    major = major_of(version)
+    return RELEASES.get(major) if major is not None else None
