@@ -10,6 +10,9 @@ Detection, apply and verify all come here, so every run gets the same convention
   trusted silently. Inventories that mean otherwise say so in ``ansible_ssh_common_args``.
 * Extravars are passed in memory (``suppress_env_files=True``): nothing stale in ``env/`` is
   ever reloaded and no secret lands on disk there.
+* A local-connection host that names no interpreter runs the one running provision, as
+  Ansible's implicit localhost does (:mod:`provision.connection`), never one that interpreter
+  discovery found on the controller's PATH.
 * Results are read from ansible-runner's events and stats, never scraped from stdout; a failed
   playbook is a status, not an exception.
 """
@@ -32,6 +35,7 @@ from types import FrameType
 from typing import Any
 
 from provision import gcpolicy, interrupts
+from provision.connection import inventory_source, inventory_sources
 from provision.errors import ApplyError, UntrustedError
 
 Event = dict[str, Any]
@@ -124,6 +128,7 @@ def run_play(
     import ansible_runner  # deferred: slow to import, and detect and plan work without Ansible
 
     check_run_inputs(private_data_dir, inventory, project_dir)
+    sources = inventory_sources(private_data_dir, inventory, limit)
     gcpolicy.long_running()
     run_id = secrets.token_hex(16)
     left: list[str] = []  # processes of an interrupted run still alive after it was stopped
@@ -135,7 +140,7 @@ def run_play(
             private_data_dir=str(private_data_dir),
             project_dir=str(project_dir) if project_dir is not None else None,
             playbook=playbook,
-            inventory=inventory_source(inventory),
+            inventory=sources,
             extravars=dict(extravars or {}),
             limit=limit,
             tags=",".join(tags) or None,
@@ -381,16 +386,6 @@ def check_run_inputs(private_data_dir: Path, inventory: Path | str, project_dir:
         check_inventory(Path(source))
 
 
-def inventory_source(inventory: Path | str) -> str:
-    """What ansible-runner gets for ``inventory``: an absolute path when it names one, else the text."""
-    path = Path(inventory)
-    try:
-        exists = path.exists()
-    except OSError:  # inventory text too long to be a file name
-        exists = False
-    return str(path.resolve()) if exists else str(inventory)
-
-
 def ansible_env(private_data_dir: Path, control_dir: Path) -> dict[str, str]:
     """The environment of ansible-playbook (see the module docstring for why each is set)."""
     return {
@@ -441,8 +436,9 @@ def _stdout_tail(runner: Any) -> str:
     return lines[-1] if lines else "no output"
 
 
-_GENERIC = ("MODULE FAILURE", "non-zero return code")
+_GENERIC = ("MODULE FAILURE", "non-zero return code", "Module result deserialization failed")
 """Ansible's own placeholder messages: the cause is in the module's stderr or stdout instead."""
+_NO_RESULT = "Module result deserialization failed"
 
 
 def failure_message(res: Mapping[str, Any]) -> str:
@@ -459,11 +455,26 @@ def failure_message(res: Mapping[str, Any]) -> str:
     msg = _lines(res.get("msg"))
     if msg and not msg[0].startswith(_GENERIC):
         return msg[0]
+    if msg and msg[0].startswith(_NO_RESULT) and not _lines(res.get("module_stdout")):
+        return _interpreter_failed(res)
     for key in ("module_stderr", "stderr", "module_stdout", "stdout"):
         if found := _lines(res.get(key)):
             rc = f" (rc {res['rc']})" if isinstance(res.get("rc"), int) else ""
             return f"{msg[0] if msg else 'failed'}{rc}: {found[-1]}"
     return msg[0] if msg else "no message"
+
+
+def _interpreter_failed(res: Mapping[str, Any]) -> str:
+    """The module printed nothing at all: its interpreter did not run. Name it and the first
+    thing it (or the shell) said, which carries the cause (``pyenv: python3.13: command not
+    found``); the rest of such output is advice."""
+    facts = res.get("ansible_facts")
+    python = facts.get("discovered_interpreter_python") if isinstance(facts, Mapping) else None
+    which = f"the discovered Python {python}" if python else "the host's Python"
+    said = _lines(res.get("module_stderr"))
+    rc = f" (rc {res['rc']})" if isinstance(res.get("rc"), int) else ""
+    first = said[0] if said else "no output"
+    return f"{which} printed no module result{rc}: {first} (set ansible_python_interpreter for the host)"
 
 
 def _lines(value: Any) -> list[str]:

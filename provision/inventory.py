@@ -7,9 +7,9 @@ precedence; Ansible's ``InventoryManager`` and ``VariableManager`` give exactly 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,17 +23,40 @@ SPEC_VAR = "provision_spec"
 class InventoryHost:
     """One host as Ansible sees it.
 
+    Its merged variables (group_vars, host_vars, precedence: ~2 ms a host through Ansible's
+    ``VariableManager``) are read only when asked, once: a command given one SPEC for every host
+    never needs them offline.
+
     Attributes:
         name: The inventory hostname.
         groups: Every group the host belongs to, ``all`` included.
-        spec: The host's ``provision_spec`` variable after Ansible's precedence, or None.
-        inventory_dir: The directory of the inventory source that defined the host.
+        inventory: The inventory given (file or directory).
     """
 
     name: str
     groups: tuple[str, ...]
-    spec: str | None
-    inventory_dir: Path
+    inventory: Path
+    host: Any = field(compare=False, repr=False)
+    read: _Read | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def variables(self) -> Mapping[str, Any]:
+        """Every variable of the host as Ansible merged them (connection variables included:
+        :mod:`provision.connection` reads them)."""
+        return self.read.variables_of(self.host) if self.read is not None else {}
+
+    @property
+    def spec(self) -> str | None:
+        """The host's ``provision_spec`` variable after Ansible's precedence, or None."""
+        spec = self.variables.get(SPEC_VAR)
+        return str(spec) if spec is not None else None
+
+    @property
+    def inventory_dir(self) -> Path:
+        """The directory of the inventory source that defined the host (Ansible's own
+        ``inventory_dir`` host variable, set by the inventory plugin)."""
+        where = self.host.vars.get("inventory_dir") if self.host is not None else None
+        return Path(str(where or (self.inventory if self.inventory.is_dir() else self.inventory.parent)))
 
 
 @dataclass(frozen=True)
@@ -65,18 +88,54 @@ def read_inventory(
         ProvisionError: ``error`` when the inventory is missing or unreadable, or a part of ``limit``
             names no host or group (:func:`check_limit`).
     """
-    manager, loader = _manager(inventory, error)
-    from ansible.vars.manager import VariableManager  # type: ignore[import-untyped]
-
-    variables = VariableManager(loader=loader, inventory=manager)
+    read = _read(inventory, error)
+    manager = read.manager
     with _quiet():
+        manager.subset(None)
         names = [str(h.name) for h in manager.get_hosts("all")]
         if limit:
             _refuse_unmatched(manager, inventory, limit, error)
             manager.subset(limit)
         hosts = manager.get_hosts("all")
-    chosen = [_host(h, variables.get_vars(host=h), inventory) for h in hosts]
+        manager.subset(None)
+    chosen = [_host(h, read, inventory) for h in hosts]
     return Inventory(chosen, names, [str(g) for g in manager.groups])
+
+
+@dataclass
+class _Read:
+    """One read of an inventory: Ansible's managers, and each host's merged variables once asked."""
+
+    manager: Any
+    variables: Any
+    hostvars: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def variables_of(self, host: Any) -> dict[str, Any]:
+        name = str(host.name)
+        if name not in self.hostvars:
+            self.hostvars[name] = self.variables.get_vars(host=host)
+        return self.hostvars[name]
+
+
+_READS: dict[str, _Read] = {}
+"""The inventories read by the running command (resolved path -> its read): read once per command,
+whoever asks (the host mapping, direct detection, each play's interpreter layer)."""
+
+
+def forget() -> None:
+    """Drop every inventory read: the CLI calls it as each command starts (a test process runs many
+    commands over files it changes in between)."""
+    _READS.clear()
+
+
+def _read(inventory: Path, error: type[ProvisionError]) -> _Read:
+    key = str(inventory.resolve())
+    if key not in _READS:
+        manager, loader = _manager(inventory, error)
+        from ansible.vars.manager import VariableManager  # type: ignore[import-untyped]
+
+        _READS[key] = _Read(manager, VariableManager(loader=loader, inventory=manager))
+    return _READS[key]
 
 
 def inventory_hosts(
@@ -99,8 +158,9 @@ def check_limit(inventory: Path, limit: str | None, *, error: type[ProvisionErro
             inventory's hosts; or the inventory is missing or unreadable.
     """
     if limit:
-        manager = _manager(inventory, error)[0]
+        manager = _read(inventory, error).manager
         with _quiet():
+            manager.subset(None)
             _refuse_unmatched(manager, inventory, limit, error)
 
 
@@ -143,12 +203,11 @@ def _quiet() -> Iterator[None]:
         constants.HOST_PATTERN_MISMATCH = before
 
 
-def _host(host: Any, variables: dict[str, Any], inventory: Path) -> InventoryHost:
-    spec = variables.get(SPEC_VAR)
-    where = variables.get("inventory_dir") or (inventory if inventory.is_dir() else inventory.parent)
+def _host(host: Any, read: _Read, inventory: Path) -> InventoryHost:
     return InventoryHost(
         name=str(host.name),
         groups=tuple(sorted(g.name for g in host.get_groups())),
-        spec=str(spec) if spec is not None else None,
-        inventory_dir=Path(str(where)),
+        inventory=inventory,
+        host=host,
+        read=read,
     )

@@ -30,11 +30,8 @@ import json
 import os
 import shlex
 import subprocess
-import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 from provision.detect.fact import Probe
@@ -49,8 +46,6 @@ DEFAULT_FORKS = 5
 """Hosts detected at once when ``--forks`` is not given: Ansible's default."""
 
 _PASSWORDS = ("ansible_password", "ansible_ssh_pass", "ansible_ssh_password")
-_LOCAL = "local"
-_SSH = ("ssh", "smart")
 _FAILED = "host failed at 'Run the detection collector.'"  # as the play reports a failed task
 
 
@@ -85,15 +80,16 @@ def host_argv(
         ssh_options: Resolves the ssh connection plugin's options for ``hostvars`` (see
             :func:`_ansible_ssh_options`).
     """
-    from ansible import constants  # type: ignore[import-untyped]
+    from provision import connection as conn
 
-    connection = hostvars.get("ansible_connection", constants.DEFAULT_TRANSPORT)
-    python = hostvars.get("ansible_python_interpreter", "python3")
-    if any(hostvars.get(k) for k in _PASSWORDS) or not _plain(python) or not _plain(connection):
+    connection = hostvars.get("ansible_connection") or conn.connection_of(hostvars)
+    raw = hostvars.get("ansible_python_interpreter")
+    if any(hostvars.get(k) for k in _PASSWORDS) or not _plain(raw) or not _plain(connection):
         return None
-    if connection == _LOCAL:
+    python = conn.host_python(hostvars) or "python3"
+    if connection == conn.LOCAL:
         return [str(python), "-c", BOOT]
-    if connection not in _SSH:
+    if connection not in conn.SSH:
         return None
     options = ssh_options(hostvars)
     if not all(_plain(v) for v in options.values()):
@@ -134,52 +130,25 @@ def _ansible_ssh_options(hostvars: Mapping[str, Any]) -> dict[str, Any]:
     return {key: plugin.get_option(key) for key in (*_OPTIONS, *_MORE)}
 
 
-@contextmanager
-def _inventory_path(inventory: str) -> Iterator[str]:
-    """A path Ansible's inventory manager reads: ``inventory`` itself, or INI text written to a file."""
-    from provision.ansible import inventory_source
-    from provision.files import check_inventory
-
-    source = inventory_source(inventory)
-    if Path(source).is_absolute() and Path(source).exists():
-        check_inventory(Path(source))
-        yield source
-        return
-    with tempfile.TemporaryDirectory(prefix="provision-inv-") as tmp:
-        path = Path(tmp) / "hosts.ini"
-        path.write_text(source, encoding="utf-8")
-        yield str(path)
-
-
 def connections(inventory: str, limit: str | None) -> dict[str, list[str] | None]:
     """Every host ``ansible-playbook -i inventory -l limit`` would run on, in inventory order, with
     its collector command (None: detect it through the play); empty when Ansible cannot read the
     inventory (the play then reports why, in Ansible's words)."""
     from ansible.errors import AnsibleError  # type: ignore[import-untyped]
 
+    from provision.errors import ProvisionError
+
     try:
         return _connections(inventory, limit)
-    except (AnsibleError, OSError):
+    except (AnsibleError, OSError, ProvisionError):
         return {}
 
 
 def _connections(inventory: str, limit: str | None) -> dict[str, list[str] | None]:
-    from ansible.inventory.manager import InventoryManager  # type: ignore[import-untyped]
-    from ansible.parsing.dataloader import DataLoader  # type: ignore[import-untyped]
-    from ansible.vars.manager import VariableManager  # type: ignore[import-untyped]
+    from provision.connection import resolved_hosts
 
-    with _inventory_path(inventory) as path:
-        loader = DataLoader()
-        manager = InventoryManager(loader=loader, sources=[path])
-        variables = VariableManager(loader=loader, inventory=manager)
-        if limit:
-            manager.subset(limit)
-        hosts = manager.get_hosts("all")
-        found: dict[str, list[str] | None] = {}
-        for host in hosts:
-            hostvars = variables.get_vars(host=host)
-            found[str(host.name)] = host_argv(str(host.name), hostvars, _ansible_ssh_options)
-        return found
+    hosts = resolved_hosts(inventory, limit)
+    return {name: host_argv(name, hostvars, _ansible_ssh_options) for name, hostvars in hosts.items()}
 
 
 def enabled() -> bool:

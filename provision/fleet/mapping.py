@@ -6,6 +6,10 @@ A fleet file is a small YAML document next to (or naming) the inventory::
     specs:                          # a host or group name -> spec, relative to this file
       a100: specs/dual-a100x.yaml
       gpu07: specs/h200-ubuntu2404.yaml
+    rollout:                        # optional: hooks of `apply --max-unavailable` (docs/fleets.md)
+      drained: [/usr/local/sbin/lab-drained, "{host}"]
+      drain: [scontrol, update, "nodename={host}", state=drain, reason=provision]
+      undrain: [scontrol, update, "nodename={host}", state=resume]
 
 Precedence for one host: a spec given on the command line, then the fleet file's entry
 for the host, then its entry for a group the host is in, then the host's
@@ -24,6 +28,7 @@ from ruamel.yaml.comments import CommentedMap
 
 from provision.errors import ProvisionError, did_you_mean, name_list
 from provision.files import locate, plain_data, read_yaml
+from provision.fleet.rollout import Hooks
 from provision.inventory import SPEC_VAR, Inventory, InventoryHost, read_inventory
 from provision.models import accepted_keys
 
@@ -39,6 +44,7 @@ class FleetFile(BaseModel):
 
     inventory: str | None = None
     specs: dict[str, str] = {}
+    rollout: Hooks | None = None
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ http_server = integration.http_server
 nvidia_repo = integration.nvidia_repo
 wheel_index = integration.wheel_index
 runs = integration.runs
-TARGET_FIXTURES = {"fleet", "golden_root", "nvidia_repo", "wheel_index"}
+TARGET_FIXTURES = {"fleet", "fleet6", "golden_root", "nvidia_repo", "wheel_index"}
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -80,15 +80,25 @@ class FleetTargets:
             box._sshd = target_mod._start_sshd(box)
 
 
-@pytest.fixture()
-def fleet(golden_root: golden.GoldenRoot, tmp_path: Path) -> Iterator[FleetTargets]:
-    """Four fresh targets, ``gpu1``..``gpu4``; all torn down even when the test fails."""
+def _targets(golden_root: golden.GoldenRoot, tmp_path: Path, count: int) -> Iterator[FleetTargets]:
     targets: dict[str, target_mod.Target] = {}
     try:
-        for n in range(1, 5):
+        for n in range(1, count + 1):
             name = f"gpu{n}"
             targets[name] = target_mod.start_target(golden_root.path, golden_root.ssh_key, tmp_path / name)
         yield FleetTargets(targets, tmp_path)
     finally:
         for box in targets.values():
             box.close()
+
+
+@pytest.fixture()
+def fleet(golden_root: golden.GoldenRoot, tmp_path: Path) -> Iterator[FleetTargets]:
+    """Four fresh targets, ``gpu1``..``gpu4``; all torn down even when the test fails."""
+    yield from _targets(golden_root, tmp_path, 4)
+
+
+@pytest.fixture()
+def fleet6(golden_root: golden.GoldenRoot, tmp_path: Path) -> Iterator[FleetTargets]:
+    """Six fresh targets, ``gpu1``..``gpu6`` (a rollout of three waves of two)."""
+    yield from _targets(golden_root, tmp_path, 6)

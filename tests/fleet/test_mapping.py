@@ -90,7 +90,7 @@ def test_groups_mapping_to_two_specs_are_ambiguous(ini: Path, tmp_path: Path) ->
     ("text", "message"),
     [
         ("specs: [a]\n", "f.yaml:1:1: specs: Input should be a valid dictionary"),
-        ("nope: 1\n", r"f.yaml:1:1: nope: unknown key \(a fleet file has inventory:, specs:\)$"),
+        ("nope: 1\n", r"f.yaml:1:1: nope: unknown key \(a fleet file has inventory:, rollout:, specs:\)$"),
         (
             "inventory: hosts.ini\nspec:\n  n1: a.yaml\n",
             "f.yaml:2:1: spec: unknown key .*; did you mean 'specs'\\?",

@@ -66,14 +66,22 @@ def test_run_play_passes_the_conventions(fake_run: Any, tmp_path: Path) -> None:
 
 
 def test_run_play_returns_typed_data(fake_run: Any, tmp_path: Path) -> None:
-    played = ansible.run_play(tmp_path, "site.yml", "a ansible_connection=local")
-    assert fake_run.call_args.kwargs["inventory"] == "a ansible_connection=local"  # INI text as is
+    played = ansible.run_play(tmp_path, "site.yml", "a ansible_connection=ssh")
+    assert fake_run.call_args.kwargs["inventory"] == "a ansible_connection=ssh"  # INI text as is
     assert (played.status, played.rc, played.succeeded) == ("failed", 2, False)
     assert played.events == (FAILED,)
     assert played.count("ok", "a") == 3 and played.count("dark", "a") == 0
     assert "processed" not in played.stats
     assert played.stat_hosts() == {"a", "b"}
     assert played.stdout_tail == "b : ok=1 failed=1"
+
+
+def test_a_local_host_gets_provisions_interpreter_in_every_play(fake_run: Any, tmp_path: Path) -> None:
+    ansible.run_play(tmp_path, "verify.yml", "here ansible_connection=local\nfar ansible_host=10.0.0.9\n")
+    first, layer = fake_run.call_args.kwargs["inventory"]
+    assert Path(first).read_text() == "here ansible_connection=local\nfar ansible_host=10.0.0.9\n"
+    hosts = json.loads(Path(layer).read_text())["all"]["hosts"]
+    assert hosts == {"here": {"ansible_python_interpreter": sys.executable}}  # far: discovery on it
 
 
 def test_events_reach_the_handler_and_stay_on_disk(fake_run: Any, tmp_path: Path) -> None:

@@ -162,7 +162,7 @@ def test_the_venv_probes_start_from_the_spec_document_before_the_spec_models_loa
     script = f"""
 import json, sys
 from pathlib import Path
-from provision import cli
+from provision.cli import base as cli
 from provision.detect import early
 seen = []
 early.start = lambda: seen.append(["start", "provision.spec.models" in sys.modules])
@@ -227,7 +227,7 @@ import json, sys, time
 from pathlib import Path
 from provision.detect import early
 early.PROBES = Path(sys.argv[1])
-from provision import cli
+from provision.cli import base as cli
 def failing() -> None:
     early.start()
     while not Path(sys.argv[2]).exists():  # the hung probe runs

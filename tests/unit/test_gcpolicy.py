@@ -44,7 +44,7 @@ def test_long_running_leaves_a_library_callers_collector_alone() -> None:
 def test_the_console_entry_point_disables_collection_and_freezes_at_exit() -> None:
     script = (
         "import gc, sys\n"
-        "from provision import cli\n"
+        "from provision.cli import base as cli\n"
         "seen = []\n"
         "real = cli.cli\n"
         "def probe(*a, **k):\n"

@@ -40,7 +40,7 @@ def test_verify_output_paths_are_refused_before_any_gpu_work(
 ) -> None:
     (tmp_path / "taken.txt").write_text("x\n")
     local = mocker.patch("provision.verify.command.run_verify")
-    remote = mocker.patch("provision.cli._fleet_verify")
+    remote = mocker.patch("provision.cli.verify._fleet_verify")
     target = ["-i", str(tmp_path / "hosts.ini")] if fleet else []
     path = tmp_path / name if name != "." else tmp_path
     result = invoke("verify", H200, *target, option, str(path))
@@ -265,7 +265,7 @@ def test_a_host_with_a_bad_spec_fails_alone_in_a_fleet_verify(
 
     read = read_inputs(INPUTS)
     gathered = mocker.patch("provision.verify.hosts.gather", return_value={"a": read})
-    record = mocker.patch("provision.cli._record_verify")
+    record = mocker.patch("provision.cli.verify._record_verify")
     junit = bad_spec_fleet.parent / "v.xml"
     result = invoke("verify", "-i", str(bad_spec_fleet), "--json", "--junit", str(junit))
     assert result.exit_code == 1, result.output

@@ -1,0 +1,465 @@
+"""``provision apply --max-unavailable``: a rolling apply over a fleet, and ``provision resume`` of one.
+
+The sequence (:mod:`provision.fleet.rollout` holds its rules as values):
+
+1. Detect and plan every host; the hosts with changes are cut into waves; the others are left
+   out and named. A dry run shows the waves and stops.
+2. Confirm once; verify the hosts with changes (the baseline); write the record.
+3. Per wave: for each host, ask ``drained`` (an administrator's drain is remembered), run
+   ``drain`` unless it is drained already; detect, plan and apply the wave through the one apply
+   sequence (:func:`provision.apply.workflow.apply_planned`); verify the wave; the gate judges
+   each host against its baseline. Hosts that pass are undrained (never one an administrator
+   drained); a host that fails stays drained, the rollout stops there and names the hosts done,
+   failed and untouched. Nothing of a later wave is touched.
+4. ``provision resume RECORD`` continues from the first wave not done: its failed hosts again,
+   then the rest, with the same baseline and the drains remembered.
+
+Hooks run on the controller as argv lists (no shell), their program checked by the trust rule
+first, since root runs it. The record is written atomically (mode 0600) after every change, in
+``<runs dir>/rollouts/``; resume reads it, the inventory and the fleet file it names through the
+trust rule (:mod:`provision.trust`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import subprocess
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+
+from provision import jsonout
+from provision.apply.workflow import INTERRUPTED, ApplyOptions, apply_planned, confirm
+from provision.errors import Interrupted, ProvisionError
+from provision.fleet.apply import FleetJsonReport, FleetView
+from provision.fleet.mapping import Fleet, FleetError, load_fleet
+from provision.fleet.orchestrate import planned_fleet
+from provision.fleet.rollout import (
+    RECORD_FORMAT,
+    Gate,
+    HookSet,
+    MaxUnavailable,
+    RolloutRecord,
+    gate,
+    hook_argv,
+    new_record,
+    parse_max_unavailable,
+)
+from provision.fleet.summary import render_fleet_plan
+from provision.hosts import HostState
+
+RECORDS = "rollouts"
+"""The directory of rollout records under the runs directory."""
+JSON_FORMAT = 1
+"""``format_version`` of ``apply --max-unavailable --json`` and ``resume --json`` of a rollout."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Rollout:
+    """What a rollout needs besides its record: the hosts, their hooks, the apply options.
+
+    Attributes:
+        fleet: The hosts and their specs (re-read on resume).
+        hooks: Host -> its hooks from the fleet file's ``rollout:`` section; a host not in it
+            runs no hook.
+        options: The apply options (confirmed once: every wave runs with ``yes``).
+        console: Where progress goes (stderr with ``--json``).
+        path: The record's file.
+    """
+
+    fleet: Fleet
+    hooks: Mapping[str, HookSet]
+    options: ApplyOptions
+    console: Console
+    path: Path
+
+
+def rolling_apply(
+    fleet: Fleet,
+    max_unavailable: str,
+    options: ApplyOptions,
+    console: Console,
+    *,
+    fleet_file: Path | None = None,
+    spec: Path | None = None,
+    limit: str | None = None,
+    as_json: bool = False,
+) -> int:
+    """Run a rolling apply (see the module docstring); returns the exit code: 0 every wave passed
+    (and no host was left out for a refusal or unreachability), 1 otherwise.
+
+    Raises:
+        ProvisionError: A bad ``--max-unavailable``, no confirmation, or a refusal before anything
+            changed (nothing was touched).
+    """
+    limit_value = parse_max_unavailable(max_unavailable)
+    planned = planned_fleet(fleet)[1]
+    render_fleet_plan(planned, console)
+    pending = list(planned.pending)
+    left_out = {h: _left_out(p.state, p.unreachable) for h, p in planned.hosts.items() if h not in pending}
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+    record = new_record(
+        stamp,
+        inventory=str(fleet.inventory.resolve()),
+        max_unavailable=limit_value,
+        pending=pending,
+        left_out=left_out,
+        fleet_file=str(fleet_file.resolve()) if fleet_file else None,
+        spec=str(spec.resolve()) if spec else None,
+        limit=limit,
+        forks=fleet.forks,
+    )
+    show_waves(record, limit_value, console)
+    if not pending or options.dry_run:
+        record.status = "done" if not pending else record.status
+        console.print("Dry run: nothing was changed." if options.dry_run else "Nothing to roll out.")
+        return _finish(record, None, as_json, planned.exit_code() if not pending else 0)
+    confirm(options.yes, console)
+    rollout = Rollout(
+        fleet,
+        hooks_of(fleet, fleet_file),
+        dataclasses.replace(options, yes=True),
+        console,
+        record_path(options, stamp),
+    )
+    record.baseline = baseline(rollout, pending)
+    save(rollout.path, record)
+    return run_waves(rollout, record, as_json)
+
+
+def _left_out(state: HostState, unreachable: str | None) -> str:
+    if state is HostState.UNCHANGED:
+        return "unchanged"
+    return unreachable or state.value
+
+
+def record_path(options: ApplyOptions, stamp: str) -> Path:
+    """``<runs dir>/rollouts/<stamp>.json``; the runs directory must pass the trust rule."""
+    from provision.ansible import check_runs_dir
+
+    check_runs_dir(options.runs_dir, "--runs-dir")
+    return options.runs_dir / RECORDS / f"{stamp}.json"
+
+
+def hooks_of(fleet: Fleet, fleet_file: Path | None) -> dict[str, HookSet]:
+    """Host -> its hooks from the fleet file's ``rollout:`` section (empty without one).
+
+    Raises:
+        ProvisionError: A ``rollout.hosts`` key names no host or group, or a host's groups name
+            different hooks (before anything is touched).
+    """
+    if fleet_file is None:
+        return {}
+    from provision.fleet.mapping import read_fleet_file
+    from provision.inventory import read_inventory
+
+    section = read_fleet_file(fleet_file).rollout
+    if section is None:
+        return {}
+    read = read_inventory(fleet.inventory, error=FleetError)  # the command's one read
+    groups = {h.name: h.groups for h in read.hosts if h.name in fleet.specs}
+    return section.for_hosts(groups, [*read.names, *read.groups])
+
+
+def show_waves(record: RolloutRecord, limit: MaxUnavailable, console: Console) -> None:
+    """One line per wave, and the hosts left out with why."""
+    console.print(f"Rollout: {len(record.waves)} wave(s), at most {limit} host(s) unavailable at once.")
+    for index, wave in enumerate(record.waves, 1):
+        console.print(f"  wave {index}: {escape(', '.join(wave))}")
+    for host in record.named("left out"):
+        console.print(f"  left out: {escape(host)} ({escape('; '.join(record.hosts[host].reasons))})")
+
+
+def baseline(rollout: Rollout, hosts: list[str]) -> dict[str, dict[str, str]]:
+    """Check id -> status of each of ``hosts`` before the rollout (an unreadable host: none)."""
+    verified = _verify(rollout, hosts)
+    return {
+        h: {r.id: r.status for r in v.report.results} for h, v in verified.items() if v.unreachable is None
+    }
+
+
+def _verify(rollout: Rollout, hosts: Iterable[str]) -> dict[str, Any]:
+    from provision.fleet.verify import verify_fleet
+
+    names = list(hosts)
+    part = dataclasses.replace(rollout.fleet, specs={h: rollout.fleet.specs[h] for h in names})
+    return verify_fleet(part, rollout.fleet.forks).hosts
+
+
+def run_waves(rollout: Rollout, record: RolloutRecord, as_json: bool) -> int:
+    """Each wave from the first not done, stopping at the first that fails its gate."""
+    record.status = "running"
+    while (index := record.next_wave()) is not None:
+        wave = [h for h in record.waves[index] if record.hosts[h].state != "done"]
+        rollout.console.print(f"[bold]Wave {index + 1}/{len(record.waves)}[/]: {escape(', '.join(wave))}")
+        gates = run_wave(rollout, record, wave)
+        save(rollout.path, record)
+        failed = [g for g in gates if not g.passed]
+        if failed:
+            record.status = "stopped"
+            save(rollout.path, record)
+            show_stop(record, index, failed, rollout)
+            return _finish(record, rollout.path, as_json, 1)
+    record.status = "done"
+    save(rollout.path, record)
+    rollout.console.print(f"Rollout done: {escape(record.summary())}.")
+    return _finish(record, rollout.path, as_json, 1 if _left_out_failing(record) else 0)
+
+
+def _left_out_failing(record: RolloutRecord) -> bool:
+    return any(record.hosts[h].reasons != ["unchanged"] for h in record.named("left out"))
+
+
+def run_wave(rollout: Rollout, record: RolloutRecord, wave: list[str]) -> list[Gate]:
+    """Drain, apply, verify and judge one wave's hosts; the record follows each step."""
+    drained: list[str] = []
+    gates: list[Gate] = []
+    for host in wave:
+        why = drain(rollout, record, host)
+        if why is None:
+            drained.append(host)
+        else:
+            gates.append(_fail(record, host, why))
+    save(rollout.path, record)
+    if drained:
+        gates += apply_and_gate(rollout, record, drained)
+    return gates
+
+
+def drain(rollout: Rollout, record: RolloutRecord, host: str) -> str | None:
+    """Take ``host`` out of service unless it is already (an administrator's drain, remembered,
+    or provision's own from a stopped run); None when done, else why not."""
+    hooks, entry = rollout.hooks.get(host), record.hosts[host]
+    if hooks is None or entry.drained_by is not None:
+        return None
+    if hooks.drained is not None:
+        rc, said = run_hook(hooks.drained, host, hooks.timeout_s)
+        if rc == 0:
+            entry.drained_by = "admin"
+            rollout.console.print(f"  {escape(host)}: drained already (by an administrator: left drained)")
+            return None
+        if rc != 1:
+            return f"drained hook: {said}"
+    if hooks.drain is not None:
+        rc, said = run_hook(hooks.drain, host, hooks.timeout_s)
+        if rc != 0:
+            return f"drain hook: {said}"
+        entry.drained_by = "provision"
+    return None
+
+
+def undrain(rollout: Rollout, record: RolloutRecord, host: str) -> str | None:
+    """Put ``host`` back in service when provision drained it; None when done (or nothing to do)."""
+    hooks, entry = rollout.hooks.get(host), record.hosts[host]
+    if hooks is None or hooks.undrain is None or entry.drained_by != "provision":
+        return None
+    rc, said = run_hook(hooks.undrain, host, hooks.timeout_s)
+    if rc != 0:
+        return f"undrain hook: {said}"
+    entry.drained_by = None
+    return None
+
+
+def apply_and_gate(rollout: Rollout, record: RolloutRecord, hosts: list[str]) -> list[Gate]:
+    """Detect, plan and apply ``hosts`` now (the one apply sequence), verify them, judge each."""
+    part = dataclasses.replace(rollout.fleet, specs={h: rollout.fleet.specs[h] for h in hosts})
+    report = FleetJsonReport(reboot=rollout.options.reboot.enabled)
+    try:
+        held, planned = planned_fleet(part)
+        code = apply_planned(held, planned, rollout.options, FleetView(rollout.console, report))
+    except Interrupted:
+        raise
+    except ProvisionError as exc:  # a refusal before anything changed on these hosts
+        return [_fail(record, h, f"apply refused: {exc}") for h in hosts]
+    if code == INTERRUPTED:  # Ctrl-C: the wave's hosts stay drained, resume applies them again
+        for host in hosts:
+            _fail(record, host, "apply interrupted by Ctrl-C")
+        record.status = "stopped"
+        save(rollout.path, record)
+        raise Interrupted(left_running=report.data.get("left_running") or ())
+    if report.data.get("run_dir"):
+        record.run_dirs.append(str(report.data["run_dir"]))
+    outcomes: dict[str, Any] = report.data.get("hosts", {})
+    pending_reboot = report.data.get("outcome") == "resume-pending"
+    verified = _verify(rollout, hosts)
+    gates = []
+    for host in hosts:
+        done = outcomes.get(host, {"ok": False, "outcome": "not reported by the apply"})
+        ok = bool(done["ok"]) and not pending_reboot
+        outcome = "waits for a step at its console (MOK)" if pending_reboot else str(done["outcome"])
+        checked = verified.get(host)
+        after = {r.id: (r.status, r.detail or "") for r in checked.report.results} if checked else None
+        unreachable = checked.unreachable if checked else None
+        verdict = gate(host, ok, outcome, record.baseline.get(host, {}), after, unreachable)
+        gates.append(_judged(rollout, record, verdict))
+    return gates
+
+
+def _judged(rollout: Rollout, record: RolloutRecord, verdict: Gate) -> Gate:
+    entry = record.hosts[verdict.host]
+    if not verdict.passed:
+        return _fail(record, verdict.host, *verdict.reasons)
+    if (why := undrain(rollout, record, verdict.host)) is not None:
+        return _fail(record, verdict.host, why)
+    entry.state, entry.reasons = "done", []
+    note = (
+        f" (failing before the rollout too: {', '.join(verdict.still_failing)})"
+        if verdict.still_failing
+        else ""
+    )
+    rollout.console.print(f"  {escape(verdict.host)}: passed the gate{escape(note)}")
+    return verdict
+
+
+def _fail(record: RolloutRecord, host: str, *reasons: str) -> Gate:
+    entry = record.hosts[host]
+    entry.state, entry.reasons = "failed", list(reasons)
+    return Gate(host, False, tuple(reasons))
+
+
+def show_stop(record: RolloutRecord, index: int, failed: list[Gate], rollout: Rollout) -> None:
+    """The stop: the wave, each failed host with its first reasons, who is where, how to go on."""
+    rollout.console.print(f"[bold red]Rollout stopped[/] at wave {index + 1}/{len(record.waves)}:")
+    for verdict in failed:
+        rollout.console.print(
+            f"  {escape(verdict.host)}: {escape('; '.join(verdict.reasons[:3]))}", soft_wrap=True
+        )
+    rollout.console.print(f"{escape(record.summary())}.", soft_wrap=True)
+    rollout.console.print(
+        f"Failed hosts stay drained. Fix them, then: provision resume {escape(str(rollout.path))}",
+        soft_wrap=True,
+    )
+
+
+def run_hook(argv: list[str], host: str, timeout_s: float) -> tuple[int, str]:
+    """Run one hook for ``host`` on the controller: (exit status, its last words or why it did not
+    run). Its program must pass the trust rule (root runs it); -1 when it could not run."""
+    from provision import trust
+    from provision.files import untrusted_message
+
+    program = shutil.which(argv[0])
+    if program is None:
+        return -1, f"{argv[0]}: not found"
+    try:
+        trust.check_path(program, kind="file")
+    except trust.Untrusted as exc:
+        return -1, untrusted_message(program, exc, "the hook's program")
+    try:
+        done = subprocess.run(
+            [program, *hook_argv(argv[1:], host)], capture_output=True, timeout=timeout_s, check=False
+        )
+    except subprocess.TimeoutExpired:
+        return -1, f"{argv[0]}: no end within {timeout_s:g} s"
+    except OSError as exc:
+        return -1, f"{argv[0]}: {exc.strerror or exc}"
+    said = [
+        ln.strip()
+        for ln in (done.stderr or done.stdout).decode("utf-8", "replace").splitlines()
+        if ln.strip()
+    ]
+    return done.returncode, f"{argv[0]} exited {done.returncode}: {said[-1] if said else 'no output'}"
+
+
+def save(path: Path, record: RolloutRecord) -> None:
+    """Write the record atomically, mode 0600."""
+    from provision.output import write_atomic
+
+    write_atomic(path, record.model_dump_json(indent=1) + "\n", mode=0o600)
+
+
+def rollout_json(record: RolloutRecord, path: Path | None) -> dict[str, Any]:
+    """The ``--json`` document: ``{"format_version", "outcome": "done" | "stopped" | "dry-run" |
+    "running", "record": path | None, "max_unavailable", "waves": [[host]], "hosts": [{"host",
+    "wave", "state", "drained_by", "reasons"}]}`` (hosts in inventory order)."""
+    return {
+        "format_version": JSON_FORMAT,
+        "outcome": "dry-run" if path is None and record.status == "running" else record.status,
+        "record": str(path) if path else None,
+        "max_unavailable": record.max_unavailable,
+        "waves": record.waves,
+        "hosts": [{"host": h, **r.model_dump()} for h, r in record.hosts.items()],
+    }
+
+
+def _finish(record: RolloutRecord, path: Path | None, as_json: bool, code: int) -> int:
+    if as_json:
+        jsonout.emit(rollout_json(record, path))
+    return code
+
+
+def is_rollout_record(path: Path) -> bool:
+    """Whether ``path`` names a rollout record (its ``kind``), not a reboot's resume record."""
+    from provision.files import read_json_text
+
+    try:
+        data = json.loads(read_json_text(path, what="resume record"))
+    except (ProvisionError, ValueError):
+        return False
+    return isinstance(data, dict) and data.get("kind") == "rollout"
+
+
+def read_record(path: Path) -> RolloutRecord:
+    """The record at ``path``, read through the trust rule.
+
+    Raises:
+        ProvisionError: Unreadable, untrusted, not a rollout record, or of another format version.
+    """
+    from pydantic import ValidationError
+
+    from provision.files import read_json_text
+
+    text = read_json_text(path, what="rollout record")
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ProvisionError(f"{path}: not a rollout record (not JSON: {exc})") from None
+    if not isinstance(data, dict) or data.get("format_version") != RECORD_FORMAT:
+        raise ProvisionError(f"{path}: a rollout record of format_version {RECORD_FORMAT} was expected")
+    try:
+        return RolloutRecord.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise ProvisionError(f"{path}: not a rollout record: {where}: {err['msg']}") from None
+
+
+def resume_rollout(path: Path, options: ApplyOptions, console: Console, *, as_json: bool = False) -> int:
+    """Continue the rollout of the record at ``path`` (see the module docstring); the exit code.
+
+    The inventory and fleet file it names are read again through the trust rule; a host of the
+    record no longer in them is refused (one line), nothing touched.
+
+    Raises:
+        ProvisionError: The record, inventory or fleet file cannot be used, or no confirmation.
+    """
+    from provision.files import check_inventory
+
+    record = read_record(path)
+    if record.status == "done":
+        console.print(f"Rollout {record.id} is done: nothing to resume ({escape(record.summary())}).")
+        return _finish(record, path, as_json, 0)
+    check_inventory(Path(record.inventory), FleetError)
+    fleet_file = Path(record.fleet_file) if record.fleet_file else None
+    fleet = dataclasses.replace(
+        load_fleet(
+            Path(record.inventory), fleet_file, record.limit, Path(record.spec) if record.spec else None
+        ),
+        forks=record.forks,
+    )
+    missing = [h for w in record.waves for h in w if h not in fleet.specs]
+    if missing:
+        raise ProvisionError(
+            f"{path}: {', '.join(missing)} no longer in {record.inventory}; nothing was changed"
+        )
+    console.print(f"Resuming rollout {record.id}: {escape(record.summary())}.")
+    confirm(options.yes, console)
+    rollout = Rollout(
+        fleet, hooks_of(fleet, fleet_file), dataclasses.replace(options, yes=True), console, path
+    )
+    return run_waves(rollout, record, as_json)
