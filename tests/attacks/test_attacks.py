@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ruamel.yaml import YAML
@@ -115,11 +116,24 @@ def test_the_roles_trust_task_refuses_the_same_venv_through_ansible(lab: Lab) ->
         planted.stdout
     )
     for role in ("python_env", "vllm_serve"):  # the roles run that very task before any venv or pip command
-        tasks = YAML(typ="safe").load(
-            (REPO / "playbooks" / "roles" / role / "tasks" / "Debian.yml").read_text()
-        )
-        first = next(i for i, t in enumerate(tasks) if "_venv" in json.dumps(t))
-        assert tasks[first]["provision_trust"]["check"] == "venv", role
+        for family in ("Debian", "RedHat"):
+            tasks = _role_tasks(REPO / "playbooks" / "roles" / role / "tasks", family)
+            first = next(i for i, t in enumerate(tasks) if "_venv" in json.dumps(t))
+            assert tasks[first]["provision_trust"]["check"] == "venv", (role, family)
+
+
+def _role_tasks(tasks_dir: Path, family: str) -> list[dict[str, Any]]:
+    """The role's tasks in the order they run on ``family``: ``main.yml`` with its include of
+    ``{{ ansible_os_family }}.yml`` replaced by that family's file (absent: nothing)."""
+    out: list[dict[str, Any]] = []
+    for task in YAML(typ="safe").load((tasks_dir / "main.yml").read_text()):
+        include = task.get("ansible.builtin.include_tasks")
+        if include == "{{ ansible_os_family }}.yml":
+            path = tasks_dir / f"{family}.yml"
+            out += YAML(typ="safe").load(path.read_text()) if path.exists() else []
+        else:
+            out.append(task)
+    return out
 
 
 # 2. A runs directory another user controls (ansible-runner's env/ files, the support bundle).
