@@ -179,6 +179,18 @@ def parse_origins(output: str, rc: int) -> PackageOrigins | Unknown:
     return PackageOrigins(origins=origins)
 
 
+INITRAMFS_LISTER = (
+    "lsinitrd",
+    "lsinitrd \"$img\" 2>/dev/null | grep -E '[ /]etc/modprobe[.]d/[^/ ]+[.]conf( -> .*)?$' "
+    "| sed 's/^/listed /'",
+)
+"""The RHEL family's initramfs lister (dracut's lsinitrd(1)) and the shell that lists the image
+``$img``'s ``etc/modprobe.d`` files: lsinitrd prints ``cpio --extract --verbose --list`` rows, ``ls -l``
+style (``-rw-r--r--   1 root root   26 Nov 30 09:14 etc/modprobe.d/x.conf``, the path the 9th field;
+https://github.com/dracutdevs/dracut/blob/master/lsinitrd.sh ``list_files``), each printed as
+``listed ROW``; :func:`provision.detect.domains.driver.parse_initramfs` takes the path."""
+
+
 PACKAGES = FamilyProbe(
     id="rpm-nvidia",
     argv=(
