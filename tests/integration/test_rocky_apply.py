@@ -12,10 +12,9 @@ Two layers:
 - provision itself with the stack of ``specs/rocky9-dual-a100x.yaml`` (its python section left
   out: the target's interpreter is Debian's 3.11): validate, plan and ``apply --dry-run`` over
   ssh pass; ``apply`` (converged, re-apply changes nothing) and an interrupted apply run the
-  roles' ``tasks/RedHat.yml`` for real, on 9 and on 10; a flavour switch (open -> proprietary)
-  replaces the kmod: ``module switch-to --allowerasing``, then the install with allowerasing
-  because the plan changes the driver (``switch-to`` leaves by-name installs behind:
-  test_dnf_real::test_switch_to_leaves_a_plainly_installed_flavour_behind).
+  roles' ``tasks/RedHat.yml`` for real, on 9 and on 10, and so does a flavour switch (open to
+  proprietary kmod: ``dnf module switch-to --allowerasing``, then the install with allowerasing,
+  since switch-to leaves a flavour installed by name behind).
 """
 
 from __future__ import annotations
