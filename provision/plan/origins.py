@@ -2,8 +2,12 @@
 
 Mixing NVIDIA's repository with the distribution's archive (or a runfile) for the driver and
 the fabric manager breaks version coherence: ``apt install cuda`` replaced a driver from
-``ubuntu-drivers`` with NVIDIA's (FF-08, docs/field-failures.md#ff-08). Origins come from
-``apt-cache policy``; ``local`` means only dpkg knows the installed version.
+``ubuntu-drivers`` with NVIDIA's (FF-08, docs/field-failures.md#ff-08). Origins are hosts
+(``host[:port]``) from the family's origins probe: ``apt-cache policy`` on Debian, dnf's
+``from_repo`` and that repository's ``baseurl`` on the RHEL family (never its id: a mirror keeps
+NVIDIA's id); ``local`` means only the package database knows the installed version. A package
+whose origin was not read is absent, so it is never taken for another origin than the spec's.
+These are warnings: no step removes or replaces a package because of its origin.
 """
 
 from __future__ import annotations

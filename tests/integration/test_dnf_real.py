@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from provision.os.models import PackageOrigins
 from provision.os.redhat.parse import (
     evr_compare,
     failure_cause,
@@ -28,6 +29,7 @@ from provision.os.redhat.parse import (
     parse_versionlock_list,
     rpmvercmp,
 )
+from provision.unknown import Unknown
 from tests.integration.harness import golden
 from tests.integration.harness.dnfroot import InstallRoot, Result, run_captured
 from tests.integration.harness.rhelrepo import RhelRepo, make_rpm_key, publish_epel, publish_rhel_repo
@@ -290,3 +292,44 @@ def test_rpmvercmp_agrees_with_real_rpm() -> None:
         for _ in range(400)
     ]
     assert _rpm_vercmp(evrs) == [evr_compare(a, b) for a, b in evrs]
+
+
+def test_origins_probe_reads_the_repository_host_from_the_repo_file_not_the_id(
+    el9: InstallRoot, repos: Repos
+) -> None:
+    """The dnf-origins probe's two halves on real dnf: ``from_repo`` from dnf's history, then the
+    host of that repository's ``baseurl``. The stand-in's id is NVIDIA's (``cuda-rhel9-x86_64``);
+    served from a mirror, the origin is the mirror, whatever the id says; its file:// URL is local."""
+    from provision.os.redhat.probes import DRIVER_GLOBS, parse_origins
+
+    ok(el9.dnf("module", "enable", "nvidia-driver:580-open"))
+    ok(el9.dnf("install", "nvidia-open"))
+    query = ok(
+        el9.dnf(
+            "-q",
+            "-C",
+            "--disablerepo=*",
+            "repoquery",
+            "--installed",
+            "--qf",
+            "%{name} %{from_repo}",
+            *DRIVER_GLOBS,
+        )
+    )
+    assert "nvidia-driver cuda-rhel9-x86_64" in query.output, query.output
+    repo_file = (el9.path / f"etc/yum.repos.d/{repos.rhel9.repo_id}.repo").read_text()
+    mirror = repo_file.replace(
+        f"baseurl={repos.rhel9.url}", "baseurl=https://Mirror.example.org:8443/cuda/rhel9/"
+    )
+    assert mirror != repo_file
+    origins = parse_origins(f"=== installed\n{query.output}=== repos\n{mirror}", 0)
+    assert not isinstance(origins, Unknown), origins
+    assert (
+        origins.origins["nvidia-driver"]
+        == origins.origins["kmod-nvidia-open-dkms"]
+        == "mirror.example.org:8443"
+    )
+    here = parse_origins(f"=== installed\n{query.output}=== repos\n{repo_file}", 0)
+    assert not isinstance(here, Unknown) and set(here.origins.values()) == {"local"}  # file:// repository
+    gone = parse_origins(f"=== installed\n{query.output}=== repos\n", 0)  # the .repo file removed
+    assert gone == PackageOrigins()  # not known: left out, never another origin than the spec's

@@ -20,14 +20,18 @@ Two layers:
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
 
+from provision.os.models import PackageOrigins
 from provision.os.redhat.parse import RPM_QA_QUERYFORMAT, duplicates, parse_module_list, parse_rpm_qa
+from provision.os.redhat.probes import ORIGINS
 from tests.integration.harness import golden, rockylike, runner, timings
 from tests.integration.harness.dnfroot import OS_RELEASE
 from tests.integration.harness.rockylike import RhelRepos, rpm_installed
@@ -246,7 +250,15 @@ def test_provision_apply_on_rocky_converges_and_reapplies_nothing(
     assert "nvidia-driver-3:580.95.05-1.el9.*" in locks, locks
     replan = provision("plan", str(spec), "-i", inv, "--detailed-exitcode", "--json")
     assert replan.exit_code == 0, replan.output
-    assert not [s for s in json.loads(replan.stdout)["steps"] if s["action"] != "noop"]
+    replanned = json.loads(replan.stdout)
+    assert not [s for s in replanned["steps"] if s["action"] != "noop"]
+    # the driver came from the stand-in on 127.0.0.1 under provision's repository id: its origin is
+    # the stand-in's host (the dnf-origins probe over ssh), which the spec names, not NVIDIA's
+    probed = rocky.ssh(shlex.join(ORIGINS.argv))
+    origins = ORIGINS.parse(probed.stdout + probed.stderr, probed.returncode)
+    assert isinstance(origins, PackageOrigins), origins
+    assert origins.origins["nvidia-driver"] == urlsplit(rhel_repos.url(9)).netloc, origins
+    assert not [w for w in replanned.get("warnings", []) if "origin" in w["rule"] or "sources" in w["rule"]]
     with timings.timed("provision apply on Rocky (second)"):
         second = provision("apply", str(spec), "-i", inv, "--yes")
     assert second.exit_code == 0, second.output

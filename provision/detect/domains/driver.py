@@ -242,7 +242,8 @@ class Initramfs(Frozen):
     image: str | None = Field(None, description="The running kernel's initramfs, None when there is none.")
     image_mtime: int | None = Field(None, description="Its modification time, seconds since the epoch.")
     contents: tuple[str, ...] | None = Field(
-        None, description="The modprobe.d files inside it (lsinitramfs); None when lsinitramfs is missing."
+        None,
+        description="The modprobe.d files inside it (lsinitramfs, or dracut's lsinitrd); None: no lister.",
     )
     confs: dict[str, int] = Field(default_factory=dict, description="/etc/modprobe.d/*.conf -> mtime.")
 
@@ -255,36 +256,61 @@ class Initramfs(Frozen):
         return self.confs[path] <= self.image_mtime
 
 
+def _listed_path(row: str) -> str | None:
+    """The path of one ``ls -l`` style row of lsinitrd (``MODE LINKS USER GROUP SIZE MON DAY TIME|YEAR
+    PATH[ -> TARGET]``), None when the row has fewer fields."""
+    fields = row.split(None, 8)
+    if len(fields) != 9:
+        return None
+    path = fields[8].split(" -> ", 1)[0].strip().removeprefix("./").lstrip("/")
+    return path or None
+
+
 def parse_initramfs(output: str, rc: int) -> Initramfs | Unknown:
-    """Our initramfs probe's ``image PATH MTIME``, ``contains FILE`` and ``conf FILE MTIME`` lines."""
+    """Our initramfs probe's ``image PATH MTIME``, ``lister NAME`` (``lsinitramfs``, ``lsinitrd`` or
+    ``none``; older captures: ``lsinitramfs yes|no``), ``contains FILE`` (lsinitramfs),
+    ``listed ROW`` (lsinitrd's ``ls -l`` rows) and ``conf FILE MTIME`` lines."""
     if (bad := failure("initramfs probe", output, rc)) is not None:
         return bad
     image = re.search(r"^image (\S+) (\d+)$", output, re.MULTILINE)
     if image is None and not re.search(r"^image none$", output, re.MULTILINE):
         return Unknown(unknown=f"unexpected initramfs probe output: {first_line(output)}")
     contents = re.findall(r"^contains (\S+)$", output, re.MULTILINE)
-    listed = re.search(r"^lsinitramfs (yes|no)$", output, re.MULTILINE)
+    contents += [p for row in re.findall(r"^listed (.+)$", output, re.MULTILINE) if (p := _listed_path(row))]
+    listed = re.search(r"^(?:lsinitramfs (yes)|lister (lsinitramfs|lsinitrd))$", output, re.MULTILINE)
     return Initramfs(
         image=image.group(1) if image else None,
         image_mtime=int(image.group(2)) if image else None,
-        contents=tuple(contents) if listed and listed.group(1) == "yes" else None,
+        contents=tuple(contents) if listed else None,
         confs={m.group(1): int(m.group(2)) for m in re.finditer(r"^conf (\S+) (\d+)$", output, re.MULTILINE)},
     )
+
+
+def _lister_script() -> str:
+    """The image's modprobe.d files through the first lister the host has: each OS family's own
+    (``INITRAMFS_LISTER`` of :mod:`provision.os.debian.probes` and :mod:`provision.os.redhat.probes`)."""
+    from provision.os.debian.probes import INITRAMFS_LISTER as DEBIAN
+    from provision.os.redhat.probes import INITRAMFS_LISTER as REDHAT
+
+    branches = "".join(
+        f"{'if' if i == 0 else 'elif'} command -v {tool} >/dev/null; then echo 'lister {tool}'; {listing}; "
+        for i, (tool, listing) in enumerate((DEBIAN, REDHAT))
+    )
+    return f"{branches}else echo 'lister none'; fi; "
 
 
 _INITRAMFS_SCRIPT = (
     'k=$(uname -r); img=""; for f in /boot/initrd.img-$k /boot/initramfs-$k.img; do '
     '[ -f "$f" ] && img=$f && break; done; '
     'if [ -n "$img" ]; then echo "image $img $(stat -c %Y "$img")"; '
-    "if command -v lsinitramfs >/dev/null; then echo 'lsinitramfs yes'; "
-    "lsinitramfs \"$img\" 2>/dev/null | grep -E '(^|/)etc/modprobe.d/[^/]+[.]conf$' | sed 's/^/contains /'; "
-    "else echo 'lsinitramfs no'; fi; else echo 'image none'; fi; "
+    + _lister_script()
+    + "else echo 'image none'; fi; "
     'for f in /etc/modprobe.d/*.conf; do [ -f "$f" ] && echo "conf $f $(stat -c %Y "$f")"; done; exit 0'
 )
 
 
 class InitramfsFact(Fact[Initramfs]):
-    """The running kernel's initramfs: its age and the modprobe.d files inside (lsinitramfs(8))."""
+    """The running kernel's initramfs: its age and its modprobe.d files (lsinitramfs(8), lsinitrd(1))."""
 
     id = "initramfs"
     argv = ("sh", "-c", _INITRAMFS_SCRIPT)

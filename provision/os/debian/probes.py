@@ -128,6 +128,14 @@ def _policy_block(block: str) -> tuple[str | None, str | None]:
     return head[1], hosts[0] if hosts else "local"
 
 
+INITRAMFS_LISTER = (
+    "lsinitramfs",
+    "lsinitramfs \"$img\" 2>/dev/null | grep -E '(^|/)etc/modprobe.d/[^/]+[.]conf$' | sed 's/^/contains /'",
+)
+"""Debian's initramfs lister (initramfs-tools' lsinitramfs(8), one path a line) and the shell that
+lists the image ``$img``'s ``etc/modprobe.d`` files, each printed as ``contains PATH``."""
+
+
 PACKAGES = FamilyProbe(
     id="dpkg-nvidia",
     argv=("dpkg-query", "-W", f"-f={DPKG_FORMAT}"),

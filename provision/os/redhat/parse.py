@@ -392,6 +392,72 @@ def parse_versionlock_list(text: str) -> tuple[str, ...]:
     return tuple(entries)
 
 
+_SECTION = re.compile(r"^\[([^\]\s]+)\]\s*$")
+_URL_KEYS = ("baseurl", "metalink", "mirrorlist")
+"""The keys of a ``.repo`` section that say where dnf fetches from, in the order dnf prefers them
+(``baseurl`` first; ``metalink``/``mirrorlist`` name the server that lists the mirrors)."""
+
+
+def parse_repo_files(text: str) -> dict[str, str]:
+    """``.repo`` files (dnf.conf(5) "[repository] OPTIONS", concatenated) -> repository id -> the
+    host (``host[:port]``, lower case) packages are fetched from, or ``local`` for a ``file://``
+    repository.
+
+    The host is that of the first URL of ``baseurl`` (several URLs, separated by spaces, commas or
+    continuation lines, are mirrors of one repository), else of ``metalink``, else of
+    ``mirrorlist``. Left out: a repository without those keys, with a URL that is not
+    ``http(s)``/``ftp``/``file``, or whose host holds a dnf variable (``$releasever``): dnf
+    substitutes those at run time, so the host is not known from the file. The first section of an
+    id wins (dnf refuses a duplicated id). Never raises; ``#``/``;`` comments and lines outside a
+    section are skipped.
+    """
+    sections: dict[str, dict[str, str]] = {}
+    current: dict[str, str] | None = None
+    key: str | None = None
+    for line in _lines(text):
+        stripped = line.strip()
+        if not stripped or stripped.startswith(("#", ";")):
+            continue
+        if head := _SECTION.match(stripped):
+            current = sections.setdefault(head[1], {}) if head[1] not in sections else None
+            key = None
+        elif current is None:
+            continue
+        elif line[0] in " \t" and key is not None:  # a continuation line (an INI multi-line value)
+            current[key] = f"{current[key]} {stripped}"
+        elif "=" in stripped:
+            name, _, value = stripped.partition("=")
+            key = name.strip().lower()
+            current.setdefault(key, value.strip())
+        else:
+            key = None
+    hosts: dict[str, str] = {}
+    for repo, options in sections.items():
+        if repo != "main" and (host := _repo_host(options)) is not None:
+            hosts[repo] = host
+    return hosts
+
+
+def _repo_host(options: dict[str, str]) -> str | None:
+    for key in _URL_KEYS:
+        urls = options.get(key, "").replace(",", " ").split()
+        if urls:
+            return _url_host(urls[0])
+    return None
+
+
+def _url_host(url: str) -> str | None:
+    match = re.match(r"^([A-Za-z][A-Za-z0-9+.-]*)://([^/?#]*)", url)
+    if match is None:
+        return None
+    scheme, netloc = match[1].lower(), match[2].rsplit("@", 1)[-1].lower()
+    if scheme == "file":
+        return "local"
+    if scheme not in ("http", "https", "ftp") or not netloc or "$" in netloc:
+        return None
+    return netloc
+
+
 def split_lock(entry: str) -> tuple[str, str] | None:
     """``nvidia-driver-3:580.82.07-1.el10.*`` -> ``("nvidia-driver", "3:580.82.07-1.el10")``.
 

@@ -23,6 +23,7 @@ from provision.os.redhat.parse import (
     RPM_QA_QUERYFORMAT,
     duplicates,
     parse_module_list,
+    parse_repo_files,
     parse_rpm_qa,
     parse_versionlock_list,
 )
@@ -134,28 +135,60 @@ def _dearmor(data: bytes) -> bytes:
     return base64.b64decode("".join(payload))
 
 
+DRIVER_GLOBS = ("nvidia-*", "kmod-nvidia*", "libnvidia-*", "cuda-drivers*")
+"""The driver's package names the origins probe asks dnf about."""
+REPO_DIRS = ("/etc/yum.repos.d", "/etc/distro.repos.d")
+"""dnf's default ``reposdir`` (dnf.conf(5); ``/etc/yum/repos.d`` links to the first on EL 9)."""
+MAX_REPO_BYTES = 65536
+"""Bytes read of one ``.repo`` file at most."""
+LOCAL_REPOS = frozenset({"", "(none)", "None", "System", "@System", "commandline", "@commandline"})
+"""``from_repo`` values that name no repository: an rpm installed outside dnf or of unknown origin
+(``@System``) or a local file (``@commandline``): only the rpm database knows the package."""
+
+
 def parse_origins(output: str, rc: int) -> PackageOrigins | Unknown:
-    """``dnf list --installed`` of the driver packages: the repository each came from (``@cuda-rhel9-x86_64``
-    -> NVIDIA's host; ``@System``/``@commandline`` -> ``local``)."""
-    if rc == 1 and "No matching Packages" in output:
-        return PackageOrigins()
+    """The dnf-origins probe -> each installed driver package's origin: the host of the repository
+    dnf installed it from (dnf's history: ``repoquery --installed --qf '%{name} %{from_repo}'``),
+    read from that repository's ``baseurl``/``metalink``/``mirrorlist`` in the ``.repo`` files
+    (:func:`.parse.parse_repo_files`), so a mirror or a stand-in reports its own host, not
+    NVIDIA's. ``local``: no repository (an rpm installed by hand, ``@System``, ``@commandline``) or
+    a ``file://`` repository. A package whose repository id has no readable definition (the
+    ``.repo`` file removed, a variable in the host) is left out: its origin is not known, and an
+    unknown origin is never reported as another origin than the spec's.
+
+    Sections ``=== installed`` (one ``name repo-id`` line per package) and ``=== repos`` (the
+    ``.repo`` files); a line whose name is not one of :data:`DRIVER_GLOBS` is not dnf's (a warning).
+    Sources: dnf(8) "Repoquery Command" (``from_repo``: the repository a package was installed
+    from), dnf.conf(5) "[repository] OPTIONS".
+    """
     if (bad := failure("dnf", output, rc)) is not None:
         return bad
+    if "=== installed\n" not in output:
+        return Unknown(unknown="dnf origins probe printed no package list")
+    sections = _sections(output)
+    hosts = parse_repo_files(sections.get("repos", ""))
     origins: dict[str, str] = {}
-    for line in output.splitlines():
+    for line in sections.get("installed", "").splitlines():
         fields = line.split()
-        if len(fields) != 3 or not fields[2].startswith("@"):
+        if not 1 <= len(fields) <= 2 or not any(fnmatch.fnmatchcase(fields[0], g) for g in DRIVER_GLOBS):
             continue
-        name = fields[0].rsplit(".", 1)[0]
-        repo = fields[2][1:]
-        origins[name] = (
-            "developer.download.nvidia.com"
-            if repo.startswith(("cuda-", "provision-nvidia"))
-            else "local"
-            if repo in ("System", "commandline")
-            else repo
-        )
+        repo = fields[1] if len(fields) == 2 else ""
+        origin = "local" if repo in LOCAL_REPOS else hosts.get(repo.removeprefix("@"))
+        if origin is not None:
+            origins[fields[0]] = origin
     return PackageOrigins(origins=origins)
+
+
+INITRAMFS_LISTER = (
+    "lsinitrd",
+    "lsinitrd \"$img\" 2>/dev/null | grep -E '[ /]etc/modprobe[.]d/[^/ ]+[.]conf( -> .*)?$' "
+    "| sed 's/^/listed /'",
+)
+"""The RHEL family's initramfs lister (dracut's lsinitrd(1)) and the shell that lists the image
+``$img``'s ``etc/modprobe.d`` files: lsinitrd prints ``cpio --extract --verbose --list`` rows, ``ls -l``
+style (``-rw-r--r--   1 root root   26 Nov 30 09:14 etc/modprobe.d/x.conf``, the path the 9th field;
+https://github.com/dracutdevs/dracut/blob/master/lsinitrd.sh ``list_files``), each printed as
+``listed ROW``; :func:`provision.detect.domains.driver.parse_initramfs` takes the path."""
 
 
 PACKAGES = FamilyProbe(
@@ -194,15 +227,22 @@ LOCKS = FamilyProbe(
     "nvidia-driver module stream, whether dnf-automatic is installed and a reboot is needed.",
 )
 
+_ORIGINS_SCRIPT = (
+    "echo '=== installed'; "
+    # --disablerepo: from_repo comes from dnf's history database; no repository is loaded.
+    "dnf -q -C --disablerepo='*' repoquery --installed --qf '%{name} %{from_repo}' "
+    + " ".join(f"'{g}'" for g in DRIVER_GLOBS)
+    + " 2>&1 || exit $?; echo '=== repos'; "
+    f"for f in {' '.join(f'{d}/*.repo' for d in REPO_DIRS)}; do "
+    f'if [ -f "$f" ]; then head -c {MAX_REPO_BYTES} "$f"; echo; fi; done; exit 0'
+)
+
 ORIGINS = FamilyProbe(
     id="dnf-origins",
-    argv=(
-        "sh",
-        "-c",
-        "dnf -q -C list --installed 'nvidia-*' 'kmod-nvidia*' 'libnvidia-*' 'cuda-drivers*' 2>/dev/null",
-    ),
+    argv=("sh", "-c", _ORIGINS_SCRIPT),
     timeout=30.0,
     requires="dnf",
     parse=parse_origins,
-    doc="The repository each installed driver package came from: ``dnf list --installed``.",
+    doc="The repository host each installed driver package came from: dnf's ``from_repo`` and the "
+    "repository's ``baseurl`` in ``/etc/yum.repos.d``.",
 )
