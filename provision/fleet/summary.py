@@ -53,21 +53,28 @@ def host_line(host: HostPlan) -> str:
 
 
 def fleet_plan_json(fleet_plan: FleetPlan) -> dict[str, Any]:
-    """The whole fleet plan as JSON data: ``{"summary": {state: [hosts]}, "hosts": {host: ...}}``.
+    """``plan --json``'s one document, every form (:data:`provision.jsonout.HOSTS_FORMAT`).
 
-    Each host entry has ``state``, ``spec``, ``summary``, ``unreachable`` (the reason or
-    null) and ``plan`` (the saved-plan document, or null when the host was unreachable).
+    Shape: ``{"format_version": 2, "summary": {state: [hosts]}, "hosts": [{"host", "state",
+    "spec", "summary", "unreachable", "plan"}, ...]}`` in inventory order: ``state`` one of
+    :class:`HostState`'s values, ``spec`` the spec file planned (null: none named),
+    ``unreachable`` the reason the host could not be planned or null, ``plan`` the saved-plan
+    document (what ``plan --out`` writes, unsealed) or null when no plan was made.
     """
+    from provision.jsonout import HOSTS_FORMAT
+
     return {
+        "format_version": HOSTS_FORMAT,
         "summary": {state.value: fleet_plan.with_state(state) for state in HostState},
-        "hosts": {h: _host_json(p) for h, p in fleet_plan.hosts.items()},
+        "hosts": [_host_json(p) for p in fleet_plan.hosts.values()],
     }
 
 
 def _host_json(host: HostPlan) -> dict[str, Any]:
     return {
+        "host": host.host,
         "state": host.state.value,
-        "spec": str(host.spec_path),
+        "spec": None if host.spec_path is None else str(host.spec_path),
         "summary": host_line(host),
         "unreachable": host.unreachable,
         "plan": json.loads(host.plan.model_dump_json()) if host.plan and not host.unreachable else None,

@@ -207,3 +207,21 @@ def invoke(*args: str) -> Result:
     from provision.cli import cli
 
     return CliRunner().invoke(cli, list(args))
+
+
+def by_host(doc: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """A hosts-form ``--json`` document's ``hosts`` list (format_version 2) keyed by ``host``."""
+    assert isinstance(doc["hosts"], list), doc
+    return {h["host"]: h for h in doc["hosts"]}
+
+
+def one_host(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """The one entry of a hosts-form document of one machine (a list of one)."""
+    assert doc["format_version"] == 2 and len(doc["hosts"]) == 1, doc
+    return doc["hosts"][0]  # type: ignore[no-any-return]
+
+
+def one_plan(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """The one host's plan of a ``plan --json`` document, with its ``summary`` line beside the plan's keys."""
+    host = one_host(doc)
+    return host["plan"] | {"summary": host["summary"]}  # type: ignore[no-any-return]

@@ -17,6 +17,7 @@ from typer.testing import Result
 from provision.apply import runner
 from provision.detect.facts import Facts
 from provision.fleet.verify import FleetVerify, HostVerify
+from provision.jsonout import HOSTS_FORMAT
 from provision.verify.models import Report
 from tests.unit.factories import (
     A100X,
@@ -24,8 +25,11 @@ from tests.unit.factories import (
     H200,
     H200_SPEC_RAW,
     ROOT,
+    by_host,
     fresh_ubuntu,
     invoke,
+    one_host,
+    one_plan,
 )
 
 IMPOSSIBLE = str(ROOT / "specs" / "examples" / "impossible-a100x.yaml")
@@ -34,12 +38,15 @@ INPUTS = str(ROOT / "tests" / "fixtures" / "verify" / "h200-ubuntu2404" / "input
 pytestmark = pytest.mark.usefixtures("no_colour")
 
 
-def document(result: Result) -> dict[str, Any]:
-    """stdout as exactly one JSON object with a format version (json.loads refuses trailing text)."""
+def document(result: Result, version: int = 1) -> dict[str, Any]:
+    """stdout as exactly one JSON object of format ``version`` (json.loads refuses trailing text);
+    version 2 is the hosts form (``hosts`` a list of per-host objects, :data:`HOSTS_FORMAT`)."""
     assert result.exception is None or isinstance(result.exception, SystemExit), result.output
     doc = json.loads(result.stdout)
     assert isinstance(doc, dict), doc
-    assert doc["format_version"] == 1
+    assert doc["format_version"] == version, doc
+    if version == HOSTS_FORMAT:
+        assert isinstance(doc["hosts"], list) and all("host" in h for h in doc["hosts"]), doc
     return doc
 
 
@@ -86,11 +93,12 @@ def test_validate_missing_file_is_a_document(tmp_path: Path) -> None:
     error_of(invoke("validate", str(tmp_path / "no.yaml"), "--json"), 2, "no such spec file")
 
 
-def test_detect_one_host_is_the_facts_document_and_reads_back(tmp_path: Path) -> None:
+def test_detect_one_host_is_a_list_of_one_and_reads_back(tmp_path: Path) -> None:
     result = invoke("detect", "--from-raw", str(H200_SPEC_RAW), "--json")
     assert result.exit_code == 0
-    doc = document(result)
-    assert str(Facts.model_validate(doc).driver.version) == "580.159.04"  # type: ignore[union-attr]
+    doc = document(result, HOSTS_FORMAT)
+    assert doc["unreachable"] == {}
+    assert str(Facts.model_validate(one_host(doc)).driver.version) == "580.159.04"  # type: ignore[union-attr]
     saved = tmp_path / "facts.json"
     saved.write_text(result.stdout)
     assert invoke("plan", H200, "--facts", str(saved), "--json").exit_code == 0
@@ -103,7 +111,7 @@ def test_detect_error_is_a_document(tmp_path: Path) -> None:
 def test_detect_inventory_is_one_document_of_hosts(inventory: Path, detected: Any, tmp_path: Path) -> None:
     result = invoke("detect", "-i", str(inventory), "--json")
     assert result.exit_code == 1, result.output  # b is unreachable
-    doc = document(result)
+    doc = document(result, HOSTS_FORMAT)
     assert [h["host"] for h in doc["hosts"]] == ["a", "b"] and doc["unreachable"] == {"b": DOWN}
     saved = tmp_path / "facts.json"
     saved.write_text(result.stdout)
@@ -114,7 +122,7 @@ def test_plan_one_host() -> None:
     result = invoke("plan", H200, "--from-raw", str(H200_SPEC_RAW), "--json")
     assert result.exit_code == 0
     # The earlier capture lacks the binding and initramfs probes: no change, but not confirmed.
-    assert document(result)["summary"] == (
+    assert one_plan(document(result, HOSTS_FORMAT))["summary"] == (
         "No changes planned, but the machine is not confirmed to match the spec: "
         "2 warning(s) name facts that could not be read."
     )
@@ -123,7 +131,8 @@ def test_plan_one_host() -> None:
 def test_plan_refused() -> None:
     result = invoke("plan", IMPOSSIBLE, "--from-raw", str(H200_SPEC_RAW), "--json")
     assert result.exit_code == 1
-    assert document(result)["blockers"], result.stdout
+    doc = document(result, HOSTS_FORMAT)
+    assert one_plan(doc)["blockers"] and doc["summary"]["refused"] == [one_host(doc)["host"]], doc
 
 
 def test_plan_error_is_a_document(tmp_path: Path) -> None:
@@ -135,8 +144,8 @@ def test_plan_error_is_a_document(tmp_path: Path) -> None:
 def test_plan_fleet(inventory: Path, detected: Any) -> None:
     result = invoke("plan", "-i", str(inventory), "--json")
     assert result.exit_code == 1, result.output  # b is unreachable
-    doc = document(result)
-    assert doc["hosts"]["b"]["unreachable"] == DOWN and doc["hosts"]["a"]["plan"]["steps"]
+    hosts = by_host(document(result, HOSTS_FORMAT))
+    assert hosts["b"]["unreachable"] == DOWN and hosts["a"]["plan"]["steps"]
 
 
 def test_apply_refused_on_this_machine() -> None:

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from pytest_mock import MockerFixture
 
-from tests.unit.factories import A100X, DOWN, H200, H200_SPEC_RAW, invoke
+from tests.unit.factories import A100X, DOWN, H200, H200_SPEC_RAW, by_host, invoke
 
 pytestmark = pytest.mark.usefixtures("no_colour")
 
@@ -57,7 +57,10 @@ def test_plan_spec_does_not_plan_an_unreachable_host(inventory: Path, detected: 
     assert "os-unknown" not in result.output and "repository" not in result.output
     assert "driver-preinstalled-missing" not in result.output
     if as_json:
-        assert json.loads(result.stdout) == {"format_version": 1, "plans": [], "unreachable": {"b": DOWN}}
+        doc = json.loads(result.stdout)
+        assert doc["format_version"] == 2 and doc["summary"]["unreachable"] == ["b"]
+        b = {"host": "b", "state": "unreachable", "spec": A100X, "summary": DOWN, "unreachable": DOWN}
+        assert doc["hosts"] == [b | {"plan": None}]
     else:
         assert f"b: {DOWN}" in result.stdout
 
@@ -66,8 +69,9 @@ def test_plan_spec_plans_the_reachable_hosts_and_names_the_others(inventory: Pat
     result = invoke("plan", A100X, "-i", str(inventory), "--json", "--detailed-exitcode")
     assert result.exit_code == 1, result.output  # unreachable outranks "changes pending"
     doc = json.loads(result.stdout)
-    assert [p["host"] for p in doc["plans"]] == ["a"] and doc["unreachable"] == {"b": DOWN}
-    assert doc["plans"][0]["steps"]
+    hosts = by_host(doc)
+    assert list(hosts) == ["a", "b"] and hosts["b"]["unreachable"] == DOWN and hosts["b"]["plan"] is None
+    assert hosts["a"]["plan"]["host"] == "a" and hosts["a"]["plan"]["steps"]
 
 
 def test_plan_spec_out_refuses_an_unreachable_host(inventory: Path, detected: Any, tmp_path: Path) -> None:
