@@ -49,23 +49,30 @@ def summary_table(fleet: FleetVerify) -> Table:
 
 
 def fleet_verify_json(fleet: FleetVerify) -> dict[str, Any]:
-    """All hosts as JSON data.
+    """``verify --json``'s one document, every form (:data:`provision.jsonout.HOSTS_FORMAT`).
 
-    Shape: ``{"summary": {"hosts": {host: counts}, "failed": [hosts]}, "hosts": {host: {"spec",
-    "unreachable", "counts", "failed", "report", "support_bundle"}}}``; ``report`` is the single-host
-    ``--json`` report document, ``support_bundle`` the archive of a host that failed a check (or null).
+    Shape: ``{"format_version": 2, "summary": {"hosts": {host: counts}, "failed": [hosts]},
+    "hosts": [{"host", "spec", "unreachable", "counts", "failed", "report", "support_bundle"}]}``
+    in inventory order (one machine, or one ``--inputs`` replay, is a list of one); ``counts`` is
+    ``{pass, warn, fail, skip}`` (check counts), ``report`` the host's report (every check's result,
+    :class:`provision.verify.models.Report`), ``support_bundle`` the archive of a host that failed a
+    check (or null).
     """
+    from provision.jsonout import HOSTS_FORMAT
+
     return {
+        "format_version": HOSTS_FORMAT,
         "summary": {
             "hosts": {h: v.report.counts() for h, v in fleet.hosts.items()},
             "failed": fleet.failed,
         },
-        "hosts": {h: _host_json(v) for h, v in fleet.hosts.items()},
+        "hosts": [_host_json(v) for v in fleet.hosts.values()],
     }
 
 
 def _host_json(host: HostVerify) -> dict[str, Any]:
     return {
+        "host": host.host,
         "spec": str(host.spec_path),
         "unreachable": host.unreachable,
         "counts": host.report.counts(),

@@ -225,3 +225,11 @@ def one_plan(doc: Mapping[str, Any]) -> dict[str, Any]:
     """The one host's plan of a ``plan --json`` document, with its ``summary`` line beside the plan's keys."""
     host = one_host(doc)
     return host["plan"] | {"summary": host["summary"]}  # type: ignore[no-any-return]
+
+
+def one_report(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """The one host's report of a ``verify --json`` document, with ``counts``, ``failed`` and
+    ``support_bundle`` beside the report's keys (as format 1's single-host document had them)."""
+    host = one_host(doc)
+    extra = {k: host[k] for k in ("counts", "failed", "support_bundle")}
+    return host["report"] | extra  # type: ignore[no-any-return]

@@ -30,6 +30,7 @@ from tests.unit.factories import (
     invoke,
     one_host,
     one_plan,
+    one_report,
 )
 
 IMPOSSIBLE = str(ROOT / "specs" / "examples" / "impossible-a100x.yaml")
@@ -197,7 +198,7 @@ def test_apply_fleet_error_is_a_document(inventory: Path, detected: Any) -> None
 def test_verify_replayed_inputs() -> None:
     result = invoke("verify", H200, "--inputs", INPUTS, "--json")
     assert result.exit_code == 0, result.output
-    doc = document(result)
+    doc = one_report(document(result, HOSTS_FORMAT))
     assert doc["counts"] == {"pass": 29, "warn": 0, "fail": 0, "skip": 12}
 
 
@@ -213,7 +214,7 @@ def test_a_failed_verify_names_its_support_bundle_in_the_one_document(
     mocker.patch("provision.lock.record.record_verify", return_value=mocker.Mock(numbers={}, failures={}))
     result = invoke("verify", h200x2, "--json", "--runs-dir", str(tmp_path))
     assert result.exit_code == 1, result.output
-    doc = document(result)
+    doc = one_report(document(result, HOSTS_FORMAT))
     bundle = Path(doc["support_bundle"])
     assert doc["failed"] is True and bundle.is_file() and bundle.parent.parent == tmp_path
     assert bundle.name == "support-localhost.tar.gz" and support.call_args.args[1] == "support.yml"
@@ -229,7 +230,7 @@ def test_verify_fleet(inventory: Path, mocker: MockerFixture) -> None:
     mocker.patch("provision.fleet.verify.verify_fleet", return_value=gone)
     result = invoke("verify", "-i", str(inventory), "--json")
     assert result.exit_code == gone.exit_code(), result.output
-    assert document(result)["hosts"]["b"]["unreachable"] == DOWN
+    assert by_host(document(result, HOSTS_FORMAT))["b"]["unreachable"] == DOWN
 
 
 @pytest.mark.parametrize("table", ["gpus", "drivers", "cuda", "torch"])
