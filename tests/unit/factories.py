@@ -211,8 +211,15 @@ def invoke(*args: str) -> Result:
 
 def by_host(doc: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """A hosts-form ``--json`` document's ``hosts`` list (format_version 2) keyed by ``host``."""
-    assert isinstance(doc["hosts"], list), doc
-    return {h["host"]: h for h in doc["hosts"]}
+    return keyed(doc["hosts"])
+
+
+def keyed(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per-host rows (each with ``host``) keyed by ``host``, refusing a host listed twice."""
+    assert isinstance(rows, list), rows
+    found = {h["host"]: h for h in rows}
+    assert len(found) == len(rows), rows
+    return found
 
 
 def one_host(doc: Mapping[str, Any]) -> dict[str, Any]:

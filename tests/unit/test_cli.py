@@ -174,7 +174,7 @@ def test_apply_json_reports_a_refusal_on_stdout() -> None:
     assert result.exit_code == 1
     report = json.loads(result.stdout)
     assert report["outcome"] == "refused"
-    assert report["plans"][0]["blockers"][0]["rule"] == "os-mismatch"
+    assert one_plan(report["plan"])["blockers"][0]["rule"] == "os-mismatch"
 
 
 def test_detect_summary_names_every_fact() -> None:

@@ -152,8 +152,10 @@ def test_plan_fleet(inventory: Path, detected: Any) -> None:
 def test_apply_refused_on_this_machine() -> None:
     result = invoke("apply", A100X, "--dry-run", "--json")
     assert result.exit_code == 1
-    doc = document(result)
-    assert doc["outcome"] == "refused" and doc["plans"][0]["blockers"][0]["rule"] == "os-mismatch"
+    doc = document(result, HOSTS_FORMAT)
+    plan = one_plan(doc["plan"])
+    assert doc["outcome"] == "refused" and plan["blockers"][0]["rule"] == "os-mismatch"
+    assert one_host(doc)["planned"] == "refused" and not one_host(doc)["ok"]
 
 
 def test_apply_error_is_a_document(tmp_path: Path) -> None:
@@ -165,7 +167,7 @@ def test_apply_error_is_a_document(tmp_path: Path) -> None:
 def test_apply_fleet_dry_run(inventory: Path, detected: Any) -> None:
     result = invoke("apply", "-i", str(inventory), "--dry-run", "--json")
     assert result.exit_code == 1, result.output  # b is unreachable
-    doc = document(result)
+    doc = document(result, HOSTS_FORMAT)
     assert doc["outcome"] == "dry-run" and doc["plan"]["summary"]["unreachable"] == ["b"]
 
 
@@ -182,12 +184,12 @@ def test_apply_fleet_applied(inventory: Path, detected: Any, mocker: MockerFixtu
     )
     result = invoke("apply", "-i", str(inventory), "--yes", "--json", "--runs-dir", str(tmp_path))
     assert result.exit_code == 1, result.output
-    doc = document(result)  # the support bundle's line went to stderr: still one document
+    doc = document(result, HOSTS_FORMAT)  # the support bundle's line went to stderr: still one document
     assert doc["outcome"] == "failed" and doc["run_dir"] == str(tmp_path / "run")
-    assert doc["hosts"]["a"]["outcome"] == "failed: Install: E: broken"
-    assert doc["hosts"]["a"]["ansible"]["failed"] == 1 and doc["hosts"]["b"]["planned"] == "unreachable"
-    assert doc["hosts"]["a"]["support_bundle"] == str(tmp_path / "run" / "support-a.tar.gz")
-    assert doc["hosts"]["b"]["support_bundle"] is None
+    assert by_host(doc)["a"]["outcome"] == "failed: Install: E: broken"
+    assert by_host(doc)["a"]["ansible"]["failed"] == 1 and by_host(doc)["b"]["planned"] == "unreachable"
+    assert by_host(doc)["a"]["support_bundle"] == str(tmp_path / "run" / "support-a.tar.gz")
+    assert by_host(doc)["b"]["support_bundle"] is None
 
 
 def test_apply_fleet_error_is_a_document(inventory: Path, detected: Any) -> None:
@@ -252,8 +254,8 @@ def test_apply_fleet_interrupted(
     mocker.patch.object(runner, "run_playbook", return_value=ran)
     result = invoke("apply", "-i", str(inventory), "--yes", "--json", "--runs-dir", str(tmp_path))
     assert result.exit_code == 130, result.output
-    doc = document(result)
-    assert doc["hosts"]["a"]["outcome"].startswith("interrupted (Ctrl-C): ")
+    doc = document(result, HOSTS_FORMAT)
+    assert by_host(doc)["a"]["outcome"].startswith("interrupted (Ctrl-C): ")
 
 
 def test_apply_fleet_reboot_not_back(
@@ -290,18 +292,19 @@ def test_apply_fleet_reboot_not_back(
         "60",
     )
     assert result.exit_code == 1, result.output  # b unreachable, a did not come back
-    doc = document(result)  # the reboot's progress lines went to stderr
+    doc = document(result, HOSTS_FORMAT)  # the reboot's progress lines went to stderr
     assert reboots.call_args.args[1] == ["a"]
-    assert doc["outcome"] == "failed" and doc["hosts"]["a"]["outcome"] == "converged"
-    assert doc["reboot"] == {
-        "a": {"state": "not-back", "outcome": f"did not come back: {timed_out}", "ok": False}
-    }
+    assert doc["outcome"] == "failed" and by_host(doc)["a"]["outcome"] == "converged"
+    assert doc["reboot"] == [
+        {"host": "a", "state": "not-back", "outcome": f"did not come back: {timed_out}", "ok": False}
+    ]
     assert doc["after_reboot"] is None
 
 
 def test_resume_without_a_record_is_a_nothing_to_do_document(tmp_path: Path) -> None:
     result = invoke("resume", str(tmp_path / "resume.json"), "--json")
-    assert result.exit_code == 0 and document(result)["outcome"] == "nothing-to-do"
+    doc = document(result, HOSTS_FORMAT)
+    assert result.exit_code == 0 and doc["outcome"] == "nothing-to-do" and doc["hosts"] == []
 
 
 def test_resume_error_is_a_document(tmp_path: Path) -> None:

@@ -182,9 +182,9 @@ def test_a_host_with_a_bad_spec_fails_alone_in_a_fleet_apply(
     assert result.exit_code == 1, result.output
     doc = json.loads(result.stdout)
     assert doc["outcome"] == "dry-run"
-    assert doc["hosts"]["a"]["outcome"].startswith("not applied (dry run): ")
-    assert doc["hosts"]["d"]["planned"] == "failed"
-    assert doc["hosts"]["d"]["outcome"].startswith("spec not loaded: ")
+    assert by_host(doc)["a"]["outcome"].startswith("not applied (dry run): ")
+    assert by_host(doc)["d"]["planned"] == "failed"
+    assert by_host(doc)["d"]["outcome"].startswith("spec not loaded: ")
 
 
 def test_one_bad_spec_for_every_host_is_the_command_s_one_line(
