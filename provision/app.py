@@ -113,17 +113,21 @@ def read_facts_documents(path: Path) -> list[Facts]:
     """
     from typing import Any
 
-    from pydantic import TypeAdapter
-
     data: Any = read_json(path, what="facts", error=FactsError, label="provision facts")  # the one reader
     if isinstance(data, dict) and "hosts" in data and "os" not in data:
         data = data["hosts"]
     elif not isinstance(data, list):
         data = [data]
-    try:
-        return TypeAdapter(list[Facts]).validate_python(data)
-    except ValidationError as exc:
-        raise FactsError(f"{path}: not a provision facts file ({first_error(exc)})") from None
+    if not isinstance(data, list):
+        raise FactsError(f"{path}: not a provision facts file (hosts: a list of facts was expected)")
+    found = []
+    for index, document in enumerate(data):
+        try:
+            found.append(Facts.model_validate(document))
+        except ValidationError as exc:
+            where = f"hosts[{index}]: " if len(data) > 1 else ""
+            raise FactsError(f"{path}: not a provision facts file ({where}{first_error(exc)})") from None
+    return found
 
 
 def plan_all(

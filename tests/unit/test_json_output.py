@@ -312,3 +312,37 @@ def test_resume_error_is_a_document(tmp_path: Path) -> None:
     bad.write_text("{}")
     bad.chmod(0o600)
     error_of(invoke("resume", str(bad), "--json"), 1, "not a provision resume record")
+
+
+def _keys(result: Result) -> tuple[list[str], list[str]]:
+    """A hosts-form document's top-level keys and its first host's keys."""
+    doc = document(result, HOSTS_FORMAT)
+    assert doc["hosts"], doc
+    return list(doc), list(doc["hosts"][0])
+
+
+def test_every_command_has_one_shape_for_one_machine_and_an_inventory(
+    inventory: Path, detected: Any, mocker: MockerFixture, tmp_path: Path
+) -> None:
+    """detect, plan, apply and verify: this machine (or one saved machine) is a list of one, with the
+    same top-level keys, and the same keys per host, as an inventory's document (format 2)."""
+    report = Report(host="b", spec=A100X, results=[])
+    mocker.patch(
+        "provision.fleet.verify.verify_fleet",
+        return_value=FleetVerify({"b": HostVerify("b", Path(A100X), report, DOWN)}),
+    )
+    inv = str(inventory)
+    forms = {
+        "detect": (["detect", "--from-raw", str(H200_SPEC_RAW)], ["detect", "-i", inv]),
+        "plan": (["plan", H200, "--from-raw", str(H200_SPEC_RAW)], ["plan", "-i", inv]),
+        "plan SPEC -i": (["plan", H200, "--from-raw", str(H200_SPEC_RAW)], ["plan", A100X, "-i", inv]),
+        "apply": (["apply", A100X, "--dry-run"], ["apply", "-i", inv, "--dry-run"]),
+        "apply SPEC -i": (["apply", A100X, "--dry-run"], ["apply", A100X, "-i", inv, "--dry-run"]),
+        "verify": (["verify", H200, "--inputs", INPUTS], ["verify", "-i", inv]),
+    }
+    inventories = {command: _keys(invoke(*fleet, "--json")) for command, (_, fleet) in forms.items()}
+    mocker.stopall()  # this machine: detected for real (apply), or read from a saved capture
+    for command, (one, _) in forms.items():
+        single = invoke(*one, "--json")
+        assert len(document(single, HOSTS_FORMAT)["hosts"]) == 1, (command, single.stdout)
+        assert _keys(single) == inventories[command], command
