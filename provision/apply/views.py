@@ -19,7 +19,7 @@ from provision import jsonout
 from provision.apply.outcome import Applied, HostOutcome, not_applied, steps
 from provision.apply.reboot import RESUME_PENDING, RebootOutcome, RebootView, phase_code
 from provision.errors import ProvisionError
-from provision.hosts import FleetPlan
+from provision.hosts import FleetPlan, fleet_plan_json
 from provision.plan.models import Plan
 from provision.plan.render import render_plan
 
@@ -41,8 +41,6 @@ def apply_json(
     When Ansible did not run a host, its ``outcome`` says why (``unchanged``, ``host unreachable:
     ...``, ``refused [rule] ...``, ``not applied (dry run): ...``).
     """
-    from provision.fleet.summary import fleet_plan_json
-
     found = bundles or {}
     return {
         "plan": fleet_plan_json(planned),

@@ -95,8 +95,7 @@ def _show_plans(plans: dict[str, Plan], as_json: bool, lost: dict[str, str], spe
     from provision.plan.render import render_plan
 
     if as_json:
-        from provision.fleet.summary import fleet_plan_json
-        from provision.hosts import FleetPlan, HostPlan
+        from provision.hosts import FleetPlan, HostPlan, fleet_plan_json
 
         hosts = {h: HostPlan(h, spec, p) for h, p in plans.items()}
         hosts |= {h: HostPlan(h, spec, None, reason) for h, reason in lost.items()}

@@ -13,7 +13,7 @@ from provision.files import read_json_text
 from provision.hosts import LOCALHOST, Hosts, HostSpec
 from provision.output import write_output
 from provision.spec.loader import load_spec
-from provision.verify.hosts import FleetVerify, HostVerify, verify_hosts
+from provision.verify.hosts import FleetVerify, HostVerify, fleet_verify_json, verify_hosts
 from provision.verify.render import junit_xml, render_table
 from provision.verify.runs import VerifyInputs
 
@@ -70,8 +70,6 @@ def emit(verified: HostVerify, console: Console, as_json: bool, junit: Path | No
     report = verified.report
     bundle = str(verified.bundle) if verified.bundle else None
     if as_json:
-        from provision.fleet.verify_report import fleet_verify_json
-
         jsonout.emit(fleet_verify_json(FleetVerify({verified.host: verified})))
     else:
         render_table(report, console)
