@@ -12,9 +12,9 @@ Two layers:
 - provision itself with the stack of ``specs/rocky9-dual-a100x.yaml`` (its python section left
   out: the target's interpreter is Debian's 3.11): validate, plan and ``apply --dry-run`` over
   ssh pass; ``apply`` (converged, re-apply changes nothing) and an interrupted apply run the
-  roles' ``tasks/RedHat.yml`` for real, on 9 and on 10; the flavour switch is a strict xfail
-  naming the defect it measures (:data:`FLAVOUR_SWITCH_BUG`), so it fails loudly, as XPASS,
-  the day that is fixed.
+  roles' ``tasks/RedHat.yml`` for real, on 9 and on 10, and so does a flavour switch (open to
+  proprietary kmod: ``dnf module switch-to --allowerasing``, then the install with allowerasing,
+  since switch-to leaves a flavour installed by name behind).
 """
 
 from __future__ import annotations
@@ -303,16 +303,6 @@ def test_rocky_10_has_no_module_stream_and_versionlock_bounds_the_branch(
     assert not rocky.ssh("dnf", "-q", "module", "list", "--enabled").stdout.strip()
 
 
-FLAVOUR_SWITCH_BUG = (
-    "measured on this target (a7b0837): nvidia_packages/tasks/RedHat.yml runs `dnf module switch-to "
-    "--allowerasing` and then installs the new flavour by name without allowerasing; switch-to leaves "
-    "packages installed by name (test_dnf_real::test_switch_to_leaves_a_plainly_installed_flavour_behind), "
-    "so the install fails with 'nvidia-open ... conflicts with cuda-drivers', which provision reports in "
-    "failure_cause's one line; the install needs allowerasing when the plan changes flavour"
-)
-
-
-@pytest.mark.xfail(strict=True, reason=FLAVOUR_SWITCH_BUG)
 def test_flavour_switch_on_rocky_replaces_the_kmod(
     rocky: Target, rhel_repos: RhelRepos, tmp_path: Path, runs: Path
 ) -> None:
