@@ -36,6 +36,7 @@ from tests.integration.harness.target import Target, start_target
 from tests.integration.helpers import provision
 from tests.integration.test_dnf_real import MISSING
 from tests.integration.test_faults import _interrupt_when
+from tests.unit.factories import one_plan
 
 REPO = Path(__file__).resolve().parents[2]
 PLAYBOOK = Path(__file__).parent / "harness" / "playbooks" / "nvidia_open_el9.yml"
@@ -208,7 +209,7 @@ def test_detect_and_plan_read_the_rocky_target_through_real_rpm_and_dnf(
     assert provision("validate", str(spec)).exit_code == 0
     planned = provision("plan", str(spec), "-i", inv, "--json")
     assert planned.exit_code == 0, planned.output
-    plan = json.loads(planned.stdout)
+    plan = one_plan(json.loads(planned.stdout))
     steps = {s["component"]: s for s in plan["steps"]}
     assert "nvidia-driver:580-open" in json.dumps(steps["driver"])
     # kernel-devel for the kernel the target's rpm database holds (kernel-core, the stand-in)
@@ -246,7 +247,7 @@ def test_provision_apply_on_rocky_converges_and_reapplies_nothing(
     assert "nvidia-driver-3:580.95.05-1.el9.*" in locks, locks
     replan = provision("plan", str(spec), "-i", inv, "--detailed-exitcode", "--json")
     assert replan.exit_code == 0, replan.output
-    assert not [s for s in json.loads(replan.stdout)["steps"] if s["action"] != "noop"]
+    assert not [s for s in one_plan(json.loads(replan.stdout))["steps"] if s["action"] != "noop"]
     with timings.timed("provision apply on Rocky (second)"):
         second = provision("apply", str(spec), "-i", inv, "--yes")
     assert second.exit_code == 0, second.output
@@ -288,7 +289,7 @@ def test_rocky_10_has_no_module_stream_and_versionlock_bounds_the_branch(
     inv = str(rocky.inventory)
     planned = provision("plan", str(spec), "-i", inv, "--json")
     assert planned.exit_code == 0, planned.output
-    plan = json.loads(planned.stdout)
+    plan = one_plan(json.loads(planned.stdout))
     roles = plan["extravars"]["roles"]
     assert roles["nvidia_packages"]["nvidia_packages_module_stream"] == ""
     assert roles["nvidia_repository"]["nvidia_repository_url"] == rhel_repos.url(10)
