@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from provision.catalog import Catalog
 from provision.detect.facts import Facts
 from provision.errors import FactsError, first_error
-from provision.files import is_plan_file, read_json_text
+from provision.files import is_plan_file, read_json, read_json_text
 from provision.hosts import HostSpec, detect_hosts, one_spec, plan_facts
 from provision.plan import seal
 from provision.plan.models import Plan
@@ -85,17 +85,49 @@ def refuse_contradictions(target: Target, save_raw: Path | None = None) -> None:
 
 
 def read_facts(path: Path) -> Facts:
-    """Facts saved by ``provision detect --json``.
+    """The one host's facts saved by ``provision detect --json`` (:func:`read_facts_documents`).
 
     Raises:
-        FactsError: Missing file, invalid JSON, or not a facts document.
+        FactsError: Missing file, invalid JSON, not facts, or facts of no host or of several (named).
     """
-    try:
-        return Facts.model_validate_json(
-            read_json_text(path, what="facts", error=FactsError, label="provision facts")
+    documents = read_facts_documents(path)
+    if len(documents) != 1:
+        names = ", ".join(f.host for f in documents) or "none"
+        raise FactsError(
+            f"{path}: facts of {len(documents)} hosts ({names}); --facts reads one host's: "
+            "save them with `provision detect -i INVENTORY -l HOST --json`"
         )
-    except ValidationError as exc:
-        raise FactsError(f"{path}: not a provision facts file ({first_error(exc)})") from None
+    return documents[0]
+
+
+def read_facts_documents(path: Path) -> list[Facts]:
+    """Every host's facts saved by ``provision detect --json``, in the file's order.
+
+    Accepts each shape detect has written: ``{"format_version": 2, "hosts": [facts, ...],
+    "unreachable": {...}}`` (every form since format 2), format 1's ``{"format_version": 1,
+    "hosts": [...]}`` (``-i``/``--fleet``) and its one host's bare facts object, and a bare list
+    (version 0.1). Each facts object carries its own ``format_version`` (1).
+
+    Raises:
+        FactsError: Missing file, invalid JSON, or not facts.
+    """
+    from typing import Any
+
+    data: Any = read_json(path, what="facts", error=FactsError, label="provision facts")  # the one reader
+    if isinstance(data, dict) and "hosts" in data and "os" not in data:
+        data = data["hosts"]
+    elif not isinstance(data, list):
+        data = [data]
+    if not isinstance(data, list):
+        raise FactsError(f"{path}: not a provision facts file (hosts: a list of facts was expected)")
+    found = []
+    for index, document in enumerate(data):
+        try:
+            found.append(Facts.model_validate(document))
+        except ValidationError as exc:
+            where = f"hosts[{index}]: " if len(data) > 1 else ""
+            raise FactsError(f"{path}: not a provision facts file ({where}{first_error(exc)})") from None
+    return found
 
 
 def plan_all(
@@ -144,5 +176,6 @@ __all__ = [
     "load_plan",
     "plan_all",
     "read_facts",
+    "read_facts_documents",
     "spec_from",
 ]

@@ -11,11 +11,13 @@ that plan (a blank machine's) and fails for it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import date
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 from provision.catalog import Catalog, load_catalog
 from provision.detect.facts import Facts, Unknown
@@ -303,3 +305,41 @@ def plan_hosts_with_facts(
 def one_spec(inventory: Path | None, facts: Mapping[str, Facts], held: HostSpec) -> Hosts:
     """Every detected host held to one spec: the single-spec form as hosts."""
     return Hosts(inventory, dict.fromkeys(facts, held))
+
+
+def host_line(host: HostPlan) -> str:
+    """One line for ``host``: its plan's summary or why it could not be planned."""
+    from provision.plan.render import summary
+
+    if host.plan is None or host.unreachable is not None:
+        return host.unreachable or "host unreachable"  # the reason names itself: unreachable or failed
+    return summary(host.plan)
+
+
+def fleet_plan_json(fleet_plan: FleetPlan) -> dict[str, Any]:
+    """``plan --json``'s one document, every form (:data:`provision.jsonout.HOSTS_FORMAT`).
+
+    Shape: ``{"format_version": 2, "summary": {state: [hosts]}, "hosts": [{"host", "state",
+    "spec", "summary", "unreachable", "plan"}, ...]}`` in inventory order: ``state`` one of
+    :class:`HostState`'s values, ``spec`` the spec file planned (null: none named),
+    ``unreachable`` the reason the host could not be planned or null, ``plan`` the saved-plan
+    document (what ``plan --out`` writes, unsealed) or null when no plan was made.
+    """
+    from provision.jsonout import HOSTS_FORMAT
+
+    return {
+        "format_version": HOSTS_FORMAT,
+        "summary": {state.value: fleet_plan.with_state(state) for state in HostState},
+        "hosts": [_host_json(p) for p in fleet_plan.hosts.values()],
+    }
+
+
+def _host_json(host: HostPlan) -> dict[str, Any]:
+    return {
+        "host": host.host,
+        "state": host.state.value,
+        "spec": None if host.spec_path is None else str(host.spec_path),
+        "summary": host_line(host),
+        "unreachable": host.unreachable,
+        "plan": json.loads(host.plan.model_dump_json()) if host.plan and not host.unreachable else None,
+    }

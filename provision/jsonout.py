@@ -18,6 +18,12 @@ from provision.errors import Interrupted, ProvisionError, SpecError
 FORMAT_VERSION = 1
 """Raised when a key is removed or changes meaning; new keys keep the version."""
 
+HOSTS_FORMAT = 2
+"""``format_version`` of a command whose document is the hosts form: ``{"format_version": 2,
+"hosts": [{"host": name, ...}, ...], ...}`` with the command's summary keys beside ``hosts``. One
+shape whatever the targets: one machine is a list of one, with the same top-level keys as an
+inventory's (``detect``, ``plan``; version 1 had a bare single-host form)."""
+
 _written = False
 
 

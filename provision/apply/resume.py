@@ -55,10 +55,11 @@ def resume_workflow(
 ) -> int:
     """Run the resume record at ``path`` (default: this machine's); returns the exit code.
 
-    With ``as_json`` one document on stdout: ``{"outcome": "resumed" | "nothing-to-do" |
-    "mok-pending" | "not-reachable" | "refused" | "failed", "record": str, "record_kept": bool,
-    "hosts": {host: {state, outcome, ok}}, "apply": <apply --json document of the apply run> |
-    null}``. No record at all is ``nothing-to-do`` (exit 0): nothing is waiting for a reboot.
+    With ``as_json`` one document on stdout (:data:`provision.jsonout.HOSTS_FORMAT`):
+    ``{"format_version": 2, "outcome": "resumed" | "nothing-to-do" | "mok-pending" |
+    "not-reachable" | "refused" | "failed", "record": str, "record_kept": bool, "hosts": [{host,
+    state, outcome, ok}], "apply": <apply --json document of the apply run> | null}``. No record at
+    all is ``nothing-to-do`` (exit 0): nothing is waiting for a reboot.
 
     The record is removed once the resume ran to its end (resumed, nothing-to-do, refused,
     failed); it is kept, for ``provision resume`` to run again, while a MOK enrollment is pending
@@ -81,10 +82,11 @@ def resume_workflow(
         if as_json:
             jsonout.emit(
                 {
+                    "format_version": jsonout.HOSTS_FORMAT,
                     "outcome": "nothing-to-do",
                     "record": str(where),
                     "record_kept": False,
-                    "hosts": {},
+                    "hosts": [],
                     "apply": None,
                 }
             )
@@ -96,10 +98,11 @@ def resume_workflow(
             unit.remove_unit(options.root)
         raise
     doc: dict[str, Any] = {
+        "format_version": jsonout.HOSTS_FORMAT,
         "outcome": None,
         "record": str(where),
         "record_kept": True,
-        "hosts": {},
+        "hosts": [],
         "apply": None,
     }
     record.act_for(found)

@@ -8,17 +8,18 @@ form's view is :class:`provision.fleet.apply.FleetView`.
 from __future__ import annotations
 
 import dataclasses
-import json
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Literal
 
 from rich.console import Console
 from rich.markup import escape
 
 from provision import jsonout
-from provision.apply.outcome import Applied, steps
+from provision.apply.outcome import Applied, HostOutcome, not_applied, steps
 from provision.apply.reboot import RESUME_PENDING, RebootOutcome, RebootView, phase_code
 from provision.errors import ProvisionError
-from provision.hosts import FleetPlan
+from provision.hosts import FleetPlan, fleet_plan_json
 from provision.plan.models import Plan
 from provision.plan.render import render_plan
 
@@ -27,22 +28,72 @@ Stop = Literal["nothing-to-do", "dry-run", "refused", "failed"]
 detection failed)."""
 
 
+def apply_json(
+    planned: FleetPlan,
+    outcomes: list[HostOutcome],
+    bundles: Mapping[str, Path] | None = None,
+) -> dict[str, Any]:
+    """The ``plan`` and ``hosts`` keys of apply's ``--json`` document, every form.
+
+    Shape: ``{"plan": <plan --json's document of ``planned``>, "hosts": [{"host", "planned": state
+    at planning, "outcome": str, "ok": bool, "ansible": {ok, changed, failed, unreachable, failures}
+    | null, "support_bundle": str | null}]}`` in inventory order (one machine: a list of one).
+    When Ansible did not run a host, its ``outcome`` says why (``unchanged``, ``host unreachable:
+    ...``, ``refused [rule] ...``, ``not applied (dry run): ...``).
+    """
+    found = bundles or {}
+    return {
+        "plan": fleet_plan_json(planned),
+        "hosts": [_outcome_json(o, found.get(o.host)) for o in outcomes],
+    }
+
+
+def _outcome_json(o: HostOutcome, bundle: Path | None) -> dict[str, Any]:
+    return {
+        "host": o.host,
+        "planned": o.before.value,
+        "outcome": o.outcome,
+        "ok": o.ok,
+        "ansible": dataclasses.asdict(o.ansible) if o.ansible else None,
+        "support_bundle": str(bundle) if bundle else None,
+    }
+
+
 class JsonReport:
-    """The ``--json`` outcome of one single-form apply, filled as the workflow goes."""
+    """The ``--json`` outcome of one apply (single or fleet form), filled as the workflow goes.
+
+    Shape (:data:`provision.jsonout.HOSTS_FORMAT`): ``{"format_version": 2, "outcome":
+    "nothing-to-do" | "dry-run" | "refused" | "applied" | "failed" | "resume-pending" | "interrupted",
+    "converged": bool, "run_dir": str | null, "plan", "hosts"}`` (:func:`apply_json`); with
+    ``--reboot`` also, in every outcome, ``"reboot": [{host, state, outcome, ok}]`` (null when no
+    host was rebooted) and ``"after_reboot"`` (the same document for the apply after the boot, or
+    null); a refusal before anything changed adds ``"error": {type, message, problems}``; Ctrl-C
+    adds ``left_running``.
+    """
 
     def __init__(self, enabled: bool, *, reboot: bool = False) -> None:
         """``reboot``: ``--reboot`` was given, so the document carries ``reboot`` and
         ``after_reboot`` in every outcome (None until the reboot phase fills them)."""
         self.enabled = enabled
         self.data: dict[str, Any] = {
+            "format_version": jsonout.HOSTS_FORMAT,
             "outcome": None,
             "converged": False,
             "run_dir": None,
-            "hosts": {},
-            "plans": [],
-            "unreachable": {},
-            "support_bundles": {},
+            "plan": None,
+            "hosts": [],
         } | ({"reboot": None, "after_reboot": None} if reboot else {})
+
+    def stopped(self, planned: FleetPlan, dry_run: bool = False) -> None:
+        """Ansible was not started: every host as planned, each with why it was not applied."""
+        self.data.update(apply_json(planned, [not_applied(p, dry_run) for p in planned.hosts.values()]))
+
+    def applied(self, planned: FleetPlan, applied: Applied) -> None:
+        """Ansible ran: its run directory and each host's outcome."""
+        self.data["run_dir"] = str(applied.result.run_dir)
+        self.data.update(apply_json(planned, applied.outcomes, applied.bundles))
+        if applied.result.interrupted:  # processes of the run that outlived Ctrl-C (normally none)
+            self.data["left_running"] = list(applied.result.left_running)
 
     def refused(self, error: ProvisionError) -> None:
         """A refusal before anything changed: ``outcome: refused`` with the error (as the CLI's
@@ -83,19 +134,19 @@ class SingleView:
             render_plan(plan, self.console)
         for host, reason in self.lost.items():
             self.console.print(f"[bold]{escape(host)}[/]: [red]{escape(reason)}[/]", soft_wrap=True)
-        self.report.data["plans"] = [json.loads(p.model_dump_json()) for p in plans.values()]
-        self.report.data["unreachable"] = self.lost
+        self.report.stopped(planned)  # until Ansible runs: each host as planned
         return not self.lost and not any(p.refused for p in plans.values())
 
     def stopped(self, planned: FleetPlan, why: Stop) -> int:
         refused = any(p.refused for h, p in planned.plans.items() if h not in self.lost)
         if why == "refused" and self.lost and not refused:
             why = "failed"  # nothing refused: a host could not be detected
+        self.report.stopped(planned, dry_run=why == "dry-run")
         return self.report.outcome(why, converged=why == "nothing-to-do")
 
     def show_applied(self, planned: FleetPlan, applied: Applied) -> int:
         """Ansible's counts and failures per host, then what the fresh plans left undone."""
-        self.report.data["support_bundles"] = {h: str(p) for h, p in applied.bundles.items()}
+        self.report.applied(planned, applied)
         for ran in applied.result.hosts.values():
             self.console.print(
                 f"{ran.host}: ok={ran.ok} changed={ran.changed} failed={ran.failed} "
@@ -113,14 +164,11 @@ class SingleView:
         if not left:
             self.console.print("Converged: a fresh plan shows no changes.")
         converged = not left and applied.result.succeeded
-        self.report.data["run_dir"] = str(applied.result.run_dir)
-        self.report.data["hosts"] = {h.host: dataclasses.asdict(h) for h in applied.result.hosts.values()}
-        if applied.result.interrupted:  # processes of the run that outlived Ctrl-C (normally none)
-            self.report.data["left_running"] = list(applied.result.left_running)
         ended = "interrupted" if applied.result.interrupted else "applied" if converged else "failed"
         return self.report.outcome(ended, converged=converged)
 
     def refused_before(self, planned: FleetPlan, error: ProvisionError) -> None:
+        self.report.stopped(planned)
         self.report.refused(error)
 
     def reboot_notice(self, pending: dict[str, Plan]) -> None:
@@ -154,9 +202,9 @@ def show_reboots(outcomes: list[RebootOutcome], console: Console) -> None:
         console.print(f"{escape(o.host)}: [{style}]{escape(o.outcome)}[/]", soft_wrap=True)
 
 
-def reboot_json(outcomes: list[RebootOutcome]) -> dict[str, dict[str, Any]]:
-    """``{host: {state, outcome, ok}}``."""
-    return {o.host: {"state": o.state, "outcome": o.outcome, "ok": o.ok} for o in outcomes}
+def reboot_json(outcomes: list[RebootOutcome]) -> list[dict[str, Any]]:
+    """``[{host, state, outcome, ok}]``, one per host in ``outcomes``' order."""
+    return [{"host": o.host, "state": o.state, "outcome": o.outcome, "ok": o.ok} for o in outcomes]
 
 
 def not_converged(planned: FleetPlan, applied: Applied) -> dict[str, str]:

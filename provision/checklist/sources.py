@@ -8,15 +8,9 @@ from __future__ import annotations
 
 import socket
 from pathlib import Path
-from typing import Any
-
-from pydantic import TypeAdapter, ValidationError
 
 from provision.detect.facts import Facts
-from provision.errors import FactsError, did_you_mean, first_error, name_list
-from provision.files import read_json
-
-_FACTS_LIST = TypeAdapter(list[Facts])
+from provision.errors import FactsError, did_you_mean, name_list
 
 LOCAL_NAMES = ("localhost", "127.0.0.1", "::1")
 
@@ -92,25 +86,15 @@ def detect_for_checklist(host: str) -> Facts:
 
 
 def read_facts_documents(path: Path) -> list[Facts]:
-    """Facts saved by ``provision detect --json``: one host's object, or several hosts
-    (``{"format_version": 1, "hosts": [...]}``; a bare list from version 0.1).
+    """Facts saved by ``provision detect --json``, every shape it has written
+    (:func:`provision.app.read_facts_documents`).
 
     Raises:
         FactsError: Missing file, invalid JSON, or not facts.
     """
-    data = read_json(path, what="facts", error=FactsError, label="provision facts")  # the one reader
-    try:
-        return _FACTS_LIST.validate_python(_documents(data))
-    except ValidationError as exc:
-        raise FactsError(f"{path}: not a provision facts file ({first_error(exc)})") from None
+    from provision.app import read_facts_documents as read
 
-
-def _documents(data: Any) -> list[Any]:
-    if isinstance(data, list):
-        return data
-    if isinstance(data, dict) and "hosts" in data and "os" not in data:
-        return data["hosts"]  # type: ignore[no-any-return]
-    return [data]
+    return read(path)
 
 
 def _select(documents: list[Facts], host: str | None) -> dict[str, Facts]:

@@ -74,8 +74,10 @@ def detect(
     remote = inventory is not None or fleet is not None
     lost = _undetected(facts, spec_failed) if remote else {}
     if as_json:
-        docs = [f.model_dump(mode="json") for f in facts.values()]
-        _emit_json({"hosts": docs, "unreachable": lost} if remote else docs[0])
+        from provision.jsonout import HOSTS_FORMAT
+
+        docs = [f.model_dump(mode="json") for f in facts.values()]  # each has "host" first
+        _emit_json({"format_version": HOSTS_FORMAT, "hosts": docs, "unreachable": lost})
     else:
         for f in facts.values():
             render_facts(f, out)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -84,22 +83,23 @@ def plan(
     gathered = workflow.gather(loaded, target)
     lost = _undetected(gathered)  # not planned: a plan on facts nobody read would be a blank machine's
     plans = {h: p for h, p in workflow.plan_all(loaded, gathered, str(spec)).items() if h not in lost}
-    _show_plans(plans, as_json, lost)
+    _show_plans(plans, as_json, lost, spec)
     if out_file is not None:
         _save_plan(plans, out_file)
     raise typer.Exit(1 if lost else _plan_exit(plans, detailed_exitcode))
 
 
-def _show_plans(plans: dict[str, Plan], as_json: bool, lost: dict[str, str]) -> None:
-    """Each plan, then each host that could not be detected with its reason (``lost``)."""
-    from provision.plan.render import render_plan, summary
+def _show_plans(plans: dict[str, Plan], as_json: bool, lost: dict[str, str], spec: Path) -> None:
+    """Each plan, then each host that could not be detected with its reason (``lost``); with
+    ``as_json`` the one document of every form (:func:`provision.fleet.summary.fleet_plan_json`)."""
+    from provision.plan.render import render_plan
 
     if as_json:
-        docs = [json.loads(p.model_dump_json()) | {"summary": summary(p)} for p in plans.values()]
-        if lost:
-            _emit_json({"plans": docs, "unreachable": lost})
-        else:
-            _emit_json(docs[0] if len(docs) == 1 else {"plans": docs})
+        from provision.hosts import FleetPlan, HostPlan, fleet_plan_json
+
+        hosts = {h: HostPlan(h, spec, p) for h, p in plans.items()}
+        hosts |= {h: HostPlan(h, spec, None, reason) for h, reason in lost.items()}
+        _emit_json(fleet_plan_json(FleetPlan(hosts)))
         return
     for p in plans.values():
         render_plan(p, out)

@@ -8,23 +8,18 @@ The exit code is 0 only when every host ends unchanged or converged.
 
 from __future__ import annotations
 
-import dataclasses
-from pathlib import Path
-from typing import Any
-
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from provision import jsonout
-from provision.apply.outcome import Applied, HostOutcome, not_applied
+from provision.apply.outcome import Applied, HostOutcome
 from provision.apply.reboot import RebootOutcome, RebootView, phase_code
-from provision.apply.views import Stop, reboot_json, show_reboots
+from provision.apply.views import JsonReport, Stop, reboot_json, show_reboots
 from provision.apply.workflow import ApplyOptions, apply_planned
 from provision.errors import ProvisionError
 from provision.fleet.mapping import Fleet
 from provision.fleet.orchestrate import planned_fleet
-from provision.fleet.summary import fleet_plan_json, render_fleet_plan
+from provision.fleet.summary import render_fleet_plan
 from provision.hosts import FleetPlan
 from provision.plan.models import Plan
 
@@ -42,65 +37,17 @@ def apply_fleet(fleet: Fleet, options: ApplyOptions, console: Console, *, as_jso
         hosts, planned = planned_fleet(fleet)  # a host whose spec cannot be loaded fails alone
         return apply_planned(hosts, planned, options, FleetView(console, report))
     finally:
-        if as_json and report.data:
-            jsonout.emit(report.data)
+        if as_json:
+            report.emit()
 
 
-class FleetJsonReport:
-    """The fleet apply's ``--json`` document, filled as the sequence goes.
-
-    Shape: ``{"outcome": "nothing-to-do" | "dry-run" | "refused" | "applied" | "failed" | "resume-pending",
-    "run_dir": str | None, "plan": <plan --json of the fleet>, "hosts": {host: {"planned": state,
-    "outcome": str, "ok": bool, "ansible": {ok, changed, failed, unreachable, failures} | None,
-    "support_bundle": str | None}}}`` (``support_bundle``: the archive of a host that failed,
-    :mod:`provision.support`; when Ansible was not started, each host's ``outcome`` says why:
-    ``unchanged``, ``host unreachable: ...``, ``refused [rule] ...``, ``not applied (dry run): ...``);
-    with ``--reboot`` also, in every outcome, ``"reboot": {host: {state, outcome, ok}}`` (None when no
-    host was rebooted) and ``"after_reboot"`` (None when nothing was applied after a boot). A refusal
-    before anything changed is ``"outcome": "refused"`` with ``"error": {type, message, problems}``.
-    """
+class FleetJsonReport(JsonReport):
+    """The fleet apply's ``--json`` document: the same document as one machine's
+    (:class:`provision.apply.views.JsonReport`), every host in ``hosts``; written once an outcome
+    was reached."""
 
     def __init__(self, *, reboot: bool = False) -> None:
-        self.data: dict[str, Any] = {}
-        self.reboot = reboot
-
-    def _keys(self) -> dict[str, Any]:
-        return {"reboot": None, "after_reboot": None} if self.reboot else {}
-
-    def stopped(self, planned: FleetPlan, why: Stop, dry_run: bool = False) -> None:
-        """Ansible was not started: every host as planned, each with why it was not applied."""
-        hosts = {h: _outcome_json(not_applied(p, dry_run), None) for h, p in planned.hosts.items()}
-        self.data = {
-            "outcome": why,
-            "run_dir": None,
-            "plan": fleet_plan_json(planned),
-            "hosts": hosts,
-        } | self._keys()
-
-    def refused(self, planned: FleetPlan, error: ProvisionError) -> None:
-        """A refusal before anything changed: ``outcome: refused`` with the error."""
-        self.stopped(planned, "refused")
-        self.data["error"] = jsonout.error_document(error, 1)["error"]
-
-    def applied(self, planned: FleetPlan, applied: Applied, ok: bool) -> None:
-        """Ansible ran: each host's outcome."""
-        self.data = {
-            "outcome": "applied" if ok else "failed",
-            "run_dir": str(applied.result.run_dir),
-            "plan": fleet_plan_json(planned),
-            "hosts": {o.host: _outcome_json(o, applied.bundles.get(o.host)) for o in applied.outcomes},
-        } | self._keys()
-
-
-def _outcome_json(o: HostOutcome, bundle: Path | None) -> dict[str, Any]:
-    ansible = dataclasses.asdict(o.ansible) if o.ansible else None
-    return {
-        "planned": o.before.value,
-        "outcome": o.outcome,
-        "ok": o.ok,
-        "ansible": ansible,
-        "support_bundle": str(bundle) if bundle else None,
-    }
+        super().__init__(True, reboot=reboot)
 
 
 class FleetView:
@@ -118,15 +65,15 @@ class FleetView:
         return True
 
     def stopped(self, planned: FleetPlan, why: Stop) -> int:
-        self.report.stopped(planned, why, dry_run=why == "dry-run")
+        self.report.stopped(planned, dry_run=why == "dry-run")
+        self.report.outcome(why, converged=why == "nothing-to-do")
         return planned.exit_code()
 
     def show_applied(self, planned: FleetPlan, applied: Applied) -> int:
         self.console.print(outcome_table(applied.outcomes))
         ok = all(o.ok for o in applied.outcomes)
-        self.report.applied(planned, applied, ok)
-        if applied.result.interrupted:  # processes of the run that outlived Ctrl-C (normally none)
-            self.report.data["left_running"] = list(applied.result.left_running)
+        self.report.applied(planned, applied)  # with left_running after Ctrl-C
+        self.report.outcome("applied" if ok else "failed", converged=ok)
         return 0 if ok else 1
 
     def after_reboot(self) -> FleetView:
@@ -138,12 +85,14 @@ class FleetView:
         phase ended."""
         show_reboots(outcomes, self.console)
         self.report.data["reboot"] = reboot_json(outcomes)
-        self.report.data["after_reboot"] = after.report.data or None if isinstance(after, FleetView) else None
+        ran = isinstance(after, FleetView) and after.report.data["outcome"] is not None
+        self.report.data["after_reboot"] = after.report.data if ran and isinstance(after, FleetView) else None
         if code := phase_code(outcomes):
             self.report.data["outcome"] = "failed" if code == 1 else "resume-pending"
 
     def refused_before(self, planned: FleetPlan, error: ProvisionError) -> None:
-        self.report.refused(planned, error)
+        self.report.stopped(planned)
+        self.report.refused(error)
 
     def reboot_notice(self, pending: dict[str, Plan]) -> None:
         hosts = list(pending)

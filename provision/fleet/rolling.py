@@ -285,7 +285,7 @@ def apply_and_gate(rollout: Rollout, record: RolloutRecord, hosts: list[str]) ->
         raise Interrupted(left_running=report.data.get("left_running") or ())
     if report.data.get("run_dir"):
         record.run_dirs.append(str(report.data["run_dir"]))
-    outcomes: dict[str, Any] = report.data.get("hosts", {})
+    outcomes: dict[str, Any] = {h["host"]: h for h in report.data["hosts"]}
     pending_reboot = report.data.get("outcome") == "resume-pending"
     verified = _verify(rollout, hosts)
     gates = []

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from provision.fleet.orchestrate import FleetPlan, HostPlan, HostState
-from provision.plan.render import render_plan, summary
+from provision.fleet.orchestrate import FleetPlan, HostState
+from provision.hosts import fleet_plan_json, host_line
+from provision.plan.render import render_plan
+
+__all__ = ["fleet_plan_json", "host_line", "render_fleet_plan", "summary_table"]
 
 _STYLE = {
     HostState.UNCHANGED: "green",
@@ -43,32 +43,3 @@ def summary_table(fleet_plan: FleetPlan) -> Table:
         names = fleet_plan.with_state(state)
         table.add_row(f"[{_STYLE[state]}]{state.value}[/]", str(len(names)), escape(", ".join(names)))
     return table
-
-
-def host_line(host: HostPlan) -> str:
-    """One line for ``host``: its plan's summary or why it could not be planned."""
-    if host.plan is None or host.unreachable is not None:
-        return host.unreachable or "host unreachable"  # the reason names itself: unreachable or failed
-    return summary(host.plan)
-
-
-def fleet_plan_json(fleet_plan: FleetPlan) -> dict[str, Any]:
-    """The whole fleet plan as JSON data: ``{"summary": {state: [hosts]}, "hosts": {host: ...}}``.
-
-    Each host entry has ``state``, ``spec``, ``summary``, ``unreachable`` (the reason or
-    null) and ``plan`` (the saved-plan document, or null when the host was unreachable).
-    """
-    return {
-        "summary": {state.value: fleet_plan.with_state(state) for state in HostState},
-        "hosts": {h: _host_json(p) for h, p in fleet_plan.hosts.items()},
-    }
-
-
-def _host_json(host: HostPlan) -> dict[str, Any]:
-    return {
-        "state": host.state.value,
-        "spec": str(host.spec_path),
-        "summary": host_line(host),
-        "unreachable": host.unreachable,
-        "plan": json.loads(host.plan.model_dump_json()) if host.plan and not host.unreachable else None,
-    }

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from provision import jsonout
-from provision.fleet.verify import FleetVerify, HostVerify
+from provision.fleet.verify import FleetVerify
 from provision.output import write_output
+from provision.verify.hosts import fleet_verify_json
 from provision.verify.render import STYLE, junit_document, junit_suite, render_table
 
 STATUSES = ("pass", "warn", "fail", "skip")
@@ -46,33 +46,6 @@ def summary_table(fleet: FleetVerify) -> Table:
         name = f"[red]{escape(host.host)}[/]" if host.failed else escape(host.host)
         table.add_row(name, *cells, escape(note))
     return table
-
-
-def fleet_verify_json(fleet: FleetVerify) -> dict[str, Any]:
-    """All hosts as JSON data.
-
-    Shape: ``{"summary": {"hosts": {host: counts}, "failed": [hosts]}, "hosts": {host: {"spec",
-    "unreachable", "counts", "failed", "report", "support_bundle"}}}``; ``report`` is the single-host
-    ``--json`` report document, ``support_bundle`` the archive of a host that failed a check (or null).
-    """
-    return {
-        "summary": {
-            "hosts": {h: v.report.counts() for h, v in fleet.hosts.items()},
-            "failed": fleet.failed,
-        },
-        "hosts": {h: _host_json(v) for h, v in fleet.hosts.items()},
-    }
-
-
-def _host_json(host: HostVerify) -> dict[str, Any]:
-    return {
-        "spec": str(host.spec_path),
-        "unreachable": host.unreachable,
-        "counts": host.report.counts(),
-        "failed": host.failed,
-        "report": host.report.model_dump(mode="json"),
-        "support_bundle": str(host.bundle) if host.bundle else None,
-    }
 
 
 def fleet_junit_xml(fleet: FleetVerify) -> str:

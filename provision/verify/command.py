@@ -13,7 +13,7 @@ from provision.files import read_json_text
 from provision.hosts import LOCALHOST, Hosts, HostSpec
 from provision.output import write_output
 from provision.spec.loader import load_spec
-from provision.verify.hosts import HostVerify, verify_hosts
+from provision.verify.hosts import FleetVerify, HostVerify, fleet_verify_json, verify_hosts
 from provision.verify.render import junit_xml, render_table
 from provision.verify.runs import VerifyInputs
 
@@ -63,14 +63,14 @@ def replay_label(inputs: VerifyInputs, path: Path) -> str:
 def emit(verified: HostVerify, console: Console, as_json: bool, junit: Path | None) -> int:
     """Print the table or JSON, write JUnit XML if asked; the exit code: 1 when a check failed.
 
-    The JSON document is the report with ``counts``, ``failed`` and ``support_bundle`` (the path
-    of the archive a failed verify wrote, else null); the text form prints that path last.
+    The JSON document is the fleet's with this one host
+    (:func:`provision.fleet.verify_report.fleet_verify_json`); the text form prints the support
+    bundle's path (the archive a failed verify wrote) last.
     """
     report = verified.report
     bundle = str(verified.bundle) if verified.bundle else None
     if as_json:
-        counts = {"counts": report.counts(), "failed": report.failed, "support_bundle": bundle}
-        jsonout.emit(report.model_dump(mode="json") | counts)
+        jsonout.emit(fleet_verify_json(FleetVerify({verified.host: verified})))
     else:
         render_table(report, console)
         if bundle:

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from provision.catalog import Catalog, load_catalog
 from provision.detect.facts import Unknown
@@ -200,3 +201,37 @@ def skip_remote_allreduce(results: tuple[CheckResult, ...]) -> tuple[CheckResult
         else r
         for r in results
     )
+
+
+def fleet_verify_json(fleet: FleetVerify) -> dict[str, Any]:
+    """``verify --json``'s one document, every form (:data:`provision.jsonout.HOSTS_FORMAT`).
+
+    Shape: ``{"format_version": 2, "summary": {"hosts": {host: counts}, "failed": [hosts]},
+    "hosts": [{"host", "spec", "unreachable", "counts", "failed", "report", "support_bundle"}]}``
+    in inventory order (one machine, or one ``--inputs`` replay, is a list of one); ``counts`` is
+    ``{pass, warn, fail, skip}`` (check counts), ``report`` the host's report (every check's result,
+    :class:`provision.verify.models.Report`), ``support_bundle`` the archive of a host that failed a
+    check (or null).
+    """
+    from provision.jsonout import HOSTS_FORMAT
+
+    return {
+        "format_version": HOSTS_FORMAT,
+        "summary": {
+            "hosts": {h: v.report.counts() for h, v in fleet.hosts.items()},
+            "failed": fleet.failed,
+        },
+        "hosts": [_host_json(v) for v in fleet.hosts.values()],
+    }
+
+
+def _host_json(host: HostVerify) -> dict[str, Any]:
+    return {
+        "host": host.host,
+        "spec": str(host.spec_path),
+        "unreachable": host.unreachable,
+        "counts": host.report.counts(),
+        "failed": host.failed,
+        "report": host.report.model_dump(mode="json"),
+        "support_bundle": str(host.bundle) if host.bundle else None,
+    }

@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 
 from provision.cli import cli
 from tests.fleet.conftest import FleetTargets
+from tests.unit.factories import by_host
 
 ROOT = Path(__file__).parents[2]
 SPEC = ROOT / "specs" / "dual-a100x.yaml"
@@ -46,7 +47,7 @@ def test_verify_reaches_a_local_and_an_ssh_host(
     inventory.write_text(f"here ansible_connection=local provision_spec={SPEC}\n{ssh}\n")
     result = provision("verify", "-i", inventory, "--json")
     assert result.exit_code == 1, result.output  # no GPUs: checks fail, each with its own reason
-    hosts = json.loads(result.stdout)["hosts"]
+    hosts = by_host(json.loads(result.stdout))
     for name in ("here", "gpu2"):
         assert hosts[name]["unreachable"] is None, hosts[name]["unreachable"]
         by_id = {r["id"]: r for r in hosts[name]["report"]["results"]}
@@ -61,7 +62,7 @@ def test_an_interpreter_that_cannot_run_is_the_hosts_cause(tmp_path: Path) -> No
     inventory.write_text(line + "\n")
     result = provision("verify", "-i", inventory, "--json")
     assert result.exit_code == 1, result.output
-    cause = json.loads(result.stdout)["hosts"]["here"]["unreachable"]
+    cause = by_host(json.loads(result.stdout))["here"]["unreachable"]
     assert cause.endswith(
         "printed no module result (rc 127): pyenv: python3.13: command not found "
         "(set ansible_python_interpreter for the host)"

@@ -17,6 +17,7 @@ from provision.apply import runner
 from tests.fleet.conftest import FleetTargets
 from tests.integration.harness.services import NvidiaRepo, WheelIndex
 from tests.integration.helpers import STACK, provision, write_spec
+from tests.unit.factories import by_host
 
 
 @pytest.fixture()
@@ -58,7 +59,7 @@ def test_plan_maps_specs_by_group_and_fleet_file_and_summarises(
     result = provision("plan", "--fleet", str(d / "fleet.yaml"), "--json")
     assert result.exit_code == 1, result.output
     doc = json.loads(result.stdout)
-    assert doc["format_version"] == 1
+    assert doc["format_version"] == 2
     assert doc["summary"] == {
         "unchanged": [],
         "to change": ["gpu1", "gpu2", "gpu3"],
@@ -66,8 +67,8 @@ def test_plan_maps_specs_by_group_and_fleet_file_and_summarises(
         "unreachable": [],
         "failed": [],
     }
-    assert doc["hosts"]["gpu1"]["spec"] == str(d / "debian.yaml")
-    assert doc["hosts"]["gpu4"]["plan"]["blockers"][0]["rule"] == "os-mismatch"
+    assert by_host(doc)["gpu1"]["spec"] == str(d / "debian.yaml")
+    assert by_host(doc)["gpu4"]["plan"]["blockers"][0]["rule"] == "os-mismatch"
 
     fleet.stop_sshd("gpu2")
     text = provision("plan", "-i", str(inventory), "-l", "a100", "--detailed-exitcode")

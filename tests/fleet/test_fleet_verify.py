@@ -29,6 +29,7 @@ from provision.verify.launch import CHILD_ENV
 from tests.fleet.conftest import FleetTargets
 from tests.integration.harness.target import CHROOT_ENV
 from tests.unit import junit_strict
+from tests.unit.factories import by_host
 
 ROOT = Path(__file__).parents[2]
 SPEC = ROOT / "specs" / "dual-a100x.yaml"
@@ -83,7 +84,7 @@ def test_verify_reports_every_host_with_reasons_and_the_unreachable_one(
     assert result.exit_code == 1, result.output
     doc = json.loads(result.stdout)
     assert doc["summary"]["failed"] == ["gpu1", "gpu2", "gpu3", "gpu4"]
-    hosts = doc["hosts"]
+    hosts = by_host(doc)
     assert hosts["gpu4"]["unreachable"].startswith("host unreachable:")
     assert {r["status"] for r in hosts["gpu4"]["report"]["results"]} == {"fail"}
     assert all(r["detail"] == hosts["gpu4"]["unreachable"] for r in hosts["gpu4"]["report"]["results"])
@@ -182,7 +183,7 @@ def test_verify_asks_each_hosts_server_and_monitoring_from_the_host(
     result = provision("verify", "-i", hosts, "--json")
     assert result.exit_code == 1, result.output
     doc = json.loads(result.stdout)  # one JSON document, the host probe's output included
-    by_id = {r["id"]: r for r in doc["hosts"]["gpu3"]["report"]["results"]}
+    by_id = {r["id"]: r for r in by_host(doc)["gpu3"]["report"]["results"]}
     exporter = by_id["dcgm-exporter-metrics"]
     assert exporter["status"] == "pass", exporter
     assert exporter["measured"]["value"] == len(RULE_FAMILIES)
@@ -197,5 +198,5 @@ def test_verify_asks_each_hosts_server_and_monitoring_from_the_host(
     assert by_id["serve-tokens-per-second"]["status"] == "skip"
     assert by_id["prometheus-targets"]["status"] == "skip"  # monitoring.prometheus is false
     assert "monitoring-services" in by_id
-    gpu2 = {r["id"] for r in doc["hosts"]["gpu2"]["report"]["results"]}
+    gpu2 = {r["id"] for r in by_host(doc)["gpu2"]["report"]["results"]}
     assert not gpu2 & {"serve-health", "dcgm-exporter-metrics"}  # a spec without the sections

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from provision.cli import cli
 from tests.integration.harness.services import NvidiaRepo, WheelIndex
+from tests.unit.factories import one_plan
 
 STACK = {
     "nvidia-driver-pinning-580": "580.95.05-1",
@@ -66,7 +67,10 @@ def provision(*args: str) -> Any:
 
 def assert_no_change_unconfirmed(plan: dict[str, Any]) -> None:
     """A plan of a GPU-less test root after a converged apply: no change, and a summary that does not
-    say the machine matches the spec, since no GPU (and so the driver side) could be read there."""
+    say the machine matches the spec, since no GPU (and so the driver side) could be read there.
+    ``plan``: one host's plan with its summary, or the ``plan --json`` document of that one host."""
+    if isinstance(plan.get("hosts"), list):
+        plan = one_plan(plan)
     unread = [w["rule"] for w in plan["warnings"] if w["unconfirmed"]]
     assert "gpus-not-visible" in unread, plan["warnings"]
     assert not [s for s in plan["steps"] if s["action"] != "noop"], plan["steps"]

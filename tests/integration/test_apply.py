@@ -16,6 +16,7 @@ from provision.apply import runner
 from tests.integration.harness.services import NvidiaRepo, WheelIndex
 from tests.integration.harness.target import Target
 from tests.integration.helpers import STACK, assert_no_change_unconfirmed, provision, write_spec
+from tests.unit.factories import one_plan
 
 
 def test_apply_installs_holds_converges_and_reapplies_nothing(
@@ -40,7 +41,7 @@ def test_apply_installs_holds_converges_and_reapplies_nothing(
 
     replan = provision("plan", str(spec), "-i", inv, "--detailed-exitcode", "--json")
     assert replan.exit_code == 0, replan.output
-    replanned = json.loads(replan.stdout)
+    replanned = one_plan(json.loads(replan.stdout))
     assert_no_change_unconfirmed(replanned)
     assert all(w["rule"] != "mixed-driver-sources" for w in replanned["warnings"])
 
@@ -152,7 +153,7 @@ def test_wheel_of_another_cuda_major_is_removed_and_the_venv_converges(
     site = target.root / "opt/provision/venv/lib/python3.11/site-packages"
     _plant_wheel(site, "nvidia_cudnn_cu12", "9.1.0.70")
 
-    planned = json.loads(provision("plan", str(spec), "-i", inv, "--json").output)
+    planned = one_plan(json.loads(provision("plan", str(spec), "-i", inv, "--json").output))
     removal = [s for s in planned["steps"] if s["component"] == "python_wheels" and s["action"] == "remove"]
     assert [s["packages"] for s in removal] == [["nvidia-cudnn-cu12"]]
 

@@ -28,6 +28,7 @@ import yaml
 from tests.integration.harness import golden, timings
 from tests.integration.harness.target import Target
 from tests.integration.helpers import assert_no_change_unconfirmed, provision
+from tests.unit.factories import one_plan
 
 SECURITY = os.environ.get("PROVISION_TEST_SECURITY_MIRROR", "http://deb.debian.org/debian-security")
 COMPONENTS = "main contrib non-free non-free-firmware"  # firmware-nvidia-gsp is in non-free-firmware
@@ -65,7 +66,7 @@ def test_debian_driver_from_non_free_is_built_by_dkms_pinned_held_and_converges(
     assert kernel != os.uname().release  # DKMS builds for a kernel that is not the running one
     spec, inv = str(_spec(tmp_path / "spec.yaml")), str(target.inventory)
 
-    planned = json.loads(provision("plan", spec, "-i", inv, "--json").stdout)
+    planned = one_plan(json.loads(provision("plan", spec, "-i", inv, "--json").stdout))
     assert planned["blockers"] == [], planned["blockers"]
     steps = {s["component"]: s for s in planned["steps"]}
     assert [p.split("=")[0] for p in steps["driver"]["packages"]] == list(DRIVER)

@@ -32,6 +32,7 @@ from tests.integration.harness import target as target_mod
 from tests.integration.harness.services import NvidiaRepo, WheelIndex
 from tests.integration.harness.target import Target
 from tests.integration.helpers import provision, write_spec
+from tests.unit.factories import one_plan
 
 pytestmark = pytest.mark.faults
 
@@ -132,7 +133,9 @@ def test_venv_left_without_pip_is_repaired(
     assert not list((target.root / SITE).glob("pip-*.dist-info"))
 
     shutil.move(kept, wheels)  # the fault removed
-    plan = json.loads(provision("plan", str(spec_for()), "-i", str(target.inventory), "--json").stdout)
+    plan = one_plan(
+        json.loads(provision("plan", str(spec_for()), "-i", str(target.inventory), "--json").stdout)
+    )
     venv = next(s for s in plan["steps"] if s["component"] == "python_venv")
     assert (venv["action"], venv["current"]) == ("install", "incomplete (no pip)")
     converges(spec_for(), target, clean)
@@ -145,7 +148,9 @@ def test_half_installed_torch_is_reinstalled(
     # What pip leaves when killed before its last write: the files, a dist-info without RECORD.
     record = next((target.root / SITE).glob("torch-*.dist-info")) / "RECORD"
     record.unlink()
-    plan = json.loads(provision("plan", str(spec_for()), "-i", str(target.inventory), "--json").stdout)
+    plan = one_plan(
+        json.loads(provision("plan", str(spec_for()), "-i", str(target.inventory), "--json").stdout)
+    )
     wheels = next(s for s in plan["steps"] if s["component"] == "python_wheels")
     assert wheels["action"] == "install" and wheels["current"].startswith("half-installed torch==")
     converges(spec_for(), target, clean)

@@ -17,6 +17,7 @@ from provision.plan.models import Plan
 from tests.integration.harness.services import NvidiaRepo, WheelIndex
 from tests.integration.harness.target import Target
 from tests.integration.helpers import provision, write_spec
+from tests.unit.factories import by_host
 
 PINS = "etc/apt/preferences.d/00-provision-nvidia"
 LEGACY_PINS = "etc/apt/preferences.d/provision-nvidia"
@@ -80,7 +81,7 @@ def test_apply_records_a_lock_and_rollback_returns_to_it(
     recorded = _lock(target)["verify"]
     assert recorded["passed"] is False and recorded["spec_digest"] == lock_a["spec_digest"]
     assert recorded["counts"]["fail"] == len(recorded["failed"]) > 0
-    _check_verify_bundle(json.loads(verified.stdout)["hosts"]["target"]["support_bundle"], runs)
+    _check_verify_bundle(by_host(json.loads(verified.stdout))["target"]["support_bundle"], runs)
 
     # B moves the held driver within its branch, and cuDNN and NCCL up.
     second = provision("apply", str(spec_b), "-i", inv, "--yes", "--replace-held")

@@ -30,6 +30,7 @@ from tests.integration.harness import golden
 from tests.integration.harness.services import NvidiaRepo, WheelIndex
 from tests.integration.harness.target import CHROOT_ENV, Target
 from tests.integration.helpers import assert_no_change_unconfirmed, provision, write_spec
+from tests.unit.factories import one_report
 
 DCGM = {
     "datacenter-gpu-manager-4-core": "1:4.5.3-1",
@@ -243,7 +244,7 @@ def test_monitoring_applies_runs_scrapes_and_reapplies_nothing(
     # results into the target's textfile directory, which the target's node exporter then serves.
     textfile = target.root / "var/lib/prometheus/node-exporter/provision-verify.prom"
     result = provision("verify", str(spec), "--json", "--prometheus", str(textfile))
-    report = json.loads(result.stdout)
+    report = one_report(json.loads(result.stdout))
     checks = {(r["id"], r["subject"]): r for r in report["results"]}
     assert checks[("dcgm-exporter-metrics", "")]["status"] == "pass", checks[("dcgm-exporter-metrics", "")]
     assert checks[("node-exporter-metrics", "")]["status"] == "pass"

@@ -23,7 +23,7 @@ from tests.integration.harness import reboot
 from tests.integration.harness.services import NvidiaRepo, WheelIndex
 from tests.integration.harness.target import BOOT_ID, Target
 from tests.integration.helpers import provision, write_spec
-from tests.unit.factories import systemd_analyze_verify
+from tests.unit.factories import by_host, systemd_analyze_verify
 
 
 def test_apply_reboots_the_target_then_resume_finishes_what_is_left(
@@ -42,9 +42,14 @@ def test_apply_reboots_the_target_then_resume_finishes_what_is_left(
     assert applied.exit_code == 0, applied.output
     doc = json.loads(applied.stdout)
     assert doc["outcome"] == "applied" and doc["converged"] is True
-    assert doc["reboot"] == {
-        "target": {"state": "rebooted", "outcome": "rebooted; a fresh plan shows no changes", "ok": True}
-    }
+    assert doc["reboot"] == [
+        {
+            "host": "target",
+            "state": "rebooted",
+            "outcome": "rebooted; a fresh plan shows no changes",
+            "ok": True,
+        }
+    ]
     assert doc["after_reboot"] is None  # nothing was left to apply after the boot
     assert len(reboots.boot_ids) == 1 and reboots.boot_ids[0] != first_boot
     assert (target.root / BOOT_ID).read_text().strip() == reboots.boot_ids[0]
@@ -69,7 +74,7 @@ def test_apply_reboots_the_target_then_resume_finishes_what_is_left(
     assert resumed.exit_code == 0, resumed.output
     rdoc = json.loads(resumed.stdout)
     assert rdoc["outcome"] == "resumed", rdoc
-    assert rdoc["hosts"]["target"]["ok"] is True and rdoc["apply"]["converged"] is True
+    assert by_host(rdoc)["target"]["ok"] is True and rdoc["apply"]["converged"] is True
     assert target.dpkg_status()["nvidia-open"] == ("580.95.05-1", "hold ok installed")
     assert not path.exists()  # it ran once
     assert "Resuming the apply of" in (resume_dir / record.LOG_NAME).read_text()

@@ -40,6 +40,7 @@ from tests.integration.harness.target import Target, start_target
 from tests.integration.helpers import provision
 from tests.integration.test_dnf_real import MISSING
 from tests.integration.test_faults import _interrupt_when
+from tests.unit.factories import one_plan
 
 REPO = Path(__file__).resolve().parents[2]
 PLAYBOOK = Path(__file__).parent / "harness" / "playbooks" / "nvidia_open_el9.yml"
@@ -212,7 +213,7 @@ def test_detect_and_plan_read_the_rocky_target_through_real_rpm_and_dnf(
     assert provision("validate", str(spec)).exit_code == 0
     planned = provision("plan", str(spec), "-i", inv, "--json")
     assert planned.exit_code == 0, planned.output
-    plan = json.loads(planned.stdout)
+    plan = one_plan(json.loads(planned.stdout))
     steps = {s["component"]: s for s in plan["steps"]}
     assert "nvidia-driver:580-open" in json.dumps(steps["driver"])
     # kernel-devel for the kernel the target's rpm database holds (kernel-core, the stand-in)
@@ -250,7 +251,7 @@ def test_provision_apply_on_rocky_converges_and_reapplies_nothing(
     assert "nvidia-driver-3:580.95.05-1.el9.*" in locks, locks
     replan = provision("plan", str(spec), "-i", inv, "--detailed-exitcode", "--json")
     assert replan.exit_code == 0, replan.output
-    replanned = json.loads(replan.stdout)
+    replanned = one_plan(json.loads(replan.stdout))
     assert not [s for s in replanned["steps"] if s["action"] != "noop"]
     # the driver came from the stand-in on 127.0.0.1 under provision's repository id: its origin is
     # the stand-in's host (the dnf-origins probe over ssh), which the spec names, not NVIDIA's
@@ -300,7 +301,7 @@ def test_rocky_10_has_no_module_stream_and_versionlock_bounds_the_branch(
     inv = str(rocky.inventory)
     planned = provision("plan", str(spec), "-i", inv, "--json")
     assert planned.exit_code == 0, planned.output
-    plan = json.loads(planned.stdout)
+    plan = one_plan(json.loads(planned.stdout))
     roles = plan["extravars"]["roles"]
     assert roles["nvidia_packages"]["nvidia_packages_module_stream"] == ""
     assert roles["nvidia_repository"]["nvidia_repository_url"] == rhel_repos.url(10)

@@ -17,7 +17,7 @@ from tests.integration.harness.services import NvidiaRepo, WheelIndex
 from tests.integration.harness.target import Target
 from tests.integration.harness.vllm_wheel import publish_pypi
 from tests.integration.helpers import provision, write_spec
-from tests.unit.factories import LLAMA_31_8B
+from tests.unit.factories import LLAMA_31_8B, one_plan
 
 UNIT = "etc/systemd/system/provision-vllm.service"
 SERVE = {
@@ -47,7 +47,7 @@ def test_apply_installs_vllm_with_torch_held_writes_the_unit_and_converges(
     )
     inv = str(target.inventory)
 
-    plan = json.loads(provision("plan", str(spec), "-i", inv, "--json").stdout)
+    plan = one_plan(json.loads(provision("plan", str(spec), "-i", inv, "--json").stdout))
     fit = next(s for s in plan["steps"] if s["component"] == "serve" and s["action"] == "noop")
     assert "memory fit: weights (awq-int4)" in fit["reason"] and fit["reason"].endswith(": fits")
 

@@ -207,3 +207,36 @@ def invoke(*args: str) -> Result:
     from provision.cli import cli
 
     return CliRunner().invoke(cli, list(args))
+
+
+def by_host(doc: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """A hosts-form ``--json`` document's ``hosts`` list (format_version 2) keyed by ``host``."""
+    return keyed(doc["hosts"])
+
+
+def keyed(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per-host rows (each with ``host``) keyed by ``host``, refusing a host listed twice."""
+    assert isinstance(rows, list), rows
+    found = {h["host"]: h for h in rows}
+    assert len(found) == len(rows), rows
+    return found
+
+
+def one_host(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """The one entry of a hosts-form document of one machine (a list of one)."""
+    assert doc["format_version"] == 2 and len(doc["hosts"]) == 1, doc
+    return doc["hosts"][0]  # type: ignore[no-any-return]
+
+
+def one_plan(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """The one host's plan of a ``plan --json`` document, with its ``summary`` line beside the plan's keys."""
+    host = one_host(doc)
+    return host["plan"] | {"summary": host["summary"]}  # type: ignore[no-any-return]
+
+
+def one_report(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """The one host's report of a ``verify --json`` document, with ``counts``, ``failed`` and
+    ``support_bundle`` beside the report's keys (as format 1's single-host document had them)."""
+    host = one_host(doc)
+    extra = {k: host[k] for k in ("counts", "failed", "support_bundle")}
+    return host["report"] | extra  # type: ignore[no-any-return]

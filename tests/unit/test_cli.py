@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from provision.cli import cli
+from tests.unit.factories import one_host, one_plan
 
 ROOT = Path(__file__).resolve().parents[2]
 H200_SPEC = str(ROOT / "specs" / "h200-ubuntu2404.yaml")
@@ -77,7 +78,7 @@ def test_schema_is_json_schema() -> None:
 def test_detect_from_raw_json_round_trips() -> None:
     result = run("detect", "--from-raw", H200_RAW, "--json", H200_SPEC)
     assert result.exit_code == 0, result.output
-    facts = json.loads(result.output)
+    facts = one_host(json.loads(result.output))
     assert facts["driver"] == {"version": "580.159.04", "flavor": "open"}
     assert facts["torch"]["version"] == "2.11.0+cu130"
 
@@ -93,7 +94,7 @@ def test_plan_never_says_the_machine_matches_while_facts_were_unread() -> None:
     # change, but those invariants cannot be confirmed, and the summary says so.
     result = run("plan", H200_SPEC, "--from-raw", H200_RAW, "--json")
     assert result.exit_code == 0, result.output
-    doc = json.loads(result.output)
+    doc = one_plan(json.loads(result.output))
     unconfirmed = [w["rule"] for w in doc["warnings"] if w["unconfirmed"]]
     assert unconfirmed and set(unconfirmed) == {"invariant-unconfirmed"}
     assert not [w for w in doc["warnings"] if not w["unconfirmed"]]
@@ -108,7 +109,7 @@ def test_plan_never_says_the_machine_matches_while_facts_were_unread() -> None:
 def test_a_plan_with_changes_also_says_what_it_could_not_read(tmp_path: Path) -> None:
     spec = tmp_path / "spec.yaml"
     spec.write_text(Path(H200_SPEC).read_text().replace('nccl: "2.28.3"', 'nccl: "2.29.2"'))
-    doc = json.loads(run("plan", str(spec), "--from-raw", H200_RAW, "--json").output)
+    doc = one_plan(json.loads(run("plan", str(spec), "--from-raw", H200_RAW, "--json").output))
     unread = sum(1 for w in doc["warnings"] if w["unconfirmed"])
     # The NCCL upgrade and the repository it comes from.
     expected = f"Plan: 1 to configure, 1 to upgrade. {unread} warning(s) name facts that could not be read."
@@ -122,7 +123,7 @@ def test_plan_detailed_exitcode_2_when_changes(tmp_path: Path) -> None:
     spec.write_text(Path(H200_SPEC).read_text().replace('nccl: "2.28.3"', 'nccl: "2.29.2"'))
     result = run("plan", str(spec), "--facts", str(facts), "--detailed-exitcode", "--json")
     assert result.exit_code == 2, result.output
-    plan = json.loads(result.output)
+    plan = one_plan(json.loads(result.output))
     nccl = next(s for s in plan["steps"] if s["component"] == "nccl")
     assert nccl["action"] == "upgrade"
     assert nccl["packages"] == ["libnccl2=2.29.2-*+cuda13.0", "libnccl-dev=2.29.2-*+cuda13.0"]
@@ -173,7 +174,7 @@ def test_apply_json_reports_a_refusal_on_stdout() -> None:
     assert result.exit_code == 1
     report = json.loads(result.stdout)
     assert report["outcome"] == "refused"
-    assert report["plans"][0]["blockers"][0]["rule"] == "os-mismatch"
+    assert one_plan(report["plan"])["blockers"][0]["rule"] == "os-mismatch"
 
 
 def test_detect_summary_names_every_fact() -> None:

@@ -17,6 +17,7 @@ from typer.testing import CliRunner, Result
 
 from provision.detect import runner as detect
 from provision.detect.raw import read_raw
+from tests.unit.factories import by_host
 
 ROOT = Path(__file__).resolve().parents[2]
 H200 = str(ROOT / "specs" / "h200-ubuntu2404.yaml")
@@ -46,10 +47,11 @@ def test_plan_inventory_from_raw_plans_each_saved_host_offline(saved: tuple[Path
     doc = json.loads(result.stdout)
     assert result.exit_code == 1, result.output  # gpu03 has no saved outputs: unreachable
     assert doc["summary"]["unreachable"] == ["gpu03"]
-    assert "no saved outputs" in doc["hosts"]["gpu03"]["unreachable"]
+    hosts = by_host(doc)
+    assert "no saved outputs" in hosts["gpu03"]["unreachable"]
     for host in ("gpu01", "gpu02"):
-        assert doc["hosts"][host]["state"] in ("unchanged", "to change", "refused"), doc["hosts"][host]
-        assert doc["hosts"][host]["plan"]["host"] == host
+        assert hosts[host]["state"] in ("unchanged", "to change", "refused"), hosts[host]
+        assert hosts[host]["plan"]["host"] == host
 
 
 def test_plan_from_raw_honours_the_limit_and_runs_no_ansible(
@@ -59,8 +61,8 @@ def test_plan_from_raw_honours_the_limit_and_runs_no_ansible(
     play = mocker.patch("provision.ansible.run_play")
     result = invoke("plan", H200, "-i", str(inventory), "-l", "gpu01", "--from-raw", str(raw), "--json")
     doc = json.loads(result.stdout)
-    assert list(doc["hosts"]) == ["gpu01"], result.output
-    assert result.exit_code in (0, 1) and doc["hosts"]["gpu01"]["state"] != "unreachable"
+    assert list(by_host(doc)) == ["gpu01"], result.output
+    assert result.exit_code in (0, 1) and by_host(doc)["gpu01"]["state"] != "unreachable"
     play.assert_not_called()
 
 
@@ -119,8 +121,8 @@ def test_saved_fleet_plans_offline_as_it_planned_live(
     offline = json.loads(invoke("plan", H200, "-i", str(inventory), "--from-raw", str(out), "--json").stdout)
     assert fake_play.call_args.kwargs["forks"] == 3
     for index, host in enumerate(("gpu01", "gpu02", "gpu03")):
-        steps = offline["hosts"][host]["plan"]["steps"]
-        assert steps and steps == live["plans"][index]["steps"]
+        steps = by_host(offline)[host]["plan"]["steps"]
+        assert steps and steps == live["hosts"][index]["plan"]["steps"]
 
 
 @pytest.mark.parametrize(("host", "name"), [("a/b", "a_b"), (".hidden", "_hidden"), ("gpu01", "gpu01")])

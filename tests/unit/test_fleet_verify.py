@@ -32,6 +32,7 @@ from provision.verify.remote import (
     verify_play,
 )
 from provision.verify.runs import GpuRun
+from tests.unit.factories import by_host
 
 ROOT = Path(__file__).parents[2]
 SPEC = load_spec(ROOT / "specs" / "h200-ubuntu2404.yaml")
@@ -128,8 +129,10 @@ def test_fleet_json_has_every_host_and_the_failed_ones(fleet: FleetVerify) -> No
     doc = json.loads(json.dumps(fleet_verify_json(fleet)))
     assert doc["summary"]["failed"] == ["gone"]
     assert doc["summary"]["hosts"]["h200"] == {"pass": 29, "warn": 0, "fail": 0, "skip": 12}
-    assert doc["hosts"]["gone"]["unreachable"] == UNREACHABLE and doc["hosts"]["gone"]["failed"]
-    assert doc["hosts"]["h200"]["report"]["host"] == "h200"
+    assert doc["format_version"] == 2 and [h["host"] for h in doc["hosts"]] == ["h200", "gone"]
+    hosts = by_host(doc)
+    assert hosts["gone"]["unreachable"] == UNREACHABLE and hosts["gone"]["failed"]
+    assert hosts["h200"]["report"]["host"] == "h200"
     assert fleet.exit_code() == 1
 
 

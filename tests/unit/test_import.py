@@ -24,7 +24,7 @@ from provision.fleet.mapping import load_fleet
 from provision.importing.draft import NotImportable, updated
 from provision.importing.workflow import Source, chosen_venv, import_one
 from provision.spec.models import Spec
-from tests.unit.factories import CATALOG, ROOT, fresh_ubuntu, invoke, locked, pkg
+from tests.unit.factories import CATALOG, ROOT, fresh_ubuntu, invoke, locked, one_plan, pkg
 
 pytestmark = pytest.mark.usefixtures("no_colour")
 
@@ -60,7 +60,7 @@ def test_every_real_capture_imports_to_a_spec_whose_plan_is_empty(capture: Path,
     assert result.exit_code == 0, result.output
     assert invoke("validate", str(out)).exit_code == 0
     planned = invoke("plan", str(out), "--from-raw", str(capture), "--json")
-    plan = json.loads(planned.stdout)
+    plan = one_plan(json.loads(planned.stdout))
     # A capture older than some probes plans no change but is not confirmed to match; the newest
     # capture of the H200 holds every probe the invariants read, and matches.
     unread = [w["rule"] for w in plan["warnings"] if w["unconfirmed"]]

@@ -18,7 +18,7 @@ from provision import ansible
 from provision.errors import Interrupted
 from provision.reboot.remote import INTERRUPTED
 from provision.reboot.remote import outcomes as reboot_outcomes
-from tests.unit.factories import mock_detection, two_host_inventory
+from tests.unit.factories import by_host, mock_detection, two_host_inventory
 
 
 def _wait_for(what: str, ready: float, check: Callable[[], bool]) -> None:
@@ -94,7 +94,7 @@ def test_apply_names_what_outlived_ctrl_c_and_exits_130(mocker: MockerFixture, t
     assert "Interrupted" in shown.output and LEFT[0] in shown.output.replace("\n", "")
     assert "nothing of it is left running" not in shown.output
     doc = json.loads(CliRunner().invoke(cli, [*args, "--json"]).stdout)
-    assert doc["hosts"]["a"]["outcome"].startswith("interrupted (Ctrl-C)")
+    assert by_host(doc)["a"]["outcome"].startswith("interrupted (Ctrl-C)")
     assert doc["left_running"] == list(LEFT)
 
 

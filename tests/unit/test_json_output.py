@@ -17,6 +17,7 @@ from typer.testing import Result
 from provision.apply import runner
 from provision.detect.facts import Facts
 from provision.fleet.verify import FleetVerify, HostVerify
+from provision.jsonout import HOSTS_FORMAT
 from provision.verify.models import Report
 from tests.unit.factories import (
     A100X,
@@ -24,8 +25,12 @@ from tests.unit.factories import (
     H200,
     H200_SPEC_RAW,
     ROOT,
+    by_host,
     fresh_ubuntu,
     invoke,
+    one_host,
+    one_plan,
+    one_report,
 )
 
 IMPOSSIBLE = str(ROOT / "specs" / "examples" / "impossible-a100x.yaml")
@@ -34,12 +39,15 @@ INPUTS = str(ROOT / "tests" / "fixtures" / "verify" / "h200-ubuntu2404" / "input
 pytestmark = pytest.mark.usefixtures("no_colour")
 
 
-def document(result: Result) -> dict[str, Any]:
-    """stdout as exactly one JSON object with a format version (json.loads refuses trailing text)."""
+def document(result: Result, version: int = 1) -> dict[str, Any]:
+    """stdout as exactly one JSON object of format ``version`` (json.loads refuses trailing text);
+    version 2 is the hosts form (``hosts`` a list of per-host objects, :data:`HOSTS_FORMAT`)."""
     assert result.exception is None or isinstance(result.exception, SystemExit), result.output
     doc = json.loads(result.stdout)
     assert isinstance(doc, dict), doc
-    assert doc["format_version"] == 1
+    assert doc["format_version"] == version, doc
+    if version == HOSTS_FORMAT:
+        assert isinstance(doc["hosts"], list) and all("host" in h for h in doc["hosts"]), doc
     return doc
 
 
@@ -86,11 +94,12 @@ def test_validate_missing_file_is_a_document(tmp_path: Path) -> None:
     error_of(invoke("validate", str(tmp_path / "no.yaml"), "--json"), 2, "no such spec file")
 
 
-def test_detect_one_host_is_the_facts_document_and_reads_back(tmp_path: Path) -> None:
+def test_detect_one_host_is_a_list_of_one_and_reads_back(tmp_path: Path) -> None:
     result = invoke("detect", "--from-raw", str(H200_SPEC_RAW), "--json")
     assert result.exit_code == 0
-    doc = document(result)
-    assert str(Facts.model_validate(doc).driver.version) == "580.159.04"  # type: ignore[union-attr]
+    doc = document(result, HOSTS_FORMAT)
+    assert doc["unreachable"] == {}
+    assert str(Facts.model_validate(one_host(doc)).driver.version) == "580.159.04"  # type: ignore[union-attr]
     saved = tmp_path / "facts.json"
     saved.write_text(result.stdout)
     assert invoke("plan", H200, "--facts", str(saved), "--json").exit_code == 0
@@ -103,7 +112,7 @@ def test_detect_error_is_a_document(tmp_path: Path) -> None:
 def test_detect_inventory_is_one_document_of_hosts(inventory: Path, detected: Any, tmp_path: Path) -> None:
     result = invoke("detect", "-i", str(inventory), "--json")
     assert result.exit_code == 1, result.output  # b is unreachable
-    doc = document(result)
+    doc = document(result, HOSTS_FORMAT)
     assert [h["host"] for h in doc["hosts"]] == ["a", "b"] and doc["unreachable"] == {"b": DOWN}
     saved = tmp_path / "facts.json"
     saved.write_text(result.stdout)
@@ -114,7 +123,7 @@ def test_plan_one_host() -> None:
     result = invoke("plan", H200, "--from-raw", str(H200_SPEC_RAW), "--json")
     assert result.exit_code == 0
     # The earlier capture lacks the binding and initramfs probes: no change, but not confirmed.
-    assert document(result)["summary"] == (
+    assert one_plan(document(result, HOSTS_FORMAT))["summary"] == (
         "No changes planned, but the machine is not confirmed to match the spec: "
         "2 warning(s) name facts that could not be read."
     )
@@ -123,7 +132,8 @@ def test_plan_one_host() -> None:
 def test_plan_refused() -> None:
     result = invoke("plan", IMPOSSIBLE, "--from-raw", str(H200_SPEC_RAW), "--json")
     assert result.exit_code == 1
-    assert document(result)["blockers"], result.stdout
+    doc = document(result, HOSTS_FORMAT)
+    assert one_plan(doc)["blockers"] and doc["summary"]["refused"] == [one_host(doc)["host"]], doc
 
 
 def test_plan_error_is_a_document(tmp_path: Path) -> None:
@@ -135,15 +145,17 @@ def test_plan_error_is_a_document(tmp_path: Path) -> None:
 def test_plan_fleet(inventory: Path, detected: Any) -> None:
     result = invoke("plan", "-i", str(inventory), "--json")
     assert result.exit_code == 1, result.output  # b is unreachable
-    doc = document(result)
-    assert doc["hosts"]["b"]["unreachable"] == DOWN and doc["hosts"]["a"]["plan"]["steps"]
+    hosts = by_host(document(result, HOSTS_FORMAT))
+    assert hosts["b"]["unreachable"] == DOWN and hosts["a"]["plan"]["steps"]
 
 
 def test_apply_refused_on_this_machine() -> None:
     result = invoke("apply", A100X, "--dry-run", "--json")
     assert result.exit_code == 1
-    doc = document(result)
-    assert doc["outcome"] == "refused" and doc["plans"][0]["blockers"][0]["rule"] == "os-mismatch"
+    doc = document(result, HOSTS_FORMAT)
+    plan = one_plan(doc["plan"])
+    assert doc["outcome"] == "refused" and plan["blockers"][0]["rule"] == "os-mismatch"
+    assert one_host(doc)["planned"] == "refused" and not one_host(doc)["ok"]
 
 
 def test_apply_error_is_a_document(tmp_path: Path) -> None:
@@ -155,7 +167,7 @@ def test_apply_error_is_a_document(tmp_path: Path) -> None:
 def test_apply_fleet_dry_run(inventory: Path, detected: Any) -> None:
     result = invoke("apply", "-i", str(inventory), "--dry-run", "--json")
     assert result.exit_code == 1, result.output  # b is unreachable
-    doc = document(result)
+    doc = document(result, HOSTS_FORMAT)
     assert doc["outcome"] == "dry-run" and doc["plan"]["summary"]["unreachable"] == ["b"]
 
 
@@ -172,12 +184,12 @@ def test_apply_fleet_applied(inventory: Path, detected: Any, mocker: MockerFixtu
     )
     result = invoke("apply", "-i", str(inventory), "--yes", "--json", "--runs-dir", str(tmp_path))
     assert result.exit_code == 1, result.output
-    doc = document(result)  # the support bundle's line went to stderr: still one document
+    doc = document(result, HOSTS_FORMAT)  # the support bundle's line went to stderr: still one document
     assert doc["outcome"] == "failed" and doc["run_dir"] == str(tmp_path / "run")
-    assert doc["hosts"]["a"]["outcome"] == "failed: Install: E: broken"
-    assert doc["hosts"]["a"]["ansible"]["failed"] == 1 and doc["hosts"]["b"]["planned"] == "unreachable"
-    assert doc["hosts"]["a"]["support_bundle"] == str(tmp_path / "run" / "support-a.tar.gz")
-    assert doc["hosts"]["b"]["support_bundle"] is None
+    assert by_host(doc)["a"]["outcome"] == "failed: Install: E: broken"
+    assert by_host(doc)["a"]["ansible"]["failed"] == 1 and by_host(doc)["b"]["planned"] == "unreachable"
+    assert by_host(doc)["a"]["support_bundle"] == str(tmp_path / "run" / "support-a.tar.gz")
+    assert by_host(doc)["b"]["support_bundle"] is None
 
 
 def test_apply_fleet_error_is_a_document(inventory: Path, detected: Any) -> None:
@@ -188,7 +200,7 @@ def test_apply_fleet_error_is_a_document(inventory: Path, detected: Any) -> None
 def test_verify_replayed_inputs() -> None:
     result = invoke("verify", H200, "--inputs", INPUTS, "--json")
     assert result.exit_code == 0, result.output
-    doc = document(result)
+    doc = one_report(document(result, HOSTS_FORMAT))
     assert doc["counts"] == {"pass": 29, "warn": 0, "fail": 0, "skip": 12}
 
 
@@ -204,7 +216,7 @@ def test_a_failed_verify_names_its_support_bundle_in_the_one_document(
     mocker.patch("provision.lock.record.record_verify", return_value=mocker.Mock(numbers={}, failures={}))
     result = invoke("verify", h200x2, "--json", "--runs-dir", str(tmp_path))
     assert result.exit_code == 1, result.output
-    doc = document(result)
+    doc = one_report(document(result, HOSTS_FORMAT))
     bundle = Path(doc["support_bundle"])
     assert doc["failed"] is True and bundle.is_file() and bundle.parent.parent == tmp_path
     assert bundle.name == "support-localhost.tar.gz" and support.call_args.args[1] == "support.yml"
@@ -220,7 +232,7 @@ def test_verify_fleet(inventory: Path, mocker: MockerFixture) -> None:
     mocker.patch("provision.fleet.verify.verify_fleet", return_value=gone)
     result = invoke("verify", "-i", str(inventory), "--json")
     assert result.exit_code == gone.exit_code(), result.output
-    assert document(result)["hosts"]["b"]["unreachable"] == DOWN
+    assert by_host(document(result, HOSTS_FORMAT))["b"]["unreachable"] == DOWN
 
 
 @pytest.mark.parametrize("table", ["gpus", "drivers", "cuda", "torch"])
@@ -242,8 +254,8 @@ def test_apply_fleet_interrupted(
     mocker.patch.object(runner, "run_playbook", return_value=ran)
     result = invoke("apply", "-i", str(inventory), "--yes", "--json", "--runs-dir", str(tmp_path))
     assert result.exit_code == 130, result.output
-    doc = document(result)
-    assert doc["hosts"]["a"]["outcome"].startswith("interrupted (Ctrl-C): ")
+    doc = document(result, HOSTS_FORMAT)
+    assert by_host(doc)["a"]["outcome"].startswith("interrupted (Ctrl-C): ")
 
 
 def test_apply_fleet_reboot_not_back(
@@ -280,18 +292,19 @@ def test_apply_fleet_reboot_not_back(
         "60",
     )
     assert result.exit_code == 1, result.output  # b unreachable, a did not come back
-    doc = document(result)  # the reboot's progress lines went to stderr
+    doc = document(result, HOSTS_FORMAT)  # the reboot's progress lines went to stderr
     assert reboots.call_args.args[1] == ["a"]
-    assert doc["outcome"] == "failed" and doc["hosts"]["a"]["outcome"] == "converged"
-    assert doc["reboot"] == {
-        "a": {"state": "not-back", "outcome": f"did not come back: {timed_out}", "ok": False}
-    }
+    assert doc["outcome"] == "failed" and by_host(doc)["a"]["outcome"] == "converged"
+    assert doc["reboot"] == [
+        {"host": "a", "state": "not-back", "outcome": f"did not come back: {timed_out}", "ok": False}
+    ]
     assert doc["after_reboot"] is None
 
 
 def test_resume_without_a_record_is_a_nothing_to_do_document(tmp_path: Path) -> None:
     result = invoke("resume", str(tmp_path / "resume.json"), "--json")
-    assert result.exit_code == 0 and document(result)["outcome"] == "nothing-to-do"
+    doc = document(result, HOSTS_FORMAT)
+    assert result.exit_code == 0 and doc["outcome"] == "nothing-to-do" and doc["hosts"] == []
 
 
 def test_resume_error_is_a_document(tmp_path: Path) -> None:
@@ -299,3 +312,37 @@ def test_resume_error_is_a_document(tmp_path: Path) -> None:
     bad.write_text("{}")
     bad.chmod(0o600)
     error_of(invoke("resume", str(bad), "--json"), 1, "not a provision resume record")
+
+
+def _keys(result: Result) -> tuple[list[str], list[str]]:
+    """A hosts-form document's top-level keys and its first host's keys."""
+    doc = document(result, HOSTS_FORMAT)
+    assert doc["hosts"], doc
+    return list(doc), list(doc["hosts"][0])
+
+
+def test_every_command_has_one_shape_for_one_machine_and_an_inventory(
+    inventory: Path, detected: Any, mocker: MockerFixture, tmp_path: Path
+) -> None:
+    """detect, plan, apply and verify: this machine (or one saved machine) is a list of one, with the
+    same top-level keys, and the same keys per host, as an inventory's document (format 2)."""
+    report = Report(host="b", spec=A100X, results=[])
+    mocker.patch(
+        "provision.fleet.verify.verify_fleet",
+        return_value=FleetVerify({"b": HostVerify("b", Path(A100X), report, DOWN)}),
+    )
+    inv = str(inventory)
+    forms = {
+        "detect": (["detect", "--from-raw", str(H200_SPEC_RAW)], ["detect", "-i", inv]),
+        "plan": (["plan", H200, "--from-raw", str(H200_SPEC_RAW)], ["plan", "-i", inv]),
+        "plan SPEC -i": (["plan", H200, "--from-raw", str(H200_SPEC_RAW)], ["plan", A100X, "-i", inv]),
+        "apply": (["apply", A100X, "--dry-run"], ["apply", "-i", inv, "--dry-run"]),
+        "apply SPEC -i": (["apply", A100X, "--dry-run"], ["apply", A100X, "-i", inv, "--dry-run"]),
+        "verify": (["verify", H200, "--inputs", INPUTS], ["verify", "-i", inv]),
+    }
+    inventories = {command: _keys(invoke(*fleet, "--json")) for command, (_, fleet) in forms.items()}
+    mocker.stopall()  # this machine: detected for real (apply), or read from a saved capture
+    for command, (one, _) in forms.items():
+        single = invoke(*one, "--json")
+        assert len(document(single, HOSTS_FORMAT)["hosts"]) == 1, (command, single.stdout)
+        assert _keys(single) == inventories[command], command

@@ -29,7 +29,7 @@ from provision.plan.models import Plan
 from provision.spec.models import Spec
 from provision.verify.command import read_inputs
 from provision.verify.hosts import verify_hosts
-from tests.unit.factories import fresh_ubuntu, spec
+from tests.unit.factories import by_host, fresh_ubuntu, spec
 
 ROOT = Path(__file__).parents[2]
 SAVED = read_inputs(ROOT / "tests" / "fixtures" / "verify" / "h200-ubuntu2404" / "inputs.json")
@@ -214,9 +214,11 @@ def test_single_form_shows_counts_and_what_did_not_converge(
     assert "a: ok=20 changed=9 failed=0 unreachable=0" in text
     assert "b did not converge: unreachable: Gathering: Connection refused" in text
     assert "Converged" not in text
-    assert report.data["outcome"] == "failed" and report.data["hosts"]["a"]["changed"] == 9
-    assert [p["host"] for p in report.data["plans"]] == ["a", "b"]
-    assert report.data["support_bundles"] == {"b": str(tmp_path / "run" / "support-b.tar.gz")}
+    outcomes = by_host(report.data)
+    assert report.data["outcome"] == "failed" and outcomes["a"]["ansible"]["changed"] == 9
+    assert [p["host"] for p in report.data["plan"]["hosts"]] == ["a", "b"]
+    assert outcomes["b"]["support_bundle"] == str(tmp_path / "run" / "support-b.tar.gz")
+    assert outcomes["a"]["support_bundle"] is None
 
 
 def test_this_machine_is_applied_through_a_local_inventory(

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from provision.catalog import load_catalog
-from tests.unit.factories import ROOT, invoke
+from tests.unit.factories import ROOT, invoke, one_plan, one_report
 
 RAW = ROOT / "tests" / "fixtures" / "raw"
 SPECS = sorted(str(p) for p in (ROOT / "specs").glob("*.yaml"))
@@ -32,7 +32,7 @@ def _bare_keys(text: str) -> list[str]:
 @pytest.mark.parametrize("spec", SPECS, ids=[Path(s).stem for s in SPECS])
 def test_plan_step_reasons_name_no_source_key(spec: str, raw: str) -> None:
     result = invoke("plan", spec, "--from-raw", str(RAW / raw), "--json")
-    plan = json.loads(result.stdout)
+    plan = one_plan(json.loads(result.stdout))
     reasons = [step["reason"] for step in plan["steps"]]
     assert reasons, result.output
     assert [(r, _bare_keys(r)) for r in reasons if _bare_keys(r)] == []
@@ -48,6 +48,6 @@ def test_plan_step_reasons_name_no_source_key(spec: str, raw: str) -> None:
 def test_verify_details_and_hints_name_no_source_key(spec: str, inputs: str) -> None:
     path = ROOT / "tests" / "fixtures" / "verify" / inputs / "inputs.json"
     result = invoke("verify", str(ROOT / "specs" / spec), "--inputs", str(path), "--json")
-    report = json.loads(result.stdout)
+    report = one_report(json.loads(result.stdout))
     texts = [r.get(k) or "" for r in report["results"] for k in ("detail", "hint")]
     assert [(t, _bare_keys(t)) for t in texts if _bare_keys(t)] == []

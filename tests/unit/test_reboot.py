@@ -28,7 +28,7 @@ from provision.hosts import FleetPlan, HostPlan, Hosts, HostSpec, HostState
 from provision.plan.models import Action, Component, Plan, Step
 from provision.plan.planner import make_plan
 from provision.reboot import mok, record, remote, unit
-from tests.unit.factories import CATALOG, fresh_ubuntu, spec, systemd_analyze_verify
+from tests.unit.factories import CATALOG, by_host, fresh_ubuntu, keyed, spec, systemd_analyze_verify
 
 FRESH = make_plan(spec(), fresh_ubuntu(), CATALOG)  # installs the driver: a reboot is required
 DONE = FRESH.model_copy(update={"steps": (), "reboot_required": False})
@@ -424,7 +424,7 @@ def test_resume_with_nothing_left_removes_its_record_and_unit(
     mocker.patch("provision.apply.resume.plan_hosts", return_value=_planned(DONE))  # the key is enrolled now
     assert resume_workflow(None, as_json=True, console=Console(stderr=True), options=options) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["outcome"] == "nothing-to-do" and doc["hosts"]["localhost"]["ok"] is True
+    assert doc["outcome"] == "nothing-to-do" and by_host(doc)["localhost"]["ok"] is True
     assert not options.record_path.exists() and not unit.installed(tmp_path)
 
 
@@ -472,7 +472,7 @@ def test_resume_without_a_record_is_nothing_to_do_in_one_line_or_one_document(tm
     as_json = CliRunner().invoke(cli, ["resume", str(absent), "--json"])
     doc = json.loads(as_json.stdout)  # exactly one document: a second would not parse
     assert as_json.exit_code == 0 and doc["outcome"] == "nothing-to-do" and doc["record"] == str(absent)
-    assert doc["hosts"] == {} and doc["apply"] is None and doc["record_kept"] is False
+    assert doc["hosts"] == [] and doc["apply"] is None and doc["record_kept"] is False
     both = CliRunner().invoke(cli, ["resume", str(absent), "--unit"])
     assert both.exit_code == 1 and "give no RECORD" in both.output
 
@@ -501,7 +501,7 @@ def test_the_single_view_reports_reboots_in_its_json() -> None:
     view = SingleView(Console(record=True), report, "x")
     report.outcome("applied", converged=True)
     view.reboot_report([phase.RebootOutcome("gpu1", "not-back", "did not come back: timeout")], None)
-    assert report.data["outcome"] == "failed" and report.data["reboot"]["gpu1"]["ok"] is False
+    assert report.data["outcome"] == "failed" and keyed(report.data["reboot"])["gpu1"]["ok"] is False
     mok_view = SingleView(Console(record=True), JsonReport(True), "x")
     mok_view.reboot_report([phase.RebootOutcome("localhost", "mok-pending", "MOK enrollment pending")], None)
     assert mok_view.report.data["outcome"] == "resume-pending"
@@ -527,7 +527,7 @@ def test_reboot_with_nothing_to_change_reboots_the_hosts_a_reboot_is_pending_on(
     assert apply_planned(_hosts(["a", "b"]), planned, options, view) == 0
     run.assert_not_called()  # Ansible's apply never started: nothing to change
     assert reboots.call_args.args[1] == ["a"] and reboots.call_args.args[3] == 120
-    assert view.report.data["reboot"]["a"]["state"] == "rebooted"
+    assert keyed(view.report.data["reboot"])["a"]["state"] == "rebooted"
     assert len(list(tmp_path.iterdir())) == 1  # the reboot's own run directory
 
 
@@ -604,8 +604,8 @@ def test_a_host_not_reachable_yet_keeps_the_record_and_is_not_called_resumed(
     assert resume_workflow(where, as_json=True, console=Console(stderr=True), options=phase.NO_REBOOT) == 1
     doc = json.loads(capsys.readouterr().out)
     assert doc["outcome"] == "not-reachable" and doc["record_kept"] is True
-    assert doc["hosts"]["box1"]["state"] == "not-back" and doc["hosts"]["box1"]["ok"] is False
-    assert doc["hosts"]["box2"]["ok"] is True and where.exists()
+    assert by_host(doc)["box1"]["state"] == "not-back" and by_host(doc)["box1"]["ok"] is False
+    assert by_host(doc)["box2"]["ok"] is True and where.exists()
 
 
 def test_a_host_whose_plan_still_asks_for_a_reboot_after_the_boot_failed() -> None:
@@ -670,7 +670,7 @@ def test_the_single_view_keeps_the_apply_after_the_boot_in_its_json(
         report.data["after_reboot"]["outcome"] == "applied"
         and report.data["after_reboot"]["converged"] is True
     )
-    assert report.data["reboot"]["a"]["outcome"] == "rebooted; applied the rest; converged"
+    assert keyed(report.data["reboot"])["a"]["outcome"] == "rebooted; applied the rest; converged"
 
 
 def test_ctrl_c_during_the_reboot_play_is_exit_130(tmp_path: Path, mocker: MockerFixture) -> None:

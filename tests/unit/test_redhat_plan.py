@@ -23,7 +23,7 @@ from provision.os.redhat.dnf import DNF
 from provision.plan.models import Plan
 from provision.plan.planner import make_plan
 from provision.spec.models import OsSpec, Spec
-from tests.unit.factories import CATALOG, invoke, spec_from
+from tests.unit.factories import CATALOG, by_host, invoke, spec_from
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = ROOT / "specs" / "rocky9-dual-a100x.yaml"
@@ -147,7 +147,7 @@ def test_an_inventory_mixing_ubuntu_and_rocky_plans_each_host_with_its_own_famil
         f"inventory: hosts.ini\nspecs:\n  rocky01: {SPEC}\n  ubuntu01: {ubuntu_spec}\n"
     )
     done = invoke("plan", "--fleet", str(tmp_path / "fleet.yaml"), "--from-raw", str(raw), "--json")
-    hosts = json.loads(done.stdout)["hosts"]
+    hosts = by_host(json.loads(done.stdout))
     rocky = hosts["rocky01"]["plan"]["steps"]
     assert any(s["component"] == "driver" and "nvidia-driver:580-open" in s["reason"] for s in rocky)
     ubuntu = hosts["ubuntu01"]["plan"]["steps"]

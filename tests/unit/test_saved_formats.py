@@ -66,3 +66,40 @@ def test_verify_inputs_saved_by_0_1_load_and_read_the_same_fabric(run: str) -> N
     assert not isinstance(states, Unknown) and states
     if not isinstance(inputs.fabric, Unknown):
         assert states == inputs.fabric
+
+
+def _detect_documents(facts: dict[str, Any]) -> dict[str, Any]:
+    """The same one host's facts in every shape ``detect --json`` has written."""
+    return {
+        "format 2 (every form)": {"format_version": 2, "hosts": [facts], "unreachable": {}},
+        "format 1, -i/--fleet": {"format_version": 1, "hosts": [facts], "unreachable": {}},
+        "format 1, one host": facts,
+        "0.1, a bare list": [facts],
+    }
+
+
+@pytest.mark.parametrize("shape", list(_detect_documents({})))
+def test_every_detect_json_shape_reads_back_as_the_same_facts(shape: str, tmp_path: Path) -> None:
+    from provision.app import read_facts
+    from provision.checklist.sources import read_facts_documents
+
+    fresh = facts_from_raw(FIXTURES / "raw" / "h200-ubuntu2404-spec", host="gpu01")
+    saved = tmp_path / "facts.json"
+    saved.write_text(json.dumps(_detect_documents(fresh.model_dump(mode="json"))[shape]))
+    assert read_facts(saved) == fresh  # plan --facts, import --facts
+    assert read_facts_documents(saved) == [fresh]  # checklist --facts
+
+
+def test_facts_of_several_hosts_are_refused_by_a_one_host_reader_with_their_names(tmp_path: Path) -> None:
+    from provision.app import read_facts
+    from provision.errors import FactsError
+
+    fresh = facts_from_raw(FIXTURES / "raw" / "h200-ubuntu2404-spec").model_dump(mode="json")
+    saved = tmp_path / "facts.json"
+    two = [fresh | {"host": "a"}, fresh | {"host": "b"}]
+    saved.write_text(json.dumps({"format_version": 2, "hosts": two, "unreachable": {}}))
+    with pytest.raises(FactsError, match=r"facts of 2 hosts \(a, b\); --facts reads one host's"):
+        read_facts(saved)
+    saved.write_text(json.dumps({"format_version": 2, "hosts": [], "unreachable": {"a": "down"}}))
+    with pytest.raises(FactsError, match=r"facts of 0 hosts \(none\)"):
+        read_facts(saved)

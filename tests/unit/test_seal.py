@@ -30,6 +30,7 @@ from provision.plan.seal import (
     seal_key,
     sealed,
 )
+from tests.unit.factories import one_plan
 
 ROOT = Path(__file__).resolve().parents[2]
 H200_SPEC = str(ROOT / "specs" / "h200-ubuntu2404.yaml")
@@ -181,7 +182,9 @@ def test_a_saved_plan_is_compared_as_of_its_own_day(
     assert str(saved.as_of) == "2027-12-01" and not saved.warnings
     _today(monkeypatch, date(2028, 2, 10))
     now = CliRunner().invoke(cli, ["plan", H200_SPEC, "--from-raw", str(raw), "--json"])
-    assert "driver-branch-near-end-of-life" in {w["rule"] for w in json.loads(now.stdout)["warnings"]}
+    assert "driver-branch-near-end-of-life" in {
+        w["rule"] for w in one_plan(json.loads(now.stdout))["warnings"]
+    }
     facts = facts_from_outputs(read_raw(raw), host=saved.host)
     mocker.patch("provision.app.gather", return_value={saved.host: facts})
     applied = CliRunner().invoke(cli, ["apply", str(out), "--dry-run", "--json", "--runs-dir", str(tmp_path)])

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from pytest_mock import MockerFixture
 
-from tests.unit.factories import A100X, DOWN, H200, H200_SPEC_RAW, invoke
+from tests.unit.factories import A100X, DOWN, H200, H200_SPEC_RAW, by_host, invoke
 
 pytestmark = pytest.mark.usefixtures("no_colour")
 
@@ -30,13 +30,16 @@ def test_apply_dry_run_with_every_host_unreachable_names_them_and_fails(
     assert result.exit_code == 1, result.output
     doc = json.loads(result.stdout)
     assert doc["outcome"] == "failed" and doc["run_dir"] is None
-    assert doc["hosts"]["b"] == {
-        "planned": "unreachable",
-        "outcome": DOWN,
-        "ok": False,
-        "ansible": None,
-        "support_bundle": None,
-    }
+    assert doc["format_version"] == 2 and doc["hosts"] == [
+        {
+            "host": "b",
+            "planned": "unreachable",
+            "outcome": DOWN,
+            "ok": False,
+            "ansible": None,
+            "support_bundle": None,
+        }
+    ]
     assert "Nothing to do" not in result.stderr
     assert f"Dry run: no host can be applied, Ansible was not started: b: {DOWN}" in result.stderr
 
@@ -45,8 +48,8 @@ def test_apply_dry_run_lists_every_host_with_what_it_would_get(inventory: Path, 
     result = invoke("apply", "-i", str(inventory), "--dry-run", "--json")
     assert result.exit_code == 1, result.output  # b is unreachable
     doc = json.loads(result.stdout)
-    assert doc["outcome"] == "dry-run" and doc["hosts"]["b"]["outcome"] == DOWN
-    assert doc["hosts"]["a"]["outcome"].startswith("not applied (dry run): ")
+    assert doc["outcome"] == "dry-run" and by_host(doc)["b"]["outcome"] == DOWN
+    assert by_host(doc)["a"]["outcome"].startswith("not applied (dry run): ")
     assert "Dry run: nothing was changed." in result.stderr
 
 
@@ -57,7 +60,10 @@ def test_plan_spec_does_not_plan_an_unreachable_host(inventory: Path, detected: 
     assert "os-unknown" not in result.output and "repository" not in result.output
     assert "driver-preinstalled-missing" not in result.output
     if as_json:
-        assert json.loads(result.stdout) == {"format_version": 1, "plans": [], "unreachable": {"b": DOWN}}
+        doc = json.loads(result.stdout)
+        assert doc["format_version"] == 2 and doc["summary"]["unreachable"] == ["b"]
+        b = {"host": "b", "state": "unreachable", "spec": A100X, "summary": DOWN, "unreachable": DOWN}
+        assert doc["hosts"] == [b | {"plan": None}]
     else:
         assert f"b: {DOWN}" in result.stdout
 
@@ -66,8 +72,9 @@ def test_plan_spec_plans_the_reachable_hosts_and_names_the_others(inventory: Pat
     result = invoke("plan", A100X, "-i", str(inventory), "--json", "--detailed-exitcode")
     assert result.exit_code == 1, result.output  # unreachable outranks "changes pending"
     doc = json.loads(result.stdout)
-    assert [p["host"] for p in doc["plans"]] == ["a"] and doc["unreachable"] == {"b": DOWN}
-    assert doc["plans"][0]["steps"]
+    hosts = by_host(doc)
+    assert list(hosts) == ["a", "b"] and hosts["b"]["unreachable"] == DOWN and hosts["b"]["plan"] is None
+    assert hosts["a"]["plan"]["host"] == "a" and hosts["a"]["plan"]["steps"]
 
 
 def test_plan_spec_out_refuses_an_unreachable_host(inventory: Path, detected: Any, tmp_path: Path) -> None:
@@ -81,8 +88,10 @@ def test_apply_spec_does_not_plan_an_unreachable_host(inventory: Path, detected:
     result = invoke("apply", A100X, "-i", str(inventory), "--dry-run", "--json")
     assert result.exit_code == 1, result.output
     doc = json.loads(result.stdout)
-    assert doc["outcome"] == "failed" and doc["unreachable"] == {"b": DOWN}
-    assert [p["host"] for p in doc["plans"]] == ["a"]
+    assert doc["outcome"] == "failed" and by_host(doc)["b"]["outcome"] == DOWN
+    planned = by_host(doc["plan"])
+    assert planned["b"]["unreachable"] == DOWN and planned["b"]["plan"] is None
+    assert planned["a"]["plan"]["host"] == "a" and by_host(doc)["a"]["outcome"].startswith("not applied: ")
     assert f"b: {DOWN}" in result.stderr and "os-unknown" not in result.stderr
 
 

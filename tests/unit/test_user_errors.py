@@ -15,7 +15,7 @@ import pytest
 from pytest_mock import MockerFixture
 
 from provision.detect.facts import Facts
-from tests.unit.factories import A100X, H200, H200_SPEC_RAW, ROOT, invoke, mock_detection
+from tests.unit.factories import A100X, H200, H200_SPEC_RAW, ROOT, by_host, invoke, mock_detection, one_host
 
 INPUTS = ROOT / "tests" / "fixtures" / "verify" / "h200-ubuntu2404" / "inputs.json"
 
@@ -78,7 +78,7 @@ def test_verify_inputs_of_a_local_verify_are_labelled_as_replayed(tmp_path: Path
     junit = tmp_path / "v.xml"
     result = invoke("verify", H200, "--inputs", str(INPUTS), "--json", "--junit", str(junit))
     label = f"inputs replayed from {INPUTS}"
-    assert json.loads(result.stdout)["host"] == label
+    assert one_host(json.loads(result.stdout))["host"] == label
     assert f'hostname="{label}"' in junit.read_text()
     text = invoke("verify", H200, "--inputs", str(INPUTS))
     assert f"on {label}" in text.stdout and "localhost" not in text.stdout
@@ -91,7 +91,7 @@ def test_verify_inputs_of_an_inventory_host_are_labelled_with_it(tmp_path: Path)
     inputs.parent.mkdir()
     inputs.write_text(json.dumps(saved))
     result = invoke("verify", H200, "--inputs", str(inputs), "--json")
-    assert json.loads(result.stdout)["host"] == "gpu07"
+    assert one_host(json.loads(result.stdout))["host"] == "gpu07"
 
 
 # A host name the command does not know: refused in one line naming the known hosts.
@@ -157,17 +157,17 @@ def test_a_host_with_a_bad_spec_fails_alone_in_the_fleet_plan(
     assert result.exit_code == 1, result.output
     doc = json.loads(result.stdout)
     assert doc["summary"]["to change"] == ["a"] and doc["summary"]["failed"] == ["c", "d"]
-    assert doc["hosts"]["a"]["plan"]["host"] == "a"
+    assert by_host(doc)["a"]["plan"]["host"] == "a"
     typo = bad_spec_fleet.parent / "typo.yaml"
-    assert doc["hosts"]["c"]["summary"] == (
+    assert by_host(doc)["c"]["summary"] == (
         f"spec not loaded: {typo}:20:1: driver.branch: Field required "
         "(and 1 more; `provision validate` lists them)"
     )
     assert (
-        doc["hosts"]["d"]["summary"]
+        by_host(doc)["d"]["summary"]
         == f"spec not loaded: {bad_spec_fleet.parent / 'gone.yaml'}: no such spec file"
     )
-    assert doc["hosts"]["d"]["plan"] is None
+    assert by_host(doc)["d"]["plan"] is None
     text = invoke("plan", "-i", str(bad_spec_fleet))
     assert text.exit_code == 1
     assert f"d: spec not loaded: {bad_spec_fleet.parent / 'gone.yaml'}: no such spec file" in text.stdout
@@ -182,9 +182,9 @@ def test_a_host_with_a_bad_spec_fails_alone_in_a_fleet_apply(
     assert result.exit_code == 1, result.output
     doc = json.loads(result.stdout)
     assert doc["outcome"] == "dry-run"
-    assert doc["hosts"]["a"]["outcome"].startswith("not applied (dry run): ")
-    assert doc["hosts"]["d"]["planned"] == "failed"
-    assert doc["hosts"]["d"]["outcome"].startswith("spec not loaded: ")
+    assert by_host(doc)["a"]["outcome"].startswith("not applied (dry run): ")
+    assert by_host(doc)["d"]["planned"] == "failed"
+    assert by_host(doc)["d"]["outcome"].startswith("spec not loaded: ")
 
 
 def test_one_bad_spec_for_every_host_is_the_command_s_one_line(
@@ -272,11 +272,11 @@ def test_a_host_with_a_bad_spec_fails_alone_in_a_fleet_verify(
     assert list(gathered.call_args.args[0].specs) == ["a"]  # only the host with a spec was read
     doc = json.loads(result.stdout)
     gone = f"spec not loaded: {bad_spec_fleet.parent / 'gone.yaml'}: no such spec file"
-    assert doc["hosts"]["d"]["unreachable"] == gone and doc["hosts"]["d"]["failed"] is True
-    assert [(r["id"], r["status"], r["detail"]) for r in doc["hosts"]["d"]["report"]["results"]] == [
+    assert by_host(doc)["d"]["unreachable"] == gone and by_host(doc)["d"]["failed"] is True
+    assert [(r["id"], r["status"], r["detail"]) for r in by_host(doc)["d"]["report"]["results"]] == [
         ("spec", "fail", gone)
     ]
-    assert doc["hosts"]["a"]["unreachable"] is None and len(doc["hosts"]["a"]["report"]["results"]) > 10
+    assert by_host(doc)["a"]["unreachable"] is None and len(by_host(doc)["a"]["report"]["results"]) > 10
     assert set(doc["summary"]["failed"]) >= {"c", "d"}
     assert 'name="provision verify d"' in junit.read_text()
     assert list(record.call_args.args[1]) == ["a"]  # the lock records only the host that was verified
