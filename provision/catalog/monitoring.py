@@ -8,6 +8,7 @@ Public API::
     mon = load_monitoring()                  # cached; raises CatalogError naming the problem
     mon.exporter_for(DottedVersion("4.5.3")) -> DottedVersion("4.8.2") | None
     mon.dcgm.packages(13) -> ("datacenter-gpu-manager-4-core", "datacenter-gpu-manager-4-cuda13")
+    mon.for_format("rpm").node_exporter.package -> "node-exporter"   # EPEL's, on the RHEL family
 """
 
 from __future__ import annotations
@@ -64,14 +65,36 @@ class Pair(Sourced):
 
 
 class DistroService(Sourced):
-    """A distribution package running one service that reads ``ARGS`` from ``defaults_file``."""
+    """A distribution package running one service, configured by ``ARGS`` in ``defaults_file``
+    (Debian) or, where the package's settings file has no public source, by a systemd drop-in
+    running ``binary`` with provision's arguments (EPEL's node exporter).
+
+    Attributes:
+        repositories: Repositories beyond the OS's own it comes from (``epel``), enabled by their
+            ``<name>-release`` package.
+    """
 
     package: str
     service: str
-    defaults_file: str
+    defaults_file: str | None = None
+    binary: str | None = None
     textfile_dir: str | None = None
     config_file: str | None = None
     rules_file: str | None = None
+    repositories: tuple[str, ...] = ()
+
+
+class Refusal(Sourced):
+    """A part provision does not provision on a package format, and why."""
+
+    reason: str
+
+
+class FormatServices(Frozen):
+    """The distribution's services on one package format other than Debian's (``rpm``)."""
+
+    node_exporter: DistroService
+    prometheus_refused: Refusal
 
 
 class MonitoringCatalog(Frozen):
@@ -82,6 +105,21 @@ class MonitoringCatalog(Frozen):
     pairs: tuple[Pair, ...]
     node_exporter: DistroService
     prometheus: DistroService
+    rpm: FormatServices
+    prometheus_refused: Refusal | None = None
+    """Set in the view of a format whose distribution provision runs no Prometheus on."""
+
+    def for_format(self, package_format: str) -> MonitoringCatalog:
+        """The catalog as a host of ``package_format`` sees it: on ``rpm``, EPEL's node exporter
+        and the Prometheus refusal in place of Debian's packages."""
+        if package_format != "rpm":
+            return self
+        return self.model_copy(
+            update={
+                "node_exporter": self.rpm.node_exporter,
+                "prometheus_refused": self.rpm.prometheus_refused,
+            }
+        )
 
     def exporter_for(self, dcgm: DottedVersion) -> DottedVersion | None:
         """The exporter release paired with DCGM ``dcgm`` (exact release), None when not in the catalog."""

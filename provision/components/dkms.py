@@ -79,7 +79,7 @@ def dkms_step(ctx: PlanContext, driver_changes: bool) -> Step | Finding | None:
         tags=Dkms.tags,
         reason="DKMS builds the module for the running and every installed kernel, with the kernel's "
         "own compiler; without headers the next boot into a new kernel has no GPU (FF-12, FF-13)"
-        + (f"; dkms from {', '.join(ctx.pm.dkms_repositories)}" if ctx.pm.dkms_repositories else ""),
+        + (f"; dkms from {', '.join(repos)}" if (repos := ctx.pm.add_on_repositories("dkms")) else ""),
     )
 
 

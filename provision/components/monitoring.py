@@ -3,6 +3,11 @@
 (the distribution's node exporter and Prometheus, provision's exporter counters, scrape
 configuration and alert rules) carried out by the ``monitoring`` role.
 
+On the RHEL family (Rocky, RHEL 9 and 10) DCGM and the exporter have the same names in NVIDIA's
+rhel9/rhel10 repositories; the node exporter is EPEL's ``node-exporter`` (the family's seam says
+EPEL is enabled for it); the Prometheus server is refused there (``monitoring.yaml``'s
+``rpm.prometheus_refused``, with its source).
+
 Sources (keys of ``catalog/data/sources.yaml``): DCGM-GH (NVIDIA/DCGM packaging and unit),
 DCGM-255 (a 580 driver reports CUDA 13 and needs ``-cuda13``), DEEPOPS-1394 (the unversioned
 ``datacenter-gpu-manager`` is 3.3.9 and replaces 4.x), DCGM-EXP and DCGM-EXP-DOC (exporter and
@@ -22,7 +27,6 @@ from provision.components.base import (
     InstallableComponent,
     PlanContext,
     Step,
-    not_on_family,
 )
 from provision.components.steps import noop
 from provision.detect.unknown import Unknown
@@ -43,6 +47,10 @@ DCGM_SOURCE = (
     "(https://github.com/NVIDIA/deepops/pull/1394); NVIDIA/dcgm-exporter release tags "
     "(https://github.com/NVIDIA/dcgm-exporter)"
 )
+EPEL_PROMETHEUS_SOURCE = (
+    "Fedora Packages, golang-github-prometheus (EPEL 9 2.32.1, no EPEL 10 build) "
+    "(https://packages.fedoraproject.org/pkgs/golang-github-prometheus/golang-github-prometheus/)"
+)
 PORTS_SOURCE = (
     "Prometheus wiki, Default port allocations "
     "(https://github.com/prometheus/prometheus/wiki/Default-port-allocations); ss(8)"
@@ -51,11 +59,16 @@ _PKG_TAGS = ("repository", "packages")
 _ROLE_TAGS = ("monitoring",)
 
 
-def _monitoring_catalog() -> MonitoringCatalog:
-    """``data/monitoring.yaml``, loaded on first use: only a spec that monitors reads it."""
+def _monitoring_catalog(package_format: str = "deb") -> MonitoringCatalog:
+    """``data/monitoring.yaml`` as a host of ``package_format`` sees it, loaded on first use: only
+    a spec that monitors reads it."""
     from provision.catalog.monitoring import load_monitoring
 
-    return load_monitoring()
+    return load_monitoring().for_format(package_format)
+
+
+def _catalog_for(spec: Spec) -> MonitoringCatalog:
+    return _monitoring_catalog(package_format(spec.os.distro))
 
 
 class Dcgm(InstallableComponent):
@@ -73,7 +86,7 @@ class Dcgm(InstallableComponent):
         mon = ctx.spec.monitoring
         if mon is None:
             return ()
-        wanted = dcgm_wanted(ctx.spec, ctx.catalog, _monitoring_catalog())
+        wanted = dcgm_wanted(ctx.spec, ctx.catalog, _catalog_for(ctx.spec))
         if wanted is None:
             return ()  # refused by spec_findings, which findings() reports
         return (dcgm_step(ctx, wanted),)
@@ -81,25 +94,19 @@ class Dcgm(InstallableComponent):
     def spec_rules(self, spec: Spec, catalog: Catalog) -> Iterable[Finding]:
         if spec.monitoring is None:  # its catalog file is read only for a spec that monitors
             return ()
-        if package_format(spec.os.distro) != "deb":
-            return (
-                not_on_family(spec, "monitoring", "the node exporter's and Prometheus's RPM names (EPEL)"),
-            )
-        return spec_findings(spec, catalog, _monitoring_catalog())
+        return spec_findings(spec, catalog, _catalog_for(spec))
 
     def findings(self, ctx: PlanContext) -> Iterable[Finding]:
         if ctx.spec.monitoring is None:
             return
         yield from self.spec_rules(ctx.spec, ctx.catalog)
-        if package_format(ctx.spec.os.distro) != "deb":
-            return
-        yield from legacy_dcgm(ctx.spec, ctx.facts, _monitoring_catalog())
+        yield from legacy_dcgm(ctx.spec, ctx.facts, _catalog_for(ctx.spec))
 
     def pins(self, spec: Spec, pm: PackageManager) -> tuple[Pin, ...]:
         mon = spec.monitoring
         if mon is None:
             return ()
-        cat = _monitoring_catalog()
+        cat = _monitoring_catalog(pm.package_format)
         exporter = cat.exporter_for(mon.dcgm)
         if exporter is None:
             return ()
@@ -147,10 +154,17 @@ def dcgm_wanted(spec: Spec, catalog: Catalog, cat: MonitoringCatalog) -> DcgmWan
 
 def spec_findings(spec: Spec, catalog: Catalog, cat: MonitoringCatalog) -> Iterator[Finding]:
     """The DCGM rules on the spec alone: a release the catalog pairs with an exporter, a CUDA
-    plugin matching the driver's CUDA major (DCGM#255), a plugin DCGM 4 ships."""
+    plugin matching the driver's CUDA major (DCGM#255), a plugin DCGM 4 ships; and a Prometheus
+    server where the distribution has none provision runs (RHEL, Rocky)."""
     mon = spec.monitoring
     if mon is None:
         return
+    if mon.prometheus and cat.prometheus_refused is not None:
+        yield _finding(
+            "monitoring-prometheus-unsupported",
+            f"monitoring.prometheus on {spec.os.distro} {spec.os.version}: {cat.prometheus_refused.reason}",
+            source=EPEL_PROMETHEUS_SOURCE,
+        )
     if cat.exporter_for(mon.dcgm) is None:
         yield _finding(
             "dcgm-release-unpaired",
@@ -229,9 +243,11 @@ def _has(ctx: PlanContext, name: str, version: DottedVersion) -> bool:
 
 
 def _glob(pm: PackageManager, epoch: int, version: DottedVersion) -> str:
-    """``1:4.5.3-*``: the full version with any Debian revision, behind the catalog's epoch."""
+    """``1:4.5.3-*``: the full version with any Debian revision, behind the catalog's epoch; on rpm
+    ``4.5.3-*`` (a dnf request or versionlock entry without an epoch matches any, as the driver's
+    ``nvidia-open-580.95.05-*`` matches its epoch 3)."""
     glob = pm.version_glob(version)
-    return f"{epoch}:{glob}" if epoch else glob
+    return f"{epoch}:{glob}" if epoch and pm.package_format == "deb" else glob
 
 
 class Monitoring(InstallableComponent):
@@ -262,35 +278,43 @@ class Monitoring(InstallableComponent):
         if mon is None:
             return
         yield from no_nvidia_gpus(ctx.facts)
-        yield from ports_taken(mon, ctx.facts, _monitoring_catalog())
+        yield from ports_taken(mon, ctx.facts, _catalog_for(ctx.spec))
 
     def role_vars(self, ctx: PlanContext) -> dict[str, Any]:
         mon = ctx.spec.monitoring
         if mon is None:
             return {}
-        cat = _monitoring_catalog()
+        cat = _catalog_for(ctx.spec)
         services = [cat.dcgm.service, cat.exporter.service, cat.node_exporter.service]
         return {
             "packages": list(distro_packages(mon, cat)),
             "files": [f.as_var() for f in _files(ctx, mon)],
-            "services": services + ([cat.prometheus.service] if mon.prometheus else []),
+            "services": services + ([cat.prometheus.service] if _runs_prometheus(mon, cat) else []),
             "textfile_dir": cat.node_exporter.textfile_dir,
         }
 
 
+def _runs_prometheus(mon: MonitoringSpec, cat: MonitoringCatalog) -> bool:
+    """Prometheus on this host: asked for, where the distribution has one provision runs."""
+    return mon.prometheus and cat.prometheus_refused is None
+
+
 def distro_packages(mon: MonitoringSpec, cat: MonitoringCatalog) -> tuple[str, ...]:
     """The distribution's packages: node exporter, and Prometheus on the monitoring server."""
-    return (cat.node_exporter.package,) + ((cat.prometheus.package,) if mon.prometheus else ())
+    return (cat.node_exporter.package,) + ((cat.prometheus.package,) if _runs_prometheus(mon, cat) else ())
 
 
 def distro_packages_step(ctx: PlanContext, mon: MonitoringSpec) -> Step:
     """Install the distribution's node exporter (and Prometheus) when absent; any version the
     distribution ships (they are not part of the held NVIDIA stack, so security updates reach them)."""
-    wanted = distro_packages(mon, _monitoring_catalog())
+    cat = _catalog_for(ctx.spec)
+    wanted = distro_packages(mon, cat)
     missing = tuple(p for p in wanted if ctx.installed(p) is None)
+    repos = ctx.pm.add_on_repositories(Component.MONITORING.value)
+    also = "".join(f" and {r}" for r in repos)
     if not missing:
         versions = ", ".join(f"{p} {pkg.version}" for p in wanted if (pkg := ctx.installed(p)))
-        return noop(Component.MONITORING, reason=f"{versions} installed from the distribution")
+        return noop(Component.MONITORING, reason=f"{versions} installed from the distribution{also}")
     return Step(
         component=Component.MONITORING,
         action=Action.INSTALL,
@@ -298,7 +322,7 @@ def distro_packages_step(ctx: PlanContext, mon: MonitoringSpec) -> Step:
         target=", ".join(missing),
         packages=missing,
         tags=_ROLE_TAGS,
-        reason=f"install {', '.join(missing)} from the distribution's archive",
+        reason=f"install {', '.join(missing)} from the distribution's archive{also}",
     )
 
 
@@ -309,7 +333,7 @@ def _fleet_hosts(ctx: PlanContext) -> tuple[str, ...]:
 def _files(ctx: PlanContext, mon: MonitoringSpec) -> tuple[ManagedFile, ...]:
     from provision.components.monitoring_files import managed_files  # only a spec that monitors
 
-    return managed_files(mon, _monitoring_catalog(), _fleet_hosts(ctx))
+    return managed_files(mon, _catalog_for(ctx.spec), _fleet_hosts(ctx))
 
 
 def files_step(ctx: PlanContext, mon: MonitoringSpec) -> Step:
@@ -385,6 +409,7 @@ def ports_taken(mon: MonitoringSpec, facts: Facts, cat: MonitoringCatalog) -> It
 _PROCESS_NAMES = {
     "datacenter-gpu-manager-exporter": ("dcgm-exporter",),
     "prometheus-node-exporter": ("prometheus-node", "prometheus-node-exporter", "node_exporter"),
+    "node-exporter": ("node_exporter", "prometheus-node"),
     "prometheus": ("prometheus",),
 }
 """Names ss shows for each service's process (the kernel's comm, cut to 15 characters)."""
@@ -395,7 +420,7 @@ def _ports(mon: MonitoringSpec, cat: MonitoringCatalog) -> list[tuple[int, str, 
         (mon.exporter_port, "exporter_port", cat.exporter.package, mon.listen),
         (mon.node_exporter_port, "node_exporter_port", cat.node_exporter.package, mon.listen),
     ]
-    if mon.prometheus:
+    if _runs_prometheus(mon, cat):
         ports.append((mon.prometheus_port, "prometheus_port", cat.prometheus.package, mon.prometheus_listen))
     return ports
 

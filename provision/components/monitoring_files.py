@@ -9,8 +9,10 @@ nothing and a drifted file is rewritten.
 Sources: NVIDIA/dcgm-exporter (``-f`` counters file, ``-a`` listen address, unit
 ``nvidia-dcgm-exporter.service`` with ``ExecStart=/usr/bin/dcgm-exporter -f ...``); Debian's
 prometheus and prometheus-node-exporter units (``ExecStart=/usr/bin/<daemon> $ARGS`` with
-``ARGS`` from ``/etc/default/<package>``); systemd.service(5) (an empty ``ExecStart=`` in a
-drop-in clears the unit's own before the new one).
+``ARGS`` from ``/etc/default/<package>``); EPEL's node-exporter (``/usr/bin/node_exporter``,
+unit ``prometheus-node-exporter.service``; Fedora Packages), whose settings file has no public
+listing, so a drop-in runs the binary with provision's arguments; systemd.service(5) (an empty
+``ExecStart=`` in a drop-in clears the unit's own before the new one).
 """
 
 from __future__ import annotations
@@ -100,11 +102,9 @@ def managed_files(
             exporter.service,
             "dcgm-exporter drop-in",
         ),
-        ManagedFile(
-            node.defaults_file, node_exporter_defaults(spec, cat), node.service, "node exporter ARGS"
-        ),
+        node_exporter_file(spec, cat),
     ]
-    if spec.prometheus and prom.config_file and prom.rules_file:
+    if spec.prometheus and cat.prometheus_refused is None and prom.config_file and prom.rules_file:
         files += [
             ManagedFile(prom.defaults_file, prometheus_defaults(spec), prom.service, "Prometheus ARGS"),
             _shipped(prom.rules_file, "provision-gpu.rules.yml", prom.service, "alert rules"),
@@ -132,11 +132,31 @@ def exporter_dropin(spec: MonitoringSpec, cat: MonitoringCatalog) -> str:
     )
 
 
+def node_exporter_args(spec: MonitoringSpec, cat: MonitoringCatalog) -> str:
+    """node exporter's listen address and textfile directory, as its command-line flags."""
+    listen = host_port(spec.listen, spec.node_exporter_port)
+    return f"--web.listen-address={listen} --collector.textfile.directory={cat.node_exporter.textfile_dir}"
+
+
+def node_exporter_file(spec: MonitoringSpec, cat: MonitoringCatalog) -> ManagedFile:
+    """Debian's ``/etc/default/prometheus-node-exporter`` (the unit reads ``ARGS`` from it), or where
+    the package's settings file has no public source (EPEL), a drop-in running its binary."""
+    node = cat.node_exporter
+    if node.defaults_file:
+        return ManagedFile(
+            node.defaults_file, node_exporter_defaults(spec, cat), node.service, "node exporter ARGS"
+        )
+    return ManagedFile(
+        f"/etc/systemd/system/{node.service}.service.d/provision.conf",
+        HEADER + f"[Service]\nExecStart=\nExecStart={node.binary} {node_exporter_args(spec, cat)}\n",
+        node.service,
+        "node exporter drop-in",
+    )
+
+
 def node_exporter_defaults(spec: MonitoringSpec, cat: MonitoringCatalog) -> str:
     """``/etc/default/prometheus-node-exporter``: listen address and the textfile directory."""
-    listen = host_port(spec.listen, spec.node_exporter_port)
-    textfile = cat.node_exporter.textfile_dir
-    return HEADER + f'ARGS="--web.listen-address={listen} --collector.textfile.directory={textfile}"\n'
+    return HEADER + f'ARGS="{node_exporter_args(spec, cat)}"\n'
 
 
 def prometheus_defaults(spec: MonitoringSpec) -> str:

@@ -56,6 +56,17 @@ def repository_step(ctx: PlanContext) -> Step:
             reason=f"NVIDIA CUDA repository for {spec.os.repo_code}, {ctx.pm.source_note}, and "
             f"{ctx.pm.lock_noun} for the spec's versions",
         )
+    add_ons = _add_ons_missing(ctx)
+    if add_ons:
+        packages = ", ".join(ctx.pm.repository_package(r) for r in add_ons)
+        return Step(
+            component=Component.REPOSITORY,
+            action=Action.CONFIGURE,
+            current="absent",
+            target=packages,
+            tags=Repository.tags,
+            reason=f"enable {', '.join(add_ons)} ({packages}): packages of this plan come from it",
+        )
     rotated = _key_drift(ctx)
     if rotated:
         return Step(
@@ -154,13 +165,23 @@ def repo_vars(ctx: PlanContext) -> dict[str, Any]:
         "preferences_file": files.pins,
         "preferences": ctx.pins_text(),
         "legacy_preferences_files": list(files.legacy_pins),
-        "dkms_repositories": list(ctx.pm.dkms_repositories) if _dkms_planned(ctx) else [],
+        "add_on_packages": [ctx.pm.repository_package(r) for r in add_on_repositories(ctx)],
     }
 
 
-def _dkms_planned(ctx: PlanContext) -> bool:
-    """Whether the plan installs DKMS (so its repositories, EPEL on RHEL, must be enabled)."""
-    return any(s.component is Component.DKMS and s.changes for s in ctx.steps())
+def add_on_repositories(ctx: PlanContext) -> tuple[str, ...]:
+    """The repositories beyond the OS's own and NVIDIA's that the plan installs packages from (EPEL
+    on RHEL, for DKMS and the node exporter), in step order; the family's seam says which."""
+    wanted = (
+        r for s in ctx.steps() if s.changes and s.packages for r in ctx.pm.add_on_repositories(s.component)
+    )
+    return tuple(dict.fromkeys(wanted))
+
+
+def _add_ons_missing(ctx: PlanContext) -> tuple[str, ...]:
+    """Those of :func:`add_on_repositories` whose release package is not installed (unread counts as
+    missing: installing a release package that is there changes nothing)."""
+    return tuple(r for r in add_on_repositories(ctx) if ctx.installed(ctx.pm.repository_package(r)) is None)
 
 
 def key_source(ctx: PlanContext) -> dict[str, Any]:

@@ -191,9 +191,13 @@ class PackageManager(Protocol):
         None where the release has no modules (the branch is then held by the pins)."""
         ...
 
-    @property
-    def dkms_repositories(self) -> tuple[str, ...]:
-        """Repositories DKMS comes from beyond the OS's own and NVIDIA's (``epel``)."""
+    def add_on_repositories(self, component: str) -> tuple[str, ...]:
+        """Repositories beyond the OS's own and NVIDIA's that ``component``'s packages come from
+        (``epel`` for ``dkms`` and ``monitoring`` on RHEL), none where the OS carries them."""
+        ...
+
+    def repository_package(self, repository: str) -> str:
+        """The package whose install enables ``repository`` (``epel-release``)."""
         ...
 
     def failure_cause(self, output: str) -> str | None:

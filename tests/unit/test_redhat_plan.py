@@ -74,7 +74,7 @@ def test_rocky9_plans_the_module_stream_versionlock_kernel_devel_and_epel() -> N
     assert repo["nvidia_repository_fingerprint"] == "610C7B14E068A878070DA4E99CD0A493D42D0685"  # type: ignore[index]
     assert repo["nvidia_repository_sources_file"] == "/etc/yum.repos.d/provision-nvidia-cuda.repo"  # type: ignore[index]
     assert repo["nvidia_repository_preferences_file"] == "/etc/dnf/plugins/versionlock.list"  # type: ignore[index]
-    assert repo["nvidia_repository_dkms_repositories"] == ["epel"]  # type: ignore[index]
+    assert repo["nvidia_repository_add_on_packages"] == ["epel-release"]  # type: ignore[index]
     pins = repo["nvidia_repository_preferences"]  # type: ignore[index]
     assert "kmod-nvidia-*-580.95.05-*\n" in pins and "libnccl*-2.28.3-*+cuda13.0\n" in pins
     assert "Pin-Priority" not in pins  # versionlock entries, not apt preferences
@@ -121,12 +121,6 @@ def test_rhel_and_rocky_releases_9_and_10_only() -> None:
             OsSpec(distro="rocky", version=version)
     with pytest.raises(ValidationError, match="x86_64 only"):
         OsSpec(distro="rhel", version="9", architecture="aarch64")
-
-
-def test_containers_and_monitoring_are_refused_on_the_family_with_what_is_missing() -> None:
-    spec = spec_from(ROOT / "specs" / "h200-monitoring.yaml", os__distro="rocky", os__version="9")
-    rules = {b.rule: b.message for b in _plan(spec).blockers}
-    assert "monitoring-os-unsupported" in rules and "RPM names" in rules["monitoring-os-unsupported"]
 
 
 def test_lock_and_rollback_take_the_hosts_family_from_the_spec() -> None:

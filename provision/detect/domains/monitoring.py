@@ -22,8 +22,10 @@ MANAGED_FILES: tuple[str, ...] = (
     "/etc/default/prometheus",
     "/etc/prometheus/provision-gpu.rules.yml",
     "/etc/prometheus/prometheus.yml",
+    "/etc/systemd/system/prometheus-node-exporter.service.d/provision.conf",
 )
-"""Every file the monitoring role writes (the catalog's ``monitoring.yaml`` names the same paths;
+"""Every file the monitoring role writes, on Debian and then the one RHEL's differ by (the node
+exporter's drop-in; the catalog's ``monitoring.yaml`` names the same paths,
 ``tests/unit/test_monitoring.py`` keeps them equal)."""
 
 

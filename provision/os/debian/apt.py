@@ -75,7 +75,12 @@ class Apt:
     def reinstall_command(self, names: Sequence[str]) -> str:
         return f"apt-get install --reinstall {' '.join(names)}"
 
-    dkms_repositories: tuple[str, ...] = ()
+    def add_on_repositories(self, component: str) -> tuple[str, ...]:
+        """Debian and Ubuntu carry DKMS and the node exporter in their own archives."""
+        return ()
+
+    def repository_package(self, repository: str) -> str:
+        return repository
 
     def satisfied(self, packages: tuple[Package, ...] | Unknown, request: str) -> bool:
         """Debian's kernel headers carry the release in the name: a request is a package name."""

@@ -40,8 +40,13 @@ _REQUEST = re.compile(r"^(?P<name>.+?)-(?P<version>(\d+:)?\d+\.[^-]*(-[^-]*)?)$"
 the first ``-``-separated tail that starts with digits and a dot."""
 KERNEL = "kernel-core"
 """The package holding the kernel image on EL 9 and 10 (``kernel`` is its meta-package)."""
-DKMS_REPOSITORY = "epel"
-"""DKMS comes from EPEL on RHEL-family hosts (CUDA Installation Guide, RHEL: "enable EPEL")."""
+EPEL = "epel"
+"""Extra Packages for Enterprise Linux, enabled by installing ``epel-release`` (Rocky Linux
+documentation, Admin guide, "The EPEL repository")."""
+ADD_ON_REPOSITORIES: dict[str, tuple[str, ...]] = {"dkms": (EPEL,), "monitoring": (EPEL,)}
+"""By component, the repositories its packages come from beyond the OS's own and NVIDIA's: DKMS
+(CUDA Installation Guide, RHEL: "enable EPEL") and the node exporter ``node-exporter`` (Fedora
+Packages: built for EPEL 9 and 10, https://packages.fedoraproject.org/pkgs/node-exporter/node-exporter/)."""
 
 
 def module_stream(branch: int, flavor: str) -> str:
@@ -80,7 +85,12 @@ class Dnf:
     def reinstall_command(self, names: Sequence[str]) -> str:
         return f"dnf reinstall {' '.join(names)}"
 
-    dkms_repositories: tuple[str, ...] = (DKMS_REPOSITORY,)
+    def add_on_repositories(self, component: str) -> tuple[str, ...]:
+        return ADD_ON_REPOSITORIES.get(component, ())
+
+    def repository_package(self, repository: str) -> str:
+        """``epel-release``: the release package that writes the repository's ``.repo`` file and key."""
+        return f"{repository}-release"
 
     def satisfied(self, packages: tuple[Package, ...] | Unknown, request: str) -> bool:
         """A name, or ``name-version-release`` (``kernel-devel-5.14.0-503.14.1.el9_5``: rpm installs
