@@ -112,7 +112,7 @@ class MonitoringCatalog(Frozen):
     def for_format(self, package_format: str) -> MonitoringCatalog:
         """The catalog as a host of ``package_format`` sees it: on ``rpm``, EPEL's node exporter
         and the Prometheus refusal in place of Debian's packages."""
-        if package_format != "rpm":
+        if package_format == "deb":
             return self
         return self.model_copy(
             update={

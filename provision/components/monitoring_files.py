@@ -93,7 +93,7 @@ def managed_files(
         cat: The monitoring catalog (paths, services).
         fleet_hosts: Other inventory hosts with a monitoring section, scraped besides ``scrape_hosts``.
     """
-    exporter, node, prom = cat.exporter, cat.node_exporter, cat.prometheus
+    exporter, prom = cat.exporter, cat.prometheus
     files = [
         _shipped(exporter.counters_file, "dcgm-counters.csv", exporter.service, "counters file"),
         ManagedFile(
@@ -104,7 +104,13 @@ def managed_files(
         ),
         node_exporter_file(spec, cat),
     ]
-    if spec.prometheus and cat.prometheus_refused is None and prom.config_file and prom.rules_file:
+    if (
+        spec.prometheus
+        and cat.prometheus_refused is None
+        and prom.defaults_file
+        and prom.config_file
+        and prom.rules_file
+    ):
         files += [
             ManagedFile(prom.defaults_file, prometheus_defaults(spec), prom.service, "Prometheus ARGS"),
             _shipped(prom.rules_file, "provision-gpu.rules.yml", prom.service, "alert rules"),

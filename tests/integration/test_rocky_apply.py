@@ -40,6 +40,8 @@ from tests.integration.harness.target import Target, start_target
 from tests.integration.helpers import provision
 from tests.integration.test_dnf_real import MISSING
 from tests.integration.test_faults import _interrupt_when
+from tests.integration.test_monitoring import _get, _start, _wait
+from tests.integration.test_monitoring import daemons as daemons  # a fixture this module's tests use
 from tests.unit.factories import one_plan
 
 REPO = Path(__file__).resolve().parents[2]
@@ -335,3 +337,98 @@ def test_flavour_switch_on_rocky_replaces_the_kmod(
     installed = rpm_installed(rocky.root)
     assert installed["kmod-nvidia-latest-dkms"] == installed["cuda-drivers"] == "3:580.95.05-1.el9"
     assert "kmod-nvidia-open-dkms" not in installed and "nvidia-open" not in installed
+
+
+MONITORED_EL9 = {
+    "datacenter-gpu-manager-4-core": "1:4.5.3-1",
+    "datacenter-gpu-manager-4-cuda13": "1:4.5.3-1",
+    "datacenter-gpu-manager-exporter": "0:4.8.2-1",
+    "node-exporter": "0:1.9.1-2.el9",
+}
+
+
+def _epel_mirror(target: Target, repos: RhelRepos) -> None:
+    """EPEL's stand-in over http as a site mirror of EPEL (unsigned, like the stand-in it serves). The
+    root's own EPEL (what epel-release enables) was indexed when the cached root was built and may
+    predate the node-exporter stand-in; this mirror always has it. provision still has to enable
+    EPEL itself: the test checks that epel-release got installed."""
+    mirror = target.root / "etc/yum.repos.d/epel-standin-mirror.repo"
+    mirror.write_text(
+        f"[epel-standin-mirror]\nname=EPEL stand-in mirror\nbaseurl={repos.epel_url}\nenabled=1\ngpgcheck=0\n"
+    )
+
+
+def test_monitoring_on_rocky_converges_scrapes_and_reapplies_nothing(
+    rocky: Target,
+    rhel_repos: RhelRepos,
+    tmp_path: Path,
+    runs: Path,
+    daemons: list[Any],
+) -> None:
+    """DCGM 4 and dcgm-exporter (stand-ins, NVIDIA's RPM names, epoch 1) from the stand-in rhel9
+    repository in the one dnf transaction, locked with the stack; EPEL enabled through epel-release and
+    EPEL's node-exporter (stand-in) installed; the exporter's and the node exporter's drop-ins written;
+    both exporters started with their units' command lines answer on the target's address; then a
+    fresh plan and a second apply change nothing."""
+    _epel_mirror(rocky, rhel_repos)
+    assert "epel-release" not in rpm_installed(rocky.root)
+    monitoring = {"dcgm": "4.5.3", "listen": rocky.host}
+    spec = rocky_spec(tmp_path / "spec.yaml", rhel_repos, cuda=None, monitoring=monitoring)
+    inv = str(rocky.inventory)
+    with timings.timed("provision apply on Rocky with monitoring (first)"):
+        first = provision("apply", str(spec), "-i", inv, "--yes")
+    assert first.exit_code == 0, first.output
+    assert "Converged: a fresh plan shows no changes." in first.output
+    installed = rpm_installed(rocky.root)
+    assert {n: installed.get(n) for n in MONITORED_EL9} == MONITORED_EL9
+    assert installed["epel-release"].startswith("0:9-")
+    assert "datacenter-gpu-manager" not in installed  # DCGM 3, which 4.x conflicts with
+    locks = rocky.ssh("dnf", "-q", "versionlock", "list").stdout
+    assert "datacenter-gpu-manager-4-*-4.5.3-*" in locks, locks  # provision's block of the lock list
+    assert "datacenter-gpu-manager-exporter-4.8.2-*" in locks, locks
+    assert "datacenter-gpu-manager-4-core-1:4.5.3-1.*" in locks, locks  # held with the stack
+    assert "node-exporter" not in locks  # EPEL's: not held, so its updates reach it
+
+    exporter = _start(rocky, "nvidia-dcgm-exporter.service", daemons)
+    assert exporter == [
+        "/usr/bin/dcgm-exporter",
+        "-f",
+        "/etc/dcgm-exporter/provision-counters.csv",
+        "-a",
+        f"{rocky.host}:9400",
+    ]
+    node = _start(rocky, "prometheus-node-exporter.service", daemons)
+    assert node == [
+        "/usr/bin/node_exporter",
+        f"--web.listen-address={rocky.host}:9100",
+        "--collector.textfile.directory=/var/lib/prometheus/node-exporter",
+    ]
+    gpu = _wait("dcgm-exporter", lambda: _get(f"http://{rocky.host}:9400/metrics"), 30, rocky)
+    assert b"DCGM_FI_DEV_MEM_MAX_OP_TEMP{" in gpu  # a counter of provision's file, not the default's
+    (rocky.root / "var/lib/prometheus/node-exporter/probe.prom").write_text("provision_probe 1\n")
+    served = _wait("node exporter", lambda: _get(f"http://{rocky.host}:9100/metrics"), 30, rocky)
+    assert b"node_textfile_scrape_error 0" in served and b"provision_probe 1" in served
+
+    # With both exporters listening, detection sees their sockets as theirs: no refusal, no change.
+    replan = provision("plan", str(spec), "-i", inv, "--detailed-exitcode", "--json")
+    assert replan.exit_code == 0, replan.output
+    replanned = one_plan(json.loads(replan.stdout))
+    assert not [s for s in replanned["steps"] if s["action"] != "noop"], replanned["steps"]
+    assert not replanned.get("blockers"), replanned.get("blockers")
+    with timings.timed("provision apply on Rocky with monitoring (second)"):
+        second = provision("apply", str(spec), "-i", inv, "--yes")
+    assert second.exit_code == 0, second.output
+    assert "Nothing to do: Ansible was not started." in second.output
+
+
+def test_prometheus_on_rocky_is_refused_before_anything_changes(
+    rocky: Target, rhel_repos: RhelRepos, tmp_path: Path, runs: Path
+) -> None:
+    monitoring = {"dcgm": "4.5.3", "listen": rocky.host, "prometheus": True}
+    spec = rocky_spec(tmp_path / "spec.yaml", rhel_repos, cuda=None, monitoring=monitoring)
+    checked = provision("validate", str(spec))
+    assert checked.exit_code != 0 and "monitoring-prometheus-unsupported" in checked.output, checked.output
+    before = rpm_installed(rocky.root)
+    refused = provision("apply", str(spec), "-i", str(rocky.inventory), "--yes")
+    assert refused.exit_code != 0 and "EPEL 10 has no Prometheus build" in refused.output, refused.output
+    assert rpm_installed(rocky.root) == before

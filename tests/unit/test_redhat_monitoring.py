@@ -12,6 +12,7 @@ and 10, ``/usr/bin/node_exporter``, ``prometheus-node-exporter.service``) and go
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -59,6 +60,12 @@ def _plan(major: str, spec: Spec | None = None, facts: Facts | None = None) -> P
     return make_plan(spec or _spec(major), facts or _facts(major), CATALOG)
 
 
+def _vars(plan: Plan, role: str) -> dict[str, Any]:
+    found = plan.role_vars(role)
+    assert found is not None, role
+    return found
+
+
 def _steps(plan: Plan, component: Component) -> list[tuple[Action, tuple[str, ...], str]]:
     return [(s.action, s.packages, s.reason) for s in plan.steps if s.component is component]
 
@@ -67,7 +74,7 @@ def _steps(plan: Plan, component: Component) -> list[tuple[Action, tuple[str, ..
 def test_rocky_plans_dcgm_from_nvidia_and_the_node_exporter_from_epel(major: str) -> None:
     plan = _plan(major)
     assert not plan.blockers, plan.blockers
-    ((action, packages, reason),) = _steps(plan, Component.DCGM)
+    ((action, packages, _),) = _steps(plan, Component.DCGM)
     # RPM names as on Debian; no epoch in a dnf request (it matches DCGM's epoch 1 as nvidia-open-580.95.05-*
     # matches the driver's 3)
     assert action is Action.INSTALL and packages == (
@@ -75,22 +82,22 @@ def test_rocky_plans_dcgm_from_nvidia_and_the_node_exporter_from_epel(major: str
         "datacenter-gpu-manager-4-cuda13-4.5.3-*",
         "datacenter-gpu-manager-exporter-4.8.2-*",
     )
-    assert set(packages) <= set(plan.role_vars("nvidia_packages")["nvidia_packages_list"])  # type: ignore[arg-type]
+    assert set(packages) <= set(_vars(plan, "nvidia_packages")["nvidia_packages_list"])
     install, configure = _steps(plan, Component.MONITORING)
     assert install[:2] == (Action.INSTALL, ("node-exporter",))
     assert install[2] == "install node-exporter from the distribution's archive and epel"
     assert configure[0] is Action.CONFIGURE
-    repo = plan.role_vars("nvidia_repository")
+    repo = _vars(plan, "nvidia_repository")
     assert repo["nvidia_repository_add_on_packages"] == ["epel-release"]  # DKMS and the node exporter
-    assert repo["nvidia_repository_url"].endswith(f"/rhel{major}/x86_64/")  # type: ignore[union-attr]
+    assert repo["nvidia_repository_url"].endswith(f"/rhel{major}/x86_64/")
     pins = repo["nvidia_repository_preferences"]
     assert (
         "datacenter-gpu-manager-4-*-4.5.3-*\n" in pins and "datacenter-gpu-manager-exporter-4.8.2-*\n" in pins
-    )  # type: ignore[operator]
-    role = plan.role_vars("monitoring")
+    )
+    role = _vars(plan, "monitoring")
     assert role["monitoring_packages"] == ["node-exporter"]
     assert role["monitoring_services"] == ["nvidia-dcgm", "nvidia-dcgm-exporter", "prometheus-node-exporter"]
-    files = {f["dest"]: f for f in role["monitoring_files"]}  # type: ignore[union-attr]
+    files = {f["dest"]: f for f in role["monitoring_files"]}
     assert (
         "/etc/default/prometheus-node-exporter" not in files and "/etc/prometheus/prometheus.yml" not in files
     )
@@ -161,7 +168,7 @@ def test_epel_removed_alone_is_enabled_again_by_the_repository_step() -> None:
     plan = _plan("9", spec, gone)
     (step,) = (s for s in plan.steps if s.component is Component.REPOSITORY)
     assert step.changes and step.reason.startswith("enable epel (epel-release)")
-    assert plan.role_vars("nvidia_repository")["nvidia_repository_add_on_packages"] == ["epel-release"]
+    assert _vars(plan, "nvidia_repository")["nvidia_repository_add_on_packages"] == ["epel-release"]
 
 
 def test_a_dcgm_3_install_on_rocky_is_refused_as_on_debian() -> None:

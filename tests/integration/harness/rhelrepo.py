@@ -63,6 +63,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from .monitoringrpms import dcgm_rpms, node_exporter_rpm
 from .proc import run
 from .rpms import Rpm, ensure_rpms
 
@@ -177,12 +178,13 @@ def stack_rpms(dist: str) -> list[Rpm]:
 def repo_rpms(major: Major) -> list[Rpm]:
     """Every package of the stand-in ``rhel<major>`` repository."""
     dist = f"el{major}"
-    return [rpm for v in DRIVER_VERSIONS for rpm in driver_release(v, dist)] + stack_rpms(dist)
+    return [rpm for v in DRIVER_VERSIONS for rpm in driver_release(v, dist)] + stack_rpms(dist) + dcgm_rpms()
 
 
 def epel_rpms(major: Major) -> list[Rpm]:
-    """EPEL's ``dkms`` (the DKMS kmods Require it; YDKMS), a stand-in with an empty payload."""
-    return [Rpm("dkms", "3.2.1", f"1.el{major}", arch="noarch")]
+    """EPEL's ``dkms`` (the DKMS kmods Require it; YDKMS), a stand-in with an empty payload, and its
+    ``node-exporter`` (:mod:`.monitoringrpms`)."""
+    return [Rpm("dkms", "3.2.1", f"1.el{major}", arch="noarch"), node_exporter_rpm(major)]
 
 
 @dataclass(frozen=True)
