@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -41,7 +42,6 @@ from tests.integration.helpers import provision
 from tests.integration.test_dnf_real import MISSING
 from tests.integration.test_faults import _interrupt_when
 from tests.integration.test_monitoring import _get, _start, _wait
-from tests.integration.test_monitoring import daemons as daemons  # a fixture this module's tests use
 from tests.unit.factories import one_plan
 
 REPO = Path(__file__).resolve().parents[2]
@@ -347,6 +347,21 @@ MONITORED_EL9 = {
 }
 
 
+@pytest.fixture()
+def rocky_daemons() -> Iterator[list[Any]]:
+    """Processes a test starts in the Rocky-like target, stopped at the end (the target's teardown
+    also kills whatever still runs chrooted)."""
+    started: list[Any] = []
+    yield started
+    for process in started:
+        process.terminate()
+    for process in started:
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
 def _epel_mirror(target: Target, repos: RhelRepos) -> None:
     """EPEL's stand-in over http as a site mirror of EPEL (unsigned, like the stand-in it serves). The
     root's own EPEL (what epel-release enables) was indexed when the cached root was built and may
@@ -363,7 +378,7 @@ def test_monitoring_on_rocky_converges_scrapes_and_reapplies_nothing(
     rhel_repos: RhelRepos,
     tmp_path: Path,
     runs: Path,
-    daemons: list[Any],
+    rocky_daemons: list[Any],
 ) -> None:
     """DCGM 4 and dcgm-exporter (stand-ins, NVIDIA's RPM names, epoch 1) from the stand-in rhel9
     repository in the one dnf transaction, locked with the stack; EPEL enabled through epel-release and
@@ -389,7 +404,7 @@ def test_monitoring_on_rocky_converges_scrapes_and_reapplies_nothing(
     assert "datacenter-gpu-manager-4-core-1:4.5.3-1.*" in locks, locks  # held with the stack
     assert "node-exporter" not in locks  # EPEL's: not held, so its updates reach it
 
-    exporter = _start(rocky, "nvidia-dcgm-exporter.service", daemons)
+    exporter = _start(rocky, "nvidia-dcgm-exporter.service", rocky_daemons)
     assert exporter == [
         "/usr/bin/dcgm-exporter",
         "-f",
@@ -397,7 +412,7 @@ def test_monitoring_on_rocky_converges_scrapes_and_reapplies_nothing(
         "-a",
         f"{rocky.host}:9400",
     ]
-    node = _start(rocky, "prometheus-node-exporter.service", daemons)
+    node = _start(rocky, "prometheus-node-exporter.service", rocky_daemons)
     assert node == [
         "/usr/bin/node_exporter",
         f"--web.listen-address={rocky.host}:9100",
