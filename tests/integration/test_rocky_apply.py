@@ -35,6 +35,7 @@ from provision.os.redhat.parse import RPM_QA_QUERYFORMAT, duplicates, parse_modu
 from provision.os.redhat.probes import ORIGINS
 from tests.integration.harness import golden, rockylike, runner, timings
 from tests.integration.harness.dnfroot import OS_RELEASE
+from tests.integration.harness.rhelrepo import publish_epel
 from tests.integration.harness.rockylike import RhelRepos, rpm_installed
 from tests.integration.harness.server import StaticServer
 from tests.integration.harness.target import Target, start_target
@@ -339,12 +340,12 @@ def test_flavour_switch_on_rocky_replaces_the_kmod(
     assert "kmod-nvidia-open-dkms" not in installed and "nvidia-open" not in installed
 
 
-MONITORED_EL9 = {
+MONITORED = {
     "datacenter-gpu-manager-4-core": "1:4.5.3-1",
     "datacenter-gpu-manager-4-cuda13": "1:4.5.3-1",
     "datacenter-gpu-manager-exporter": "0:4.8.2-1",
-    "node-exporter": "0:1.9.1-2.el9",
 }
+NODE_EXPORTER = {9: "0:1.9.1-2.el9", 10: "0:1.9.1-2.el10_1"}
 
 
 @pytest.fixture()
@@ -362,18 +363,24 @@ def rocky_daemons() -> Iterator[list[Any]]:
             process.kill()
 
 
-def _epel_mirror(target: Target, repos: RhelRepos) -> None:
-    """EPEL's stand-in over http as a site mirror of EPEL (unsigned, like the stand-in it serves). The
-    root's own EPEL (what epel-release enables) was indexed when the cached root was built and may
-    predate the node-exporter stand-in; this mirror always has it. provision still has to enable
-    EPEL itself: the test checks that epel-release got installed."""
+def _epel_mirror(target: Target, repos: RhelRepos, major: int) -> None:
+    """EPEL's stand-in for ``major`` as a site mirror of EPEL (unsigned, like the stand-in it serves):
+    EPEL 9's over http, EPEL 10's published into the target. The root's own EPEL (what epel-release
+    enables) is EPEL 9's, indexed when the cached root was built, and may predate the node-exporter
+    stand-in; the mirror always has it. provision still has to enable EPEL itself: the test checks
+    that epel-release got installed."""
+    url = repos.epel_url
+    if major == 10:
+        publish_epel(10, golden.cache_dir(), target.root / "srv/epel10")
+        url = "file:///srv/epel10"
     mirror = target.root / "etc/yum.repos.d/epel-standin-mirror.repo"
-    mirror.write_text(
-        f"[epel-standin-mirror]\nname=EPEL stand-in mirror\nbaseurl={repos.epel_url}\nenabled=1\ngpgcheck=0\n"
-    )
+    text = f"[epel-standin-mirror]\nname=EPEL stand-in mirror\nbaseurl={url}\nenabled=1\ngpgcheck=0\n"
+    mirror.write_text(text)
 
 
+@pytest.mark.parametrize("major", [9, 10])
 def test_monitoring_on_rocky_converges_scrapes_and_reapplies_nothing(
+    major: int,
     rocky: Target,
     rhel_repos: RhelRepos,
     tmp_path: Path,
@@ -384,19 +391,32 @@ def test_monitoring_on_rocky_converges_scrapes_and_reapplies_nothing(
     repository in the one dnf transaction, locked with the stack; EPEL enabled through epel-release and
     EPEL's node-exporter (stand-in) installed; the exporter's and the node exporter's drop-ins written;
     both exporters started with their units' command lines answer on the target's address; then a
-    fresh plan and a second apply change nothing."""
-    _epel_mirror(rocky, rhel_repos)
+    fresh plan and a second apply change nothing. On 10 the root reads as Rocky 10.0, as in
+    test_rocky_10_has_no_module_stream_and_versionlock_bounds_the_branch."""
+    over: dict[str, object] = {}
+    if major == 10:
+        (rocky.root / "etc/os-release").write_text(OS_RELEASE[10])
+        (rocky.root / "etc/rocky-release").write_text("Rocky Linux release 10.0 (Red Quartz)\n")
+        over["os"] = {"distro": "rocky", "version": "10"}
+        over["repository"] = {
+            "url": rhel_repos.url(10),
+            "key_file": str(rhel_repos.key.armored),
+            "fingerprint": rhel_repos.key.fingerprint,
+        }
+    _epel_mirror(rocky, rhel_repos, major)
     assert "epel-release" not in rpm_installed(rocky.root)
     monitoring = {"dcgm": "4.5.3", "listen": rocky.host}
-    spec = rocky_spec(tmp_path / "spec.yaml", rhel_repos, cuda=None, monitoring=monitoring)
+    spec = rocky_spec(tmp_path / "spec.yaml", rhel_repos, cuda=None, monitoring=monitoring, **over)
     inv = str(rocky.inventory)
     with timings.timed("provision apply on Rocky with monitoring (first)"):
         first = provision("apply", str(spec), "-i", inv, "--yes")
     assert first.exit_code == 0, first.output
     assert "Converged: a fresh plan shows no changes." in first.output
     installed = rpm_installed(rocky.root)
-    assert {n: installed.get(n) for n in MONITORED_EL9} == MONITORED_EL9
-    assert installed["epel-release"].startswith("0:9-")
+    assert {n: installed.get(n) for n in MONITORED} == MONITORED
+    assert installed["node-exporter"] == NODE_EXPORTER[major]
+    assert installed["nvidia-open"] == f"3:580.95.05-1.el{major}"  # from the spec's rhel<major> repository
+    assert installed["epel-release"].startswith("0:9-")  # the root's Extras carry EPEL 9's release package
     assert "datacenter-gpu-manager" not in installed  # DCGM 3, which 4.x conflicts with
     locks = rocky.ssh("dnf", "-q", "versionlock", "list").stdout
     assert "datacenter-gpu-manager-4-*-4.5.3-*" in locks, locks  # provision's block of the lock list

@@ -381,7 +381,7 @@ def publish_rhel_repo(major: Major, cache: Path, dest: Path, key: RpmKey | None 
 
 
 def publish_epel(major: Major, cache: Path, dest: Path) -> RhelRepo:
-    """The stand-in EPEL repository holding ``dkms`` (:func:`epel_rpms`)."""
+    """The stand-in EPEL repository holding ``dkms`` and ``node-exporter`` (:func:`epel_rpms`)."""
     started = time.monotonic()
     rpms = epel_rpms(major)
     index_repo(ensure_rpms(rpms, cache), rpms, dest, None, None)
