@@ -43,7 +43,7 @@ from tests.integration.helpers import provision
 from tests.integration.test_dnf_real import MISSING
 from tests.integration.test_faults import _interrupt_when
 from tests.integration.test_monitoring import _get, _start, _wait
-from tests.unit.factories import one_plan
+from tests.unit.factories import one_plan, one_report
 
 REPO = Path(__file__).resolve().parents[2]
 PLAYBOOK = Path(__file__).parent / "harness" / "playbooks" / "nvidia_open_el9.yml"
@@ -443,6 +443,16 @@ def test_monitoring_on_rocky_converges_scrapes_and_reapplies_nothing(
     (rocky.root / "var/lib/prometheus/node-exporter/probe.prom").write_text("provision_probe 1\n")
     served = _wait("node exporter", lambda: _get(f"http://{rocky.host}:9100/metrics"), 30, rocky)
     assert b"node_textfile_scrape_error 0" in served and b"provision_probe 1" in served
+    # verify here reads both exporters on the target's address and writes its results into the
+    # target's textfile directory, which the target's node exporter then serves.
+    textfile = rocky.root / "var/lib/prometheus/node-exporter/provision-verify.prom"
+    verified = provision("verify", str(spec), "--json", "--prometheus", str(textfile))
+    checks = {(r["id"], r["subject"]): r for r in one_report(json.loads(verified.stdout))["results"]}
+    assert checks[("dcgm-exporter-metrics", "")]["status"] == "pass", checks[("dcgm-exporter-metrics", "")]
+    assert checks[("node-exporter-metrics", "")]["status"] == "pass", checks[("node-exporter-metrics", "")]
+    assert checks[("prometheus-targets", "")]["status"] == "skip"  # no Prometheus on this host
+    page = _get(f"http://{rocky.host}:9100/metrics")
+    assert b"provision_verify_checks{" in page
 
     # With both exporters listening, detection sees their sockets as theirs: no refusal, no change.
     replan = provision("plan", str(spec), "-i", inv, "--detailed-exitcode", "--json")
