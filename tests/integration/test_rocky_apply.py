@@ -14,7 +14,11 @@ Two layers:
   ssh pass; ``apply`` (converged, re-apply changes nothing) and an interrupted apply run the
   roles' ``tasks/RedHat.yml`` for real, on 9 and on 10, and so does a flavour switch (open to
   proprietary kmod: ``dnf module switch-to --allowerasing``, then the install with allowerasing,
-  since switch-to leaves a flavour installed by name behind).
+  since switch-to leaves a flavour installed by name behind);
+- monitoring on 9 and 10: DCGM 4 and dcgm-exporter (stand-ins in the rhel9/rhel10 stand-ins) and EPEL's
+  node-exporter (a stand-in, harness/monitoringrpms.py) installed, EPEL enabled, both exporters
+  answering with their units' command lines, verify reading them, and a re-apply that changes
+  nothing; ``prometheus: true`` refused before anything changes.
 """
 
 from __future__ import annotations
