@@ -242,7 +242,11 @@ def _rollout(tmp_path: Path, hooks: Hooks | None) -> rolling.Rollout:
     console = Console(file=io.StringIO(), width=200)
     per_host = {h: hooks for h in fleet.specs} if hooks is not None else {}
     return rolling.Rollout(
-        rolling.ApplyAction(fleet), per_host, ApplyOptions(False, True, tmp_path), console, tmp_path / "r.json"
+        rolling.ApplyAction(fleet),
+        per_host,
+        ApplyOptions(False, True, tmp_path),
+        console,
+        tmp_path / "r.json",
     )
 
 
