@@ -33,6 +33,7 @@ from provision.detect.facts import Facts, Unknown
 from provision.errors import ProvisionError
 from provision.findings import Finding
 from provision.hosts import FleetPlan, Hosts, HostSpec, detect_by_venv, plan_facts
+from provision.inventory import read_inventory
 from provision.lock.model import LOCK_DIR, Lock
 from provision.lock.store import HostLocks, read_locks, served_versions
 from provision.os.base import PackageManager
@@ -163,12 +164,16 @@ def plan_rollback(
     forks: int | None = None,
 ) -> Planned:
     """Read the locks of the hosts (``limit``), choose each one's (``to``: one number for every
-    host, or host -> its number), detect and plan the hosts against the locks' specs.
+    host, or host -> its number), detect and plan the hosts against the locks' specs; inventory
+    order.
 
     Raises:
         ProvisionError: A host has no lock to return to, or its locks could not be read.
     """
-    found = read_locks(inventory, limit)
+    found = read_locks(inventory, limit)  # in the order the hosts answered
+    if inventory is not None:
+        order = [h.name for h in read_inventory(inventory, limit).hosts if h.name in found]
+        found = {h: found[h] for h in order} | found
     chosen = {
         host: choose(locks, to.get(host) if isinstance(to, Mapping) else to) for host, locks in found.items()
     }

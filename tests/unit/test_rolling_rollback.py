@@ -119,13 +119,15 @@ def test_a_wave_is_planned_against_each_hosts_recorded_lock_not_the_one_before_i
 ) -> None:
     # gpu01's rollback to lock 1 converged in a stopped run: its current lock is now 3 (lock 1's
     # state), so "the one before the current" would be 2, the state the rollback left.
-    found = {"gpu01": _locks("gpu01", 1, 2, 3), "gpu02": _locks("gpu02", 1, 2)}
+    found = {"gpu02": _locks("gpu02", 1, 2), "gpu01": _locks("gpu01", 1, 2, 3)}  # as they answered
     mocks = _patch_hosts(mocker, found)
-    action = RollbackAction(tmp_path / "hosts.ini", {"gpu01": 1, "gpu02": 2}, forks=4)
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text("gpu01\ngpu02\ngpu03\n")
+    action = RollbackAction(inventory, {"gpu01": 1, "gpu02": 2}, forks=4)
     held, planned = action.plan(["gpu01", "gpu02"])
-    assert mocks["read_locks"].call_args.args == (tmp_path / "hosts.ini", "gpu01,gpu02")
+    assert mocks["read_locks"].call_args.args == (inventory, "gpu01,gpu02")
     assert {h: s.spec.name for h, s in held.specs.items()} == {"gpu01": "lock-1", "gpu02": "lock-2"}
-    assert held.forks == 4 and list(planned.hosts) == ["gpu01", "gpu02"]
+    assert held.forks == 4 and list(planned.hosts) == ["gpu01", "gpu02"]  # inventory order
     assert [p.state for p in planned.hosts.values()] == [HostState.CHANGE] * 2  # fresh hosts: to install
     found["gpu02"] = HostLocks("gpu02", found["gpu02"].current, found["gpu02"].history, {})
     refused = action.plan(["gpu02"])[1].hosts["gpu02"]  # lock 2's driver no longer served
