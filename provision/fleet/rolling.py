@@ -158,6 +158,7 @@ def rolling_apply(
         spec=str(spec.resolve()) if spec else None,
         limit=limit,
         forks=fleet.forks,
+        replace_held=options.replace_held,
     )
     hooks = hooks_of(fleet.inventory, fleet.hosts, fleet_file)
     return _start(ApplyAction(fleet), hooks, record, planned, limit_value, options, console, as_json)
@@ -198,6 +199,7 @@ def rolling_rollback(
         action="rollback",
         to=to,
         locks=locks,
+        replace_held=options.replace_held,
     )
     action = RollbackAction(inventory, locks, options.forks, dict(done.hosts.specs))
     hooks = hooks_of(inventory, list(done.planned.hosts), fleet_file)
@@ -562,7 +564,8 @@ def resume_rollout(path: Path, options: ApplyOptions, console: Console, *, as_js
     """Continue the rollout of the record at ``path`` (see the module docstring); the exit code.
 
     The inventory and fleet file it names are read again through the trust rule; a host of the
-    record no longer in them is refused (one line), nothing touched.
+    record no longer in them is refused (one line), nothing touched. The rollout's
+    ``--replace-held`` holds for its resume (the record keeps it).
 
     Raises:
         ProvisionError: The record, inventory or fleet file cannot be used, or no confirmation.
@@ -580,7 +583,9 @@ def resume_rollout(path: Path, options: ApplyOptions, console: Console, *, as_js
     console.print(f"Resuming {_noun(record).lower()} {record.id}: {escape(record.summary())}.")
     confirm(options.yes, console)
     hooks = hooks_of(inventory, [h for w in record.waves for h in w], fleet_file)
-    rollout = Rollout(action, hooks, dataclasses.replace(options, yes=True), console, path)
+    consent = record.replace_held or options.replace_held  # given with the rollout's confirmation
+    resumed = dataclasses.replace(options, yes=True, replace_held=consent)
+    rollout = Rollout(action, hooks, resumed, console, path)
     return run_waves(rollout, record, as_json)
 
 

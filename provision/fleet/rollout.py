@@ -254,6 +254,8 @@ class RolloutRecord(BaseModel):
         locks: A rollback's host -> the number of the lock it returns to, chosen before the
             first wave (a converged rollback records a new lock: "the one before the current"
             would then name another).
+        replace_held: ``--replace-held`` was given: the consent, confirmed with the rollout,
+            holds for its resume too (the hosts of later waves move their held driver then).
         waves: The hosts of each wave.
         baseline: Host -> check id -> status, verified before the first wave.
         hosts: Host -> its record, inventory order.
@@ -275,6 +277,7 @@ class RolloutRecord(BaseModel):
     max_unavailable: str
     to: int | None = None
     locks: dict[str, int] = {}
+    replace_held: bool = False
     waves: list[list[str]]
     baseline: dict[str, dict[str, str]] = {}
     hosts: dict[str, HostRecord]
@@ -312,6 +315,7 @@ def new_record(
     action: Action = "apply",
     to: int | None = None,
     locks: Mapping[str, int] | None = None,
+    replace_held: bool = False,
 ) -> RolloutRecord:
     """A record before the first wave: the ``pending`` hosts in their waves, untouched; each of
     ``left_out`` (host -> why) named."""
@@ -328,6 +332,7 @@ def new_record(
         action=action,
         to=to,
         locks=dict(locks or {}),
+        replace_held=replace_held,
         max_unavailable=str(max_unavailable),
         waves=cut,
         hosts=hosts,

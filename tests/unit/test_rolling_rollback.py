@@ -59,14 +59,15 @@ def _record(**over: Any) -> RolloutRecord:
 def test_a_rollback_record_keeps_its_action_and_locks_and_an_older_record_reads_as_apply(
     tmp_path: Path,
 ) -> None:
-    record = _record(to=1)
+    record = _record(to=1, replace_held=True)
     path = tmp_path / "rollouts" / "r.json"
     rolling.save(path, record)
     again = rolling.read_record(path)
     assert again == record and again.action == "rollback" and again.to == 1
+    assert again.replace_held  # the consent confirmed with the rollout holds for its resume
     assert again.locks == {h: 1 for h in HOSTS} and again.waves == [HOSTS[:2], HOSTS[2:4]]
     older = json.loads(path.read_text())
-    for key in ("action", "to", "locks"):  # a record written before rolling rollback
+    for key in ("action", "to", "locks", "replace_held"):  # a record written before rolling rollback
         del older[key]
     path.write_text(json.dumps(older))
     assert rolling.read_record(path).action == "apply"
