@@ -12,10 +12,9 @@ its rules as values):
 3. Per wave: for each host, ask ``drained`` (an administrator's drain is remembered), run
    ``drain`` unless it is drained already; detect, plan and apply the wave through the one apply
    sequence (:func:`provision.apply.workflow.apply_planned`); verify the wave (against the specs
-   it was planned with); the gate judges
-   each host against its baseline. Hosts that pass are undrained (never one an administrator
-   drained); a host that fails stays drained, the rollout stops there and names the hosts done,
-   failed and untouched. Nothing of a later wave is touched.
+   it was planned with); the gate judges each host against its baseline. Hosts that pass are
+   undrained (never one an administrator drained); a host that fails stays drained, the rollout
+   stops there and names the hosts done, failed and untouched. Nothing of a later wave is touched.
 4. ``provision resume RECORD`` continues from the first wave not done: its failed hosts again,
    then the rest, with the same baseline and the drains remembered.
 
