@@ -236,17 +236,39 @@ class Facts(Frozen):
 
         ``apply plan.json`` compares it with a fresh detection to refuse a stale plan.
         """
-        volatile = {"collected_at": True, "format_version": True}
-        data = self.model_dump(mode="json", exclude=volatile)
+        # The bytes hashed are json.dumps(model_dump, sort_keys=True, separators=(",", ":")), the
+        # object written field by field: a field whose value is an object another host's facts
+        # share (one parse of the same output, detect/fact.py parse_once) is dumped once.
+        shared = {k: v for k, v in self.__dict__.items() if (k, id(v)) in _FIELD_JSON and k not in _UNSHARED}
+        data = self.model_dump(mode="json", exclude={*_UNSHARED[:2], *shared})
         if isinstance(data.get("gpus"), list):
             for gpu in data["gpus"]:
-                for key in (
-                    "temperature_gpu_c",
-                    "temperature_memory_c",
-                    "power_draw_w",
-                    "pcie_gen_current",
-                    "pcie_width_current",
-                ):
+                for key in _VOLATILE_GPU:
                     gpu.pop(key, None)
-        blob = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
-        return hashlib.sha256(blob).hexdigest()
+        texts = {k: _FIELD_JSON[(k, id(v))][1] for k, v in shared.items()}
+        for key, value in data.items():
+            texts[key] = json.dumps(value, sort_keys=True, separators=(",", ":"))
+            if key not in _UNSHARED and isinstance(own := self.__dict__.get(key), Frozen | tuple):
+                _remember(key, own, texts[key])
+        body = ",".join(f"{json.dumps(k)}:{texts[k]}" for k in sorted(texts))
+        return hashlib.sha256(("{" + body + "}").encode()).hexdigest()
+
+
+_UNSHARED = ("collected_at", "format_version", "gpus")
+"""Fields of :meth:`Facts.fingerprint` left out (the first two) or changed before hashing (gpus)."""
+_VOLATILE_GPU = (
+    "temperature_gpu_c",
+    "temperature_memory_c",
+    "power_draw_w",
+    "pcie_gen_current",
+    "pcie_width_current",
+)
+_FIELD_JSON: dict[tuple[str, int], tuple[object, str]] = {}
+"""(field, id of its value) -> (the value, kept alive so the id stays its own; its JSON text)."""
+_FIELD_JSON_SIZE = 4096
+
+
+def _remember(key: str, value: object, text: str) -> None:
+    if len(_FIELD_JSON) >= _FIELD_JSON_SIZE:
+        del _FIELD_JSON[next(iter(_FIELD_JSON))]
+    _FIELD_JSON[(key, id(value))] = (value, text)

@@ -12,6 +12,7 @@ The limits are the card's own NVML values (``nvmlDeviceGetPowerManagementLimitCo
 
 from __future__ import annotations
 
+import functools
 import re
 
 from pydantic import Field
@@ -23,17 +24,28 @@ _NUMBER = re.compile(r"^(\d{1,6}(?:\.\d{1,3})?)\s*(W|MHz)$")
 
 def section(block: str, title: str) -> str:
     """The indented body under the line ``title`` (its deeper-indented lines), or ''."""
+    lines, depths, first = _indexed(block)
+    start = first.get(title)
+    if start is None:
+        return ""
+    depth, body = depths[start] or 0, []  # a title line is never blank
+    for nxt, nxt_depth in zip(lines[start + 1 :], depths[start + 1 :], strict=True):
+        if nxt_depth is not None and nxt_depth <= depth:
+            break
+        body.append(nxt)
+    return "\n".join(body)
+
+
+@functools.lru_cache(maxsize=64)
+def _indexed(block: str) -> tuple[list[str], list[int | None], dict[str, int]]:
+    """``block``'s lines, each one's indent (None for a blank line), and the first line of each
+    stripped text: read once per block, since one GPU block is searched for a dozen sections."""
     lines = block.splitlines()
+    depths = [len(line) - len(line.lstrip()) if line.strip() else None for line in lines]
+    first: dict[str, int] = {}
     for i, line in enumerate(lines):
-        if line.strip() == title:
-            depth = len(line) - len(line.lstrip())
-            body = []
-            for nxt in lines[i + 1 :]:
-                if nxt.strip() and len(nxt) - len(nxt.lstrip()) <= depth:
-                    break
-                body.append(nxt)
-            return "\n".join(body)
-    return ""
+        first.setdefault(line.strip(), i)
+    return lines, depths, first
 
 
 def field(body: str, name: str) -> str | None:
@@ -45,12 +57,18 @@ def field(body: str, name: str) -> str | None:
 def _top(body: str, name: str) -> str | None:
     """Like :func:`field`, only among a GPU block's own fields (the shallowest indented lines; the
     block's first line is its bus id)."""
+    own = _own_fields(body)
+    return None if own is None else field(own, name)
+
+
+@functools.lru_cache(maxsize=64)
+def _own_fields(body: str) -> str | None:
+    """The shallowest indented lines of a GPU block (after its bus id line), None when it has none."""
     lines = [line for line in body.splitlines()[1:] if line.strip() and line[:1].isspace()]
     if not lines:
         return None
     depth = min(len(line) - len(line.lstrip()) for line in lines)
-    own = "\n".join(line for line in lines if len(line) - len(line.lstrip()) == depth)
-    return field(own, name)
+    return "\n".join(line for line in lines if len(line) - len(line.lstrip()) == depth)
 
 
 def _amount(text: str | None, unit: str) -> float | None:
