@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 from datetime import date
-from enum import Enum, IntEnum
+from enum import IntEnum, StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from provision.jsonfast import dumps_indented
 
 
-class Colour(str, Enum):
+class Colour(StrEnum):
     RED = "red"
 
 
