@@ -237,19 +237,21 @@ class Facts(Frozen):
         ``apply plan.json`` compares it with a fresh detection to refuse a stale plan.
         """
         # The bytes hashed are json.dumps(model_dump, sort_keys=True, separators=(",", ":")), the
-        # object written field by field: a field whose value is an object another host's facts
-        # share (one parse of the same output, detect/fact.py parse_once) is dumped once.
-        shared = {k: v for k, v in self.__dict__.items() if (k, id(v)) in _FIELD_JSON and k not in _UNSHARED}
-        data = self.model_dump(mode="json", exclude={*_UNSHARED[:2], *shared})
+        # object written field by field: a field whose value another host's facts share (one
+        # parse of the same output, detect/fact.py parse_once) is dumped once.
+        idents = {
+            k: i for k, v in self.__dict__.items() if k not in _UNSHARED and (i := _ident(v)) is not None
+        }
+        texts = {k: _FIELD_JSON[(k, i)][1] for k, i in idents.items() if (k, i) in _FIELD_JSON}
+        data = self.model_dump(mode="json", exclude={*_UNSHARED[:2], *texts})
         if isinstance(data.get("gpus"), list):
             for gpu in data["gpus"]:
                 for key in _VOLATILE_GPU:
                     gpu.pop(key, None)
-        texts = {k: _FIELD_JSON[(k, id(v))][1] for k, v in shared.items()}
         for key, value in data.items():
             texts[key] = json.dumps(value, sort_keys=True, separators=(",", ":"))
-            if key not in _UNSHARED and isinstance(own := self.__dict__.get(key), Frozen | tuple):
-                _remember(key, own, texts[key])
+            if key in idents:
+                _remember((key, idents[key]), self.__dict__[key], texts[key])
         body = ",".join(f"{json.dumps(k)}:{texts[k]}" for k in sorted(texts))
         return hashlib.sha256(("{" + body + "}").encode()).hexdigest()
 
@@ -263,12 +265,23 @@ _VOLATILE_GPU = (
     "pcie_gen_current",
     "pcie_width_current",
 )
-_FIELD_JSON: dict[tuple[str, int], tuple[object, str]] = {}
-"""(field, id of its value) -> (the value, kept alive so the id stays its own; its JSON text)."""
+_FIELD_JSON: dict[tuple[str, object], tuple[object, str]] = {}
+"""(field, identity of its value: :func:`_ident`) -> (the value, kept alive so that identity stays
+its own; its JSON text)."""
 _FIELD_JSON_SIZE = 4096
 
 
-def _remember(key: str, value: object, text: str) -> None:
+def _ident(value: object) -> object | None:
+    """A frozen model's id; a tuple's ids of its items (pydantic rebuilds a tuple field's container
+    around the same items); None for anything else, which is not remembered."""
+    if isinstance(value, Frozen):
+        return id(value)
+    if isinstance(value, tuple) and value:
+        return tuple(map(id, value))
+    return None
+
+
+def _remember(key: tuple[str, object], value: object, text: str) -> None:
     if len(_FIELD_JSON) >= _FIELD_JSON_SIZE:
         del _FIELD_JSON[next(iter(_FIELD_JSON))]
-    _FIELD_JSON[(key, id(value))] = (value, text)
+    _FIELD_JSON[key] = (value, text)
