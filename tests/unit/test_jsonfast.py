@@ -53,7 +53,7 @@ def test_any_json_document_is_written_as_the_standard_library_writes_it(value: A
     "value",
     [
         {"path": Path("/etc/x"), "day": date(2026, 12, 3), "set": {"a"}},
-        [Colour.RED, Level.HIGH, {Level.HIGH: Colour.RED}, "\u00e9\u2603\U0001f600", "\x00\n\t\""],
+        [Colour.RED, Level.HIGH, {Level.HIGH: Colour.RED}, "\u00e9\u2603\U0001f600", '\x00\n\t"'],
         {"nan": math.nan, "inf": [math.inf, -math.inf], 1.5: 0.1, 10**20: -0.0},
         [[], {}, [[]], {"a": {}}],
     ],

@@ -50,19 +50,26 @@ def _indexed(block: str) -> tuple[list[str], list[int | None], dict[str, int]]:
 
 def field(body: str, name: str) -> str | None:
     """The value of the first ``name : value`` line of ``body`` at any depth, stripped; None if absent."""
-    match = search_from(body, name, rf"^\s*{re.escape(name)}\s*:\s*(.*?)\s*$")
+    match = search_from(body, name, _field_pattern(name))
     return match.group(1) if match else None
 
 
-def search_from(text: str, literal: str, pattern: str) -> re.Match[str] | None:
-    """The first match of the multi-line ``pattern``, which opens with ``^`` and whitespace
-    before ``literal``: searched from the line of the last non-blank text before ``literal``
-    first appears, where any match has to start, not from the top of a block of hundreds of lines."""
+@functools.lru_cache(maxsize=512)
+def _field_pattern(name: str) -> re.Pattern[str]:
+    return re.compile(rf"^\s*{re.escape(name)}\s*:\s*(.*?)\s*$", re.MULTILINE)
+
+
+def search_from(text: str, literal: str, pattern: str | re.Pattern[str]) -> re.Match[str] | None:
+    """The first match of the multi-line ``pattern`` (text, or compiled with ``re.MULTILINE``),
+    which opens with ``^`` and whitespace before ``literal``: searched from the line of the last
+    non-blank text before ``literal`` first appears, where any match has to start, not from the top
+    of a block of hundreds of lines."""
     at = text.find(literal)
     if at < 0:
         return None
     start = text.rfind("\n", 0, len(text[:at].rstrip())) + 1
-    return re.compile(pattern, re.MULTILINE).search(text, start)
+    compiled = pattern if isinstance(pattern, re.Pattern) else re.compile(pattern, re.MULTILINE)
+    return compiled.search(text, start)
 
 
 def _top(body: str, name: str) -> str | None:
