@@ -65,21 +65,9 @@ def test_every_capture_reads_as_by_lines() -> None:
         assert fast_parse_raw(text) == plain_parse_raw(text), path
 
 
+SMI_PIECES = ("Fabric", "  Fabric", "State : A", "Status : B", "Name", "  Name : v", "Product Name : x")
 smi_texts = st.lists(
-    st.sampled_from(
-        [
-            "Fabric",
-            "  Fabric",
-            "State : A",
-            "Status : B",
-            "Name",
-            "  Name : v",
-            "Product Name : x",
-            "\n",
-            "\n\n",
-        ]
-        + [" ", "\t", ":", "FB Memory Usage", "Total : 5 MiB"]
-    ),
+    st.sampled_from([*SMI_PIECES, "\n", "\n\n", " ", "\t", ":", "FB Memory Usage", "Total : 5 MiB"]),
     max_size=16,
 ).map("".join)
 
