@@ -16,8 +16,8 @@ Public API::
 from __future__ import annotations
 
 import functools
-from typing import get_args
 from pathlib import Path
+from typing import get_args
 
 from provision.catalog.models import Sourced
 from provision.catalog.packages import PackageFormat

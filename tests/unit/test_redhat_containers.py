@@ -37,9 +37,7 @@ KEY_FILE = "/etc/pki/rpm-gpg/RPM-GPG-KEY-provision-nvidia-container-toolkit"
 
 def rocky(**containers: str) -> Facts:
     """The Rocky 9.5 capture with one NVIDIA GPU and the container facts ``containers``."""
-    return facts_from_raw(RAW).model_copy(
-        update={"nvidia_pci": (GPU,), "containers": found(**containers)}
-    )
+    return facts_from_raw(RAW).model_copy(update={"nvidia_pci": (GPU,), "containers": found(**containers)})
 
 
 def plan_of(spec: Spec | None = None, facts: Facts | None = None) -> Plan:
@@ -131,7 +129,13 @@ def test_docker_on_rocky_is_configured_by_nvidia_ctk_and_restarted() -> None:
     runtime = steps(plan)[1]
     assert runtime.action is Action.CONFIGURE
     got = role(plan)
-    assert got["configure_argv"] == ["nvidia-ctk", "runtime", "configure", "--runtime=docker", "--cdi.enabled"]
+    assert got["configure_argv"] == [
+        "nvidia-ctk",
+        "runtime",
+        "configure",
+        "--runtime=docker",
+        "--cdi.enabled",
+    ]
     assert got["runtime_service"] == "docker"
 
 
