@@ -9,7 +9,8 @@ Stand-ins and what could not run here (say so, do not hide it):
   cannot be reached; names, versions, releases and relations follow the real ones, the metadata is
   signed by a throwaway key, not NVIDIA's;
 - the target's userland is Debian 12's with real dnf and rpm; its podman is Debian 12's 4.3.1 with
-  runc, cgroupfs and vfs (as on the Debian containers test), not Rocky's own build; the GPUs are
+  runc, cgroupfs, vfs (as on the Debian containers test) and lower nofile/nproc limits (:data:`ULIMITS`),
+  not Rocky's own build; the GPUs are
   character devices under /var/lib/nvidia-standin/dev and the driver is the CUDA stand-in's
   (``libcuda.so`` only), never loaded;
 - no systemd runs in the root: the refresh units are not armed (the role says so).
@@ -41,6 +42,10 @@ from tests.unit.factories import one_plan
 __all__ = ["rhel_repos"]  # the session fixture, shared with test_rocky_apply
 pytestmark = pytest.mark.skipif(bool(MISSING), reason=f"Rocky-like target needs {', '.join(MISSING)}")
 REPO_FILE = "etc/yum.repos.d/provision-nvidia-container-toolkit.repo"
+ULIMITS = '[containers]\ndefault_ulimits = ["nofile=1024:1024", "nproc=1024:1024"]\n'
+"""podman 4.3.1 sets the container's nofile and nproc limits above this build machine's hard limits
+(runc: "error setting rlimit type 7: operation not permitted"); lower ones, set as an administrator
+would in containers.conf. podman 5.4.2 on the Debian 13 root needs none."""
 
 
 @pytest.fixture(scope="session")
@@ -67,6 +72,8 @@ def rocky_podman(rocky_containers_root: golden.GoldenRoot, tmp_path: Path) -> It
         box = start_target(rocky_containers_root.path, rocky_containers_root.ssh_key, tmp_path / "target")
     try:
         _prepare(box)
+        conf = box.root / "etc/containers/containers.conf"
+        conf.write_text(conf.read_text() + ULIMITS)
         yield box
     finally:
         box.close()

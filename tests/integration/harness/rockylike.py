@@ -153,7 +153,6 @@ def ensure_rockylike_root(cache: Path | None = None, *, containers: bool = False
     cache = cache or golden.cache_dir()
     root = cache / ("golden-rockylike9-containers" if containers else "golden-rockylike9")
     recipe = f"{RECIPE_VERSION}+containers" if containers else RECIPE_VERSION
-    include = (*INCLUDE, *CONTAINERS_INCLUDE) if containers else INCLUDE
     key = golden.ensure_ssh_key(cache)
     with file_lock(cache / "golden.lock"):
         stamp = root / golden.STAMP
@@ -167,12 +166,14 @@ def ensure_rockylike_root(cache: Path | None = None, *, containers: bool = False
                 [
                     "debootstrap",
                     "--variant=minbase",
-                    f"--include={','.join(include)}",
+                    f"--include={','.join(INCLUDE)}",
                     "bookworm",
                     tmp,
                     golden.MIRROR,
                 ]
             )
+            if containers:
+                _install_debs(tmp, CONTAINERS_INCLUDE)
             _customise(tmp, key, cache, recipe)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -181,6 +182,18 @@ def ensure_rockylike_root(cache: Path | None = None, *, containers: bool = False
             shutil.rmtree(root)
         tmp.rename(root)
         return golden.GoldenRoot(root, key, time.monotonic() - started)
+
+
+def _install_debs(root: Path, names: tuple[str, ...]) -> None:
+    """Install Debian packages into the fresh root with its own apt (before its apt source is moved
+    aside): debootstrap's own ordering fails to configure podman's containers-common in minbase,
+    apt's does not."""
+    policy = root / "usr/sbin/policy-rc.d"
+    policy.write_text("#!/bin/sh\nexit 101\n")
+    policy.chmod(0o755)
+    env = ["env", "DEBIAN_FRONTEND=noninteractive", "LC_ALL=C"]
+    run(["chroot", root, *env, "apt-get", "-q", "-y", "--no-install-recommends", "install", *names])
+    run(["chroot", root, "apt-get", "clean"])
 
 
 def _customise(root: Path, key: Path, cache: Path, recipe: str = RECIPE_VERSION) -> None:
