@@ -141,16 +141,30 @@ def test_apply_on_rocky_installs_the_toolkit_from_its_rpm_repository_locked_and_
 def test_a_release_the_rpm_repository_lacks_is_one_line_and_leaves_no_repository_file(
     rocky_podman: Target, rhel_repos: RhelRepos, ctk_repo: ToolkitRpmRepo, tmp_path: Path, runs: Path
 ) -> None:
-    # 1.19.1 is a real release the catalog knows; the stand-in repository does not carry it.
-    spec = _spec(tmp_path / "spec.yaml", rhel_repos, ctk_repo, toolkit="1.19.1")
-    result = provision("apply", str(spec), "-i", str(rocky_podman.inventory), "--yes")
+    inv = str(rocky_podman.inventory)
+    # 1.19.1 writes CDI spec v0.7.0, which the target's real podman 4.3.1 cannot read: refused
+    # before anything changes, with the version detection read on the target.
+    refused = provision(
+        "apply",
+        str(_spec(tmp_path / "v070.yaml", rhel_repos, ctk_repo, toolkit="1.19.1")),
+        "-i",
+        inv,
+        "--yes",
+    )
+    assert refused.exit_code != 0 and "[containers-cdi-version] podman 4.3.1" in refused.output, (
+        refused.output
+    )
+    assert "Refused: 1 blocker(s); nothing will be changed." in refused.output
+    # 1.19.0 is a real release the catalog knows; the stand-in repository does not carry it.
+    spec = _spec(tmp_path / "spec.yaml", rhel_repos, ctk_repo, toolkit="1.19.0")
+    result = provision("apply", str(spec), "-i", inv, "--yes")
     assert result.exit_code != 0, result.output
     said = [
         line.strip()
         for line in result.output.splitlines()
         if "Stop with the package manager's reason:" in line
     ]
-    assert said and "nvidia-container-toolkit-1.19.1-*" in said[-1], result.output
+    assert said and "nvidia-container-toolkit-1.19.0-*" in said[-1], result.output
     installed = rpm_installed(rocky_podman.root)
     assert not set(installed) & set(TOOLKIT)
     assert not (rocky_podman.root / REPO_FILE).exists()
