@@ -192,7 +192,10 @@ def test_metadata_signed_by_another_key_is_refused_and_leaves_no_repository_file
         for line in result.output.splitlines()
         if "Stop with the package manager's reason:" in line
     ]
-    assert said, result.output
+    assert (
+        said and "metadata of provision-nvidia-container-toolkit does not verify with its gpgkey" in said[-1]
+    ), said
+    assert "Bad GPG signature" in said[-1]
     assert not set(rpm_installed(rocky_podman.root)) & set(TOOLKIT)
     assert not (rocky_podman.root / REPO_FILE).exists()
     listing = rocky_podman.ssh(shlex.join(["ls", "/etc/pki/rpm-gpg"])).stdout
