@@ -28,6 +28,7 @@ import pytest
 import yaml
 
 from tests.integration.harness import golden, rockylike, timings
+from tests.integration.harness.dnfroot import OS_RELEASE
 from tests.integration.harness.packages import STANDIN_DEV
 from tests.integration.harness.rhel_toolkit import ToolkitRpmRepo, publish_toolkit_rpm_repo
 from tests.integration.harness.rockylike import RhelRepos, rpm_installed
@@ -200,3 +201,33 @@ def test_metadata_signed_by_another_key_is_refused_and_leaves_no_repository_file
     assert not (rocky_podman.root / REPO_FILE).exists()
     listing = rocky_podman.ssh(shlex.join(["ls", "/etc/pki/rpm-gpg"])).stdout
     assert "RPM-GPG-KEY-provision-nvidia-container-toolkit" not in listing
+
+
+def test_rocky_10_installs_the_toolkit_from_the_same_repository_and_versionlocks_it(
+    rocky_podman: Target, rhel_repos: RhelRepos, ctk_repo: ToolkitRpmRepo, tmp_path: Path, runs: Path
+) -> None:
+    # The same root as Rocky 10.0 to everything provision reads (as test_rocky_apply's 10 case):
+    # NVIDIA's rhel10 CUDA repository, no modules; the toolkit's RPM repository is the same one.
+    box = rocky_podman
+    (box.root / "etc/os-release").write_text(OS_RELEASE[10])
+    (box.root / "etc/rocky-release").write_text("Rocky Linux release 10.0 (Red Quartz)\n")
+    spec = _spec(tmp_path / "spec.yaml", rhel_repos, ctk_repo)
+    text = yaml.safe_load(spec.read_text())
+    text["os"] = {"distro": "rocky", "version": "10"}
+    text["repository"]["url"] = rhel_repos.url(10)
+    spec.write_text(yaml.safe_dump(text))
+    inv = str(box.inventory)
+    with timings.timed("provision apply on Rocky 10 with containers"):
+        first = provision("apply", str(spec), "-i", inv, "--yes")
+    assert first.exit_code == 0, first.output
+    assert "Converged: a fresh plan shows no changes." in first.output
+    installed = rpm_installed(box.root)
+    assert {n: installed.get(n) for n in TOOLKIT} == dict.fromkeys(TOOLKIT, "0:1.18.2-1")
+    assert installed["nvidia-driver"] == "3:580.95.05-1.el10"
+    locks = box.ssh("dnf", "-q", "versionlock", "list").stdout
+    assert "nvidia-container-toolkit*-1.18.2-*" in locks, locks
+    assert all(f"{name}-0:1.18.2-1.*" in locks for name in TOOLKIT), locks
+    assert not box.ssh("dnf", "-q", "module", "list", "--enabled").stdout.strip()
+    assert "/usr/lib64/libcuda.so.580.95.05" in (box.root / CDI_SPEC).read_text()
+    second = provision("apply", str(spec), "-i", inv, "--yes")
+    assert second.exit_code == 0 and "Nothing to do: Ansible was not started." in second.output, second.output
