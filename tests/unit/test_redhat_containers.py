@@ -176,3 +176,21 @@ def test_refusals_stay_with_their_reasons_on_the_family() -> None:
     assert "containers-no-gpu" in {b.rule for b in plan.blockers}
     # and no longer the family refusal
     assert "containers-os-unsupported" not in {b.rule for b in plan_of().blockers}
+
+
+def test_the_catalog_refuses_a_repository_row_missing_for_a_package_format(tmp_path: Path) -> None:
+    import shutil
+
+    import pytest
+
+    from provision.catalog.containers import load_containers
+    from provision.catalog.prebuilt import DATA_DIR
+    from provision.errors import CatalogError
+
+    for name in ("containers.yaml", "sources.yaml"):
+        shutil.copy(DATA_DIR / name, tmp_path / name)
+    text = (tmp_path / "containers.yaml").read_text()
+    start, end = text.index("  rpm:\n    urls:"), text.index("releases:")
+    (tmp_path / "containers.yaml").write_text(text[:start] + text[end:])
+    with pytest.raises(CatalogError, match="repositories must name every package format"):
+        load_containers(tmp_path)
