@@ -12,14 +12,21 @@ guide (dnf: ``nvidia-container-toolkit-${NVIDIA_CONTAINER_TOOLKIT_VERSION}``, NA
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from provision.apply.rolevars import plan_problems
+from provision.catalog.containers import load_containers
+from provision.catalog.prebuilt import DATA_DIR
 from provision.components.base import Action, Component, Step
 from provision.detect.domains.driver import LoadedDriver
 from provision.detect.facts import Facts, OsRelease
 from provision.detect.runner import facts_from_raw
+from provision.errors import CatalogError
+from provision.os.models import Package
 from provision.plan.models import Plan
 from provision.plan.planner import make_plan
 from provision.spec.models import Spec
@@ -140,8 +147,6 @@ def test_docker_on_rocky_is_configured_by_nvidia_ctk_and_restarted() -> None:
 
 
 def test_a_converged_rocky_host_plans_nothing_for_containers() -> None:
-    from provision.os.models import Package
-
     facts = rocky()
     assert isinstance(facts.packages, tuple)
     ctk = tuple(Package(name=n, version="1.18.2-1", arch="x86_64", held=True) for n in TOOLKIT)
@@ -179,14 +184,6 @@ def test_refusals_stay_with_their_reasons_on_the_family() -> None:
 
 
 def test_the_catalog_refuses_a_repository_row_missing_for_a_package_format(tmp_path: Path) -> None:
-    import shutil
-
-    import pytest
-
-    from provision.catalog.containers import load_containers
-    from provision.catalog.prebuilt import DATA_DIR
-    from provision.errors import CatalogError
-
     for name in ("containers.yaml", "sources.yaml"):
         shutil.copy(DATA_DIR / name, tmp_path / name)
     text = (tmp_path / "containers.yaml").read_text()
