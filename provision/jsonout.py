@@ -9,11 +9,11 @@ people goes to stderr while ``--json`` is on.
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any
 
 from provision.errors import Interrupted, ProvisionError, SpecError
+from provision.jsonfast import dumps_indented
 
 FORMAT_VERSION = 1
 """Raised when a key is removed or changes meaning; new keys keep the version."""
@@ -52,7 +52,7 @@ def emit(data: dict[str, Any]) -> None:
     global _written
     if _written:
         raise RuntimeError("a --json command wrote a second document")
-    sys.stdout.write(json.dumps(versioned(data), indent=2, default=str) + "\n")
+    sys.stdout.write(dumps_indented(versioned(data), default=str) + "\n")
     sys.stdout.flush()
     _written = True
 
