@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from provision import ansible, trust
+from provision.detect.direct import Route
 from provision.detect.domains.driver import FabricManagerVersionFact
 from provision.detect.fact import Probe
 from provision.detect.facts import Facts, Unknown
@@ -107,17 +108,24 @@ class GpuOutcome:
 
 
 def verify_remote(
-    inventory: str, jobs: Mapping[str, HostJob], forks: int | None = None, keep: Path | None = None
+    inventory: str,
+    jobs: Mapping[str, HostJob],
+    forks: int | None = None,
+    keep: Path | None = None,
+    routes: Mapping[str, Route] | None = None,
 ) -> dict[str, VerifyInputs | str]:
-    """Verify inputs of every host in ``jobs``, gathered in one ansible-runner run.
+    """Verify inputs of every host in ``jobs``: over the direct transport where its route has a
+    command (:mod:`provision.verify.direct`), through one ansible-runner play for the others.
 
     Args:
         inventory: The inventory file (or INI text) the hosts come from.
-        jobs: Inventory hostname -> what to run there; the play is limited to these hosts.
-        forks: Hosts Ansible works on at once; None keeps Ansible's default (5).
+        jobs: Inventory hostname -> what to run there; the play is limited to its hosts.
+        forks: Hosts worked on at once, on each transport; None keeps Ansible's default (5).
         keep: Keep the run for a support bundle: ansible-runner's directory (its events) in
             ``keep/ansible``, each read host's raw probe outputs in ``keep/raw/<host>/``; None
             keeps nothing.
+        routes: How each host is reached (:func:`provision.detect.direct.routes`); a host
+            without one, or a route without a command, goes through the play. None: every host.
 
     Returns:
         Per host its :class:`VerifyInputs`, or the reason nothing could be read
@@ -127,7 +135,47 @@ def verify_remote(
         FactsError: ansible-playbook failed before any host reported.
         Interrupted: Ctrl-C stopped the play (ansible-runner's status ``canceled``).
     """
+    from provision.verify import direct
+
     started = datetime.now(UTC)
+    raw = keep / "raw" if keep is not None else None
+    commands = {h: r.argv for h, r in (routes or {}).items() if h in jobs and r.argv is not None}
+    found: dict[str, VerifyInputs | str] = {}
+
+    def take(host: str, answer: direct.Answer) -> None:
+        found[host] = _answer_inputs(host, answer, jobs[host], started, raw)
+
+    direct.verify_direct(commands, jobs, forks, take)
+    rest = {h: j for h, j in jobs.items() if h not in commands}
+    if rest:
+        try:
+            found |= _verify_play(inventory, rest, forks, keep, started)
+        except FactsError as exc:
+            if not found:
+                raise
+            found |= {h: f"host unreachable: {exc}" for h in rest}  # the direct hosts' results stand
+    return {h: found[h] for h in jobs if h in found}
+
+
+def _answer_inputs(
+    host: str, answer: str | dict[str, Any], job: HostJob, started: datetime, raw: Path | None
+) -> VerifyInputs | str:
+    """One host's inputs from the verify agent's answer (:mod:`provision.verify.agent`)."""
+    from provision.verify.direct import outcome
+
+    if isinstance(answer, str):
+        return answer
+    collected = answer.get("collected")
+    if not isinstance(collected, dict):
+        return "host failed at 'Run the verify agent.': its answer holds no collector outputs"
+    ran = (outcome(answer, "gpu"), outcome(answer, "host_probe"), outcome(answer, "trust"))
+    return _host_inputs(host, collected, ran, job, started, raw)
+
+
+def _verify_play(
+    inventory: str, jobs: Mapping[str, HostJob], forks: int | None, keep: Path | None, started: datetime
+) -> dict[str, VerifyInputs | str]:
+    """The hosts of ``jobs`` through one ansible-runner play (see :func:`verify_remote`)."""
     if keep is not None:
         played = _run_play(keep / "ansible", inventory, jobs, forks)
     else:
