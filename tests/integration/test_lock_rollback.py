@@ -92,7 +92,7 @@ def test_apply_records_a_lock_and_rollback_returns_to_it(
     assert status_b["libcudnn9-headers-cuda-13"] == ("9.20.0.48-1", "hold ok installed")
     shown = provision("lock", "show", "-i", inv, "--json")
     assert shown.exit_code == 0, shown.output
-    host = json.loads(shown.stdout)["hosts"]["target"]
+    host = by_host(json.loads(shown.stdout))["target"]
     assert host["current"]["number"] == 2
     assert [h["number"] for h in host["history"]] == [1, 2]
 
