@@ -26,6 +26,7 @@ A host on another connection (docker, paramiko, winrm), with a password, or with
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import shlex
@@ -91,7 +92,11 @@ def _play(why: str) -> Route:
 
 
 def route(
-    name: str, hostvars: Mapping[str, Any], ssh_options: Callable[[Mapping[str, Any]], dict[str, Any]]
+    name: str,
+    hostvars: Mapping[str, Any],
+    ssh_options: Callable[[Mapping[str, Any]], dict[str, Any]],
+    *,
+    as_root: bool = False,
 ) -> Route:
     """How host ``name`` is reached: its command, or the play with the reason.
 
@@ -100,6 +105,8 @@ def route(
         hostvars: The host's variables as Ansible merged them.
         ssh_options: Resolves the ssh connection plugin's options for ``hostvars`` (see
             :func:`_ansible_ssh_options`).
+        as_root: Run as root, as a play with ``become: true`` does (the lock and support
+            plays): sudo unless the connection's user is root already.
     """
     from provision import connection as conn
 
@@ -111,16 +118,23 @@ def route(
         return _play("a templated or vaulted connection variable")
     if connection != conn.LOCAL and connection not in conn.SSH:
         return _play(f"ansible_connection={connection} (the direct transport runs local and ssh hosts)")
-    become = become_prefix(hostvars)
-    if isinstance(become, str):
-        return _play(become)
     python = str(conn.host_python(hostvars) or "python3")
-    if connection == conn.LOCAL:
-        return Route("local", [*become, python, "-c", BOOT])
-    options = ssh_options(hostvars)
+    options = ssh_options(hostvars) if connection != conn.LOCAL else {}
     if not all(_plain(v) for v in options.values()):
         return _play("a templated or vaulted ssh option")
+    root = os.geteuid() == 0 if connection == conn.LOCAL else _ssh_user(options) == "root"
+    become = become_prefix(hostvars, force=as_root and not root)
+    if isinstance(become, str):
+        return _play(become)
+    if connection == conn.LOCAL:
+        return Route("local", [*become, python, "-c", BOOT])
     return Route("ssh", ssh_argv(name, options, python, become))
+
+
+def _ssh_user(options: Mapping[str, Any]) -> str:
+    """The user ssh logs in as: the resolved ``remote_user``, else ssh's default, this user's name
+    (``ssh_config`` may still name another: then sudo runs, as Ansible's become would)."""
+    return str(options.get("remote_user") or getpass.getuser())
 
 
 def host_argv(
@@ -136,10 +150,11 @@ SUDO_FLAGS = ("-H", "-S", "-n")
 """Ansible's default ``become_flags`` for sudo (the sudo become plugin's documentation)."""
 
 
-def become_prefix(hostvars: Mapping[str, Any]) -> list[str] | str:
+def become_prefix(hostvars: Mapping[str, Any], *, force: bool = False) -> list[str] | str:
     """The argv that runs a program as the become user, as Ansible's sudo become plugin would
     (``sudo -H -n -u USER --``); ``[]`` without become; a string: why only the play can do it
-    (another method, a password, other flags).
+    (another method, a password, other flags). ``force``: become even where the inventory does
+    not ask (a play's ``become: true``).
 
     ``-S`` (password on stdin) is left out: stdin carries the program, and ``-n`` makes sudo
     fail at once, with its own message, instead of asking for a password.
@@ -147,7 +162,7 @@ def become_prefix(hostvars: Mapping[str, Any]) -> list[str] | str:
     from ansible import constants  # type: ignore[import-untyped]
     from ansible.module_utils.parsing.convert_bool import boolean  # type: ignore[import-untyped]
 
-    wanted = hostvars.get("ansible_become", constants.DEFAULT_BECOME)
+    wanted = True if force else hostvars.get("ansible_become", constants.DEFAULT_BECOME)
     if not _plain(wanted) or not boolean(wanted, strict=False):
         return [] if _plain(wanted) else "a templated or vaulted ansible_become"
     method = str(hostvars.get("ansible_become_method") or constants.DEFAULT_BECOME_METHOD)
@@ -204,24 +219,20 @@ def connections(inventory: str, limit: str | None) -> dict[str, list[str] | None
     return {name: r.argv for name, r in routes(inventory, limit).items()}
 
 
-def routes(inventory: str, limit: str | None) -> dict[str, Route]:
+def routes(inventory: str, limit: str | None, *, as_root: bool = False) -> dict[str, Route]:
     """Every host ``ansible-playbook -i inventory -l limit`` would run on, in inventory order, with
-    its :class:`Route`; empty when Ansible cannot read the inventory (the play then reports why)."""
+    its :class:`Route` (``as_root``: see :func:`route`); empty when Ansible cannot read the
+    inventory (the play then reports why)."""
     from ansible.errors import AnsibleError  # type: ignore[import-untyped]
 
+    from provision.connection import resolved_hosts
     from provision.errors import ProvisionError
 
     try:
-        return _routes(inventory, limit)
+        hosts = resolved_hosts(inventory, limit)
+        return {name: route(name, v, _ansible_ssh_options, as_root=as_root) for name, v in hosts.items()}
     except (AnsibleError, OSError, ProvisionError):
         return {}
-
-
-def _routes(inventory: str, limit: str | None) -> dict[str, Route]:
-    from provision.connection import resolved_hosts
-
-    hosts = resolved_hosts(inventory, limit)
-    return {name: route(name, hostvars, _ansible_ssh_options) for name, hostvars in hosts.items()}
 
 
 def enabled() -> bool:
@@ -270,7 +281,9 @@ def run_each(
             on_result(futures[future], future.result())
 
 
-def run_one(argv: list[str], program: bytes, timeout: float, task: str = COLLECTOR_TASK) -> str | dict[str, Any]:
+def run_one(
+    argv: list[str], program: bytes, timeout: float, task: str = COLLECTOR_TASK
+) -> str | dict[str, Any]:
     """One host's program JSON, or why there is none (``host unreachable: ...`` for ssh's own
     failure, exit 255; ``host failed at 'TASK': ...`` otherwise)."""
     failed = f"host failed at '{task}'"  # as the play reports a failed task

@@ -44,7 +44,9 @@ TRUST_TIMEOUT_S = 60.0
 """Seconds the trust rule has to walk the venv."""
 
 
-def ran(rc: int = 0, stdout: str = "", stderr: str = "", message: str = "", *, did: bool = True) -> dict[str, Any]:
+def ran(
+    rc: int = 0, stdout: str = "", stderr: str = "", message: str = "", *, did: bool = True
+) -> dict[str, Any]:
     """One program's outcome in the shape of the module docstring."""
     return {"ran": did, "rc": rc, "stdout": stdout, "stderr": stderr, "message": message}
 
@@ -118,7 +120,9 @@ def host_probe(task: dict[str, Any], workdir: str) -> dict[str, Any]:
 def gather(task: dict[str, Any], workdir: str) -> dict[str, Any]:
     """Every step of the module docstring, in order, in ``workdir``."""
     for name, text in task["files"].items():
-        fd = os.open(os.path.join(workdir, os.path.basename(name)), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        fd = os.open(
+            os.path.join(workdir, os.path.basename(name)), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600
+        )
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
     collected = collect(task["collector"], task["probes"])

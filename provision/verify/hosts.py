@@ -104,7 +104,10 @@ def routes_of(hosts: Hosts) -> dict[str, Route]:
 
 
 def gather(
-    hosts: Hosts, forks: int | None = None, keep: Path | None = None, routes: Mapping[str, Route] | None = None
+    hosts: Hosts,
+    forks: int | None = None,
+    keep: Path | None = None,
+    routes: Mapping[str, Route] | None = None,
 ) -> dict[str, VerifyInputs | str]:
     """What every host's checks read: collected here for this machine, over each inventory host's
     route otherwise (:func:`provision.verify.remote.verify_remote`).
