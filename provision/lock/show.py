@@ -7,8 +7,8 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from provision.lock.model import LOCK_FILE, Lock
 from provision.jsonout import HOSTS_FORMAT
+from provision.lock.model import LOCK_FILE, Lock
 from provision.lock.store import HostLocks
 
 
