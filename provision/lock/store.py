@@ -118,7 +118,7 @@ def run_lock_play(
 _DIRECT_CALL = """
 def _provision_lock_direct(args):
     try:
-        changed, found = verified(Path("/var/lib/provision"), args["verify"])
+        changed, found = verified(Path(args["directory"]), args["verify"])
     except (LockError, OSError) as exc:
         return {"failed": True, "msg": "provision lock: " + str(exc)}
     return {"changed": changed, "lock": found}
@@ -132,12 +132,18 @@ module's ``main`` does it, its result (or failure) printed as JSON."""
 
 
 def record_verified(
-    inventory: Path | None, results: Mapping[str, Mapping[str, Any]], data_dir_: Path
+    inventory: Path | None,
+    results: Mapping[str, Mapping[str, Any]],
+    data_dir_: Path,
+    directory: Path = LOCK_DIRECTORY,
 ) -> dict[str, dict[str, Any] | str]:
     """Each host's verify result recorded in its current lock (the module's ``state: verified``):
     this machine in this process, inventory hosts over the direct transport as root
     (:func:`provision.detect.direct.route`, ``as_root``) where they have a command, by the lock
     play otherwise; host -> the module's result, or why it failed (one line).
+
+    ``directory``: where the locks are on each host reached without the play (the play's module
+    keeps its default, the same directory).
 
     Raises:
         LockReadError: The lock play failed before any host reported.
@@ -147,7 +153,7 @@ def record_verified(
 
     refuse_templates({"args": dict(results)}, "lock")
     if inventory is None:
-        return {h: _verified_here(dict(r)) for h, r in results.items()}
+        return {h: _verified_here(dict(r), directory) for h, r in results.items()}
     check_inventory(inventory)
     routes = direct.routes(str(inventory), ",".join(results), as_root=True) if direct.enabled() else {}
     commands = {h: r.argv for h, r in routes.items() if h in results and r.argv is not None}
@@ -159,7 +165,13 @@ def record_verified(
         found[host] = f"failed: {answer.get('msg')}" if isinstance(answer, dict) and failed else answer
 
     jobs = {
-        h: (argv, (source + _DIRECT_CALL % json.dumps({"verify": results[h]})).encode(), 60.0)
+        h: (
+            argv,
+            (
+                source + _DIRECT_CALL % json.dumps({"verify": results[h], "directory": str(directory)})
+            ).encode(),
+            60.0,
+        )
         for h, argv in commands.items()
     }
     direct.run_each(jobs, None, keep, LOCK_TASK)
@@ -167,10 +179,10 @@ def record_verified(
     return found | (run_lock_play(inventory, rest, data_dir_) if rest else {})
 
 
-def _verified_here(result: dict[str, Any]) -> dict[str, Any] | str:
+def _verified_here(result: dict[str, Any], directory: Path) -> dict[str, Any] | str:
     module = _lock_module()
     try:
-        changed, found = module.verified(LOCK_DIRECTORY, result)
+        changed, found = module.verified(directory, result)
     except (module.LockError, OSError) as exc:
         return f"failed: provision lock: {exc}"
     return {"changed": changed, "lock": found}
