@@ -260,6 +260,18 @@ def collect(
     run_each({h: (argv, program, timeout) for h, argv in commands.items()}, forks, on_result)
 
 
+def _hint(rc: int, said: str) -> str:
+    """What to change when the shell could not start the program (exit 126: not executable, 127:
+    not found, POSIX's ``sh``): sudo, or else the host's interpreter."""
+    if rc not in (126, 127):
+        return ""
+    return " (check the host's sudo, or ansible_become)" if "sudo" in said else INTERPRETER_HINT
+
+
+INTERPRETER_HINT = " (set ansible_python_interpreter for the host)"
+"""The play's advice for an interpreter that cannot run (:func:`provision.ansible.failure_message`)."""
+
+
 Job = tuple[list[str], bytes, float]
 """One host's command, the program on its stdin, and its deadline in seconds."""
 
@@ -298,7 +310,7 @@ def run_one(
     if done.returncode == 255 and argv[-1] != BOOT:  # ssh's own failure (a local command ends in BOOT)
         return f"host unreachable: {last}"
     if done.returncode != 0:
-        return f"{failed}: rc {done.returncode}: {last}"
+        return f"{failed}: rc {done.returncode}: {last}{_hint(done.returncode, last)}"
     try:
         parsed = json.loads(done.stdout)
     except (ValueError, RecursionError):  # malformed, 5000-digit numbers, nesting
