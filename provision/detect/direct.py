@@ -18,10 +18,16 @@ host keys are refused unless the inventory or ``ansible.cfg`` turns checking off
 No ssh master is started, so nothing is left running. ``ansible_connection=local`` runs the same
 program on this machine.
 
-A host on another connection (docker, paramiko, winrm), with a password, or with a templated
-(``{{ }}``) or vaulted connection variable goes through the detection play
+Where the inventory asks for become (``ansible_become``, sudo, no become password, sudo's default
+flags), the interpreter runs under ``sudo -H -n -u USER --``, each word quoted into the remote
+string; ``-n``: a sudo that would ask fails at once with its own message, the host's cause.
+
+A host on another connection (docker, paramiko, winrm), with a password, another become method or
+flags, or with a templated (``{{ }}``) or vaulted connection variable goes through the play
 (:func:`provision.detect.runner.detect_remote`), as does every host when
-``PROVISION_REMOTE_DETECT=ansible`` is set.
+``PROVISION_REMOTE_DETECT=ansible`` is set. :func:`route` says which, and why: the one choice of
+transport for detection, verify (:mod:`provision.verify.direct`), the support bundle's reads and
+verify's lock record (these two ``as_root``, as their plays' ``become: true``).
 """
 
 from __future__ import annotations

@@ -72,12 +72,24 @@ def run(argv: list[str], timeout: float, env: dict[str, str] | None = None) -> d
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
+        _kill(proc)
         return ran(-1, message=f"{argv[0]}: did not complete within {timeout:g} s and was killed")
+    except BaseException:  # Ctrl-C here, or the controller gone (SIGHUP, SIGTERM: see main)
+        _kill(proc)
+        raise
     text = [b.decode("utf-8", "replace")[-MAX_OUTPUT:] for b in (out, err)]
     return ran(proc.returncode, text[0], text[1])
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    """Kill ``proc``'s whole session (what it started too) and reap it."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate()
+
+
+def _stop(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 def collect(source: str, probes: list[dict[str, Any]]) -> dict[str, Any]:
@@ -135,7 +147,11 @@ def gather(task: dict[str, Any], workdir: str) -> dict[str, Any]:
 
 
 def main(task: dict[str, Any]) -> None:
-    """Gather in a private temporary directory, print the answer, remove the directory."""
+    """Gather in a private temporary directory, print the answer, remove the directory; SIGHUP
+    and SIGTERM kill the program running and remove it too."""
+    # ssh's end closing (the controller stopped) or a kill ends the running program and cleans up.
+    for signum in (signal.SIGHUP, signal.SIGTERM):
+        signal.signal(signum, _stop)
     workdir = tempfile.mkdtemp(prefix="provision-verify-")
     try:
         answer = gather(task, workdir)

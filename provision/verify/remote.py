@@ -1,4 +1,6 @@
-"""Collect verify inputs on remote hosts: one ansible-runner play over every host, results from its events.
+"""Collect verify inputs on remote hosts: over the direct transport where a host has a route with a
+command (:mod:`provision.verify.direct`, the verify agent), one ansible-runner play for the others,
+results from its events.
 
 The play copies the detection collector (with the verify probe ``nv-fabricmanager --version``
 added to the host's probe list) and the GPU load program to a temporary directory on each host,
