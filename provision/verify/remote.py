@@ -124,8 +124,8 @@ def verify_remote(
         jobs: Inventory hostname -> what to run there; the play is limited to its hosts.
         forks: Hosts worked on at once, on each transport; None keeps Ansible's default (5).
         keep: Keep the run for a support bundle: ansible-runner's directory (its events) in
-            ``keep/ansible``, each read host's raw probe outputs in ``keep/raw/<host>/``; None
-            keeps nothing.
+            ``keep/ansible``, each read host's raw probe outputs in ``keep/raw/<host>/``, the
+            verify agent's steps in ``keep/agent/<host>.json``; None keeps nothing.
         routes: How each host is reached (:func:`provision.detect.direct.routes`); a host
             without one, or a route without a command, goes through the play. None: every host.
 
@@ -171,7 +171,18 @@ def _answer_inputs(
     if not isinstance(collected, dict):
         return "host failed at 'Run the verify agent.': its answer holds no collector outputs"
     ran = (outcome(answer, "gpu"), outcome(answer, "host_probe"), outcome(answer, "trust"))
+    if raw is not None:  # the agent's own steps, what a play's events hold, for a support bundle
+        steps = {k: v for k, v in answer.items() if k != "collected"}
+        kept = agent_answer_path(raw.parent, host)
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        kept.write_text(json.dumps(steps, indent=2), encoding="utf-8")
     return _host_inputs(host, collected, ran, job, started, raw)
+
+
+def agent_answer_path(keep: Path, host: str) -> Path:
+    """Where :func:`verify_remote` keeps a host's verify agent steps (trust, host probe, GPU
+    program: their exit status and output) under ``keep``."""
+    return keep / "agent" / f"{host_dir_name(host)}.json"
 
 
 def _verify_play(

@@ -12,6 +12,7 @@ import json
 import os
 import shlex
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -243,6 +244,11 @@ def test_the_document_and_the_text_name_each_hosts_route(tmp_path: Path) -> None
         hosts["here"]["transport"] == {"kind": "local", "why": None} and hosts["here"]["unreachable"] is None
     )
     assert hosts["nosudo"]["unreachable"].endswith("sudo: a password is required")
+    with tarfile.open(hosts["here"]["support_bundle"]) as bundle:  # the agent's steps, as events were
+        steps = json.load(bundle.extractfile("verify-agent.json"))  # type: ignore[arg-type]
+        assert {"host/dmesg-nvidia.txt", "raw/query-gpu.txt"} <= set(bundle.getnames())
+    assert set(steps) == {"host_probe", "trust", "gpu"} and steps["trust"]["ran"]
+    assert steps["gpu"]["ran"] is False  # no nvidia-smi here: skipped, as the play's task would be
     text = CliRunner().invoke(
         cli, ["verify", "-i", str(inventory), "-l", "nosudo", "--runs-dir", str(tmp_path)]
     )
