@@ -16,14 +16,26 @@ command per host costs one ssh connection.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from provision.detect import direct
+from provision.detect.direct import Route
 from provision.detect.runner import collector_source
+from provision.errors import FactsError
 from provision.verify import agent, launch, observe
-from provision.verify.remote import HOST_PROBE, TRUST_PROGRAM, GpuOutcome, HostJob
+from provision.verify.remote import (
+    HOST_PROBE,
+    TRUST_PROGRAM,
+    GpuOutcome,
+    HostJob,
+    agent_answer_path,
+    host_inputs,
+    verify_remote,
+)
+from provision.verify.runs import VerifyInputs
 
 AGENT_TASK = "Run the verify agent."
 """What a host that printed no answer failed at (its cause: ``host failed at 'Run the verify agent.'``)."""
@@ -86,13 +98,66 @@ Answer = str | dict[str, Any]
 """A host's agent answer (the JSON object), or why there is none."""
 
 
-def verify_direct(
-    commands: Mapping[str, list[str]],
+def verify_routed(
+    inventory: str,
     jobs: Mapping[str, HostJob],
-    forks: int | None,
-    on_answer: Callable[[str, Answer], None],
-) -> None:
-    """Run the agent on every host of ``commands`` (:func:`provision.detect.direct.route`'s argv),
-    ``forks`` at a time; ``on_answer(host, answer)`` gets each host's answer as it finishes."""
+    routes: Mapping[str, Route],
+    forks: int | None = None,
+    keep: Path | None = None,
+) -> dict[str, VerifyInputs | str]:
+    """Verify inputs of every host in ``jobs``: the verify agent where its route has a command,
+    one ansible-runner play (:func:`provision.verify.remote.verify_remote`) for the others.
+
+    Args:
+        inventory: The inventory file (or INI text) the hosts come from.
+        jobs: Inventory hostname -> what to run there.
+        routes: How each host is reached (:func:`provision.detect.direct.routes`); a host without
+            one, or a route without a command, goes through the play.
+        forks: Hosts worked on at once, on each transport; None keeps Ansible's default (5).
+        keep: Keep what a support bundle needs: raw outputs in ``keep/raw/<host>/``, the agent's
+            steps in ``keep/agent/<host>.json``, the play's directory in ``keep/ansible``.
+
+    Returns:
+        Per host, in ``jobs``' order, its :class:`VerifyInputs` or the cause nothing was read.
+
+    Raises:
+        FactsError: The play failed before any host reported, and no host was read directly.
+        Interrupted: Ctrl-C stopped the play.
+    """
+    started = datetime.now(UTC)
+    raw = keep / "raw" if keep is not None else None
+    commands = {h: r.argv for h, r in routes.items() if h in jobs and r.argv is not None}
+    found: dict[str, VerifyInputs | str] = {}
+
+    def take(host: str, answer: Answer) -> None:
+        found[host] = answer_inputs(host, answer, jobs[host], started, raw)
+
     each = {h: (argv, payload(jobs[h]), deadline_s(jobs[h])) for h, argv in commands.items()}
-    direct.run_each(each, forks, on_answer, AGENT_TASK)
+    direct.run_each(each, forks, take, AGENT_TASK)
+    rest = {h: j for h, j in jobs.items() if h not in commands}
+    if rest:
+        try:
+            found |= verify_remote(inventory, rest, forks, keep)
+        except FactsError as exc:
+            if not found:
+                raise
+            found |= {h: f"host unreachable: {exc}" for h in rest}  # the direct hosts' results stand
+    return {h: found[h] for h in jobs if h in found}
+
+
+def answer_inputs(
+    host: str, answer: Answer, job: HostJob, started: datetime, raw: Path | None
+) -> VerifyInputs | str:
+    """One host's inputs from the verify agent's answer (:mod:`provision.verify.agent`), or its
+    cause; ``raw``: where its raw outputs go, and its steps beside them (``agent/``)."""
+    if isinstance(answer, str):
+        return answer
+    collected = answer.get("collected")
+    if not isinstance(collected, dict):
+        return f"host failed at '{AGENT_TASK}': its answer holds no collector outputs"
+    ran = (outcome(answer, "gpu"), outcome(answer, "host_probe"), outcome(answer, "trust"))
+    if raw is not None:  # the agent's own steps, what a play's events hold, for a support bundle
+        kept = agent_answer_path(raw.parent, host)
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        kept.write_text(json.dumps({k: v for k, v in answer.items() if k != "collected"}, indent=2), "utf-8")
+    return host_inputs(host, collected, ran, job, started, raw)

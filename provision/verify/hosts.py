@@ -28,9 +28,10 @@ from provision.hosts import NO_RESULT, Hosts, detect_by_venv
 from provision.output import check_output_directory
 from provision.spec.models import Spec
 from provision.verify.bundles import write_verify_bundles
+from provision.verify.direct import verify_routed
 from provision.verify.limits import Limits, shipped_limits
 from provision.verify.models import CheckResult, Report
-from provision.verify.remote import REMOTE_ALLREDUCE, HostJob, verify_remote
+from provision.verify.remote import REMOTE_ALLREDUCE, HostJob
 from provision.verify.runs import VerifyInputs
 from provision.verify.workflow import collect, evaluate, save_inputs
 
@@ -122,7 +123,7 @@ def gather(
         facts = detect_by_venv(hosts.keeping_raw(keep / "raw") if keep is not None else hosts)
         return {h: collect(held.spec, facts[h]) for h, held in hosts.specs.items()}
     jobs = {h: job_for(held.spec) for h, held in hosts.specs.items()}
-    return dict(verify_remote(str(hosts.inventory), jobs, forks, keep, routes))
+    return verify_routed(str(hosts.inventory), jobs, routes or {}, forks, keep)
 
 
 def verify_hosts(

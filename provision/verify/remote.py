@@ -1,6 +1,6 @@
-"""Collect verify inputs on remote hosts: over the direct transport where a host has a route with a
-command (:mod:`provision.verify.direct`, the verify agent), one ansible-runner play for the others,
-results from its events.
+"""Collect verify inputs on remote hosts through one ansible-runner play, results from its events:
+the hosts without a direct route (:mod:`provision.verify.direct` reads the others with the verify
+agent, which does on the host what this play does).
 
 The play copies the detection collector (with the verify probe ``nv-fabricmanager --version``
 added to the host's probe list) and the GPU load program to a temporary directory on each host,
@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any
 
 from provision import ansible, trust
-from provision.detect.direct import Route
 from provision.detect.domains.driver import FabricManagerVersionFact
 from provision.detect.fact import Probe
 from provision.detect.facts import Facts, Unknown
@@ -110,24 +109,18 @@ class GpuOutcome:
 
 
 def verify_remote(
-    inventory: str,
-    jobs: Mapping[str, HostJob],
-    forks: int | None = None,
-    keep: Path | None = None,
-    routes: Mapping[str, Route] | None = None,
+    inventory: str, jobs: Mapping[str, HostJob], forks: int | None = None, keep: Path | None = None
 ) -> dict[str, VerifyInputs | str]:
-    """Verify inputs of every host in ``jobs``: over the direct transport where its route has a
-    command (:mod:`provision.verify.direct`), through one ansible-runner play for the others.
+    """Verify inputs of every host in ``jobs``, gathered in one ansible-runner run (the hosts
+    without a direct route: :func:`provision.verify.direct.verify_routed` decides).
 
     Args:
         inventory: The inventory file (or INI text) the hosts come from.
-        jobs: Inventory hostname -> what to run there; the play is limited to its hosts.
-        forks: Hosts worked on at once, on each transport; None keeps Ansible's default (5).
+        jobs: Inventory hostname -> what to run there; the play is limited to these hosts.
+        forks: Hosts Ansible works on at once; None keeps Ansible's default (5).
         keep: Keep the run for a support bundle: ansible-runner's directory (its events) in
-            ``keep/ansible``, each read host's raw probe outputs in ``keep/raw/<host>/``, the
-            verify agent's steps in ``keep/agent/<host>.json``; None keeps nothing.
-        routes: How each host is reached (:func:`provision.detect.direct.routes`); a host
-            without one, or a route without a command, goes through the play. None: every host.
+            ``keep/ansible``, each read host's raw probe outputs in ``keep/raw/<host>/``; None
+            keeps nothing.
 
     Returns:
         Per host its :class:`VerifyInputs`, or the reason nothing could be read
@@ -137,58 +130,7 @@ def verify_remote(
         FactsError: ansible-playbook failed before any host reported.
         Interrupted: Ctrl-C stopped the play (ansible-runner's status ``canceled``).
     """
-    from provision.verify import direct
-
     started = datetime.now(UTC)
-    raw = keep / "raw" if keep is not None else None
-    commands = {h: r.argv for h, r in (routes or {}).items() if h in jobs and r.argv is not None}
-    found: dict[str, VerifyInputs | str] = {}
-
-    def take(host: str, answer: direct.Answer) -> None:
-        found[host] = _answer_inputs(host, answer, jobs[host], started, raw)
-
-    direct.verify_direct(commands, jobs, forks, take)
-    rest = {h: j for h, j in jobs.items() if h not in commands}
-    if rest:
-        try:
-            found |= _verify_play(inventory, rest, forks, keep, started)
-        except FactsError as exc:
-            if not found:
-                raise
-            found |= {h: f"host unreachable: {exc}" for h in rest}  # the direct hosts' results stand
-    return {h: found[h] for h in jobs if h in found}
-
-
-def _answer_inputs(
-    host: str, answer: str | dict[str, Any], job: HostJob, started: datetime, raw: Path | None
-) -> VerifyInputs | str:
-    """One host's inputs from the verify agent's answer (:mod:`provision.verify.agent`)."""
-    from provision.verify.direct import outcome
-
-    if isinstance(answer, str):
-        return answer
-    collected = answer.get("collected")
-    if not isinstance(collected, dict):
-        return "host failed at 'Run the verify agent.': its answer holds no collector outputs"
-    ran = (outcome(answer, "gpu"), outcome(answer, "host_probe"), outcome(answer, "trust"))
-    if raw is not None:  # the agent's own steps, what a play's events hold, for a support bundle
-        steps = {k: v for k, v in answer.items() if k != "collected"}
-        kept = agent_answer_path(raw.parent, host)
-        kept.parent.mkdir(parents=True, exist_ok=True)
-        kept.write_text(json.dumps(steps, indent=2), encoding="utf-8")
-    return _host_inputs(host, collected, ran, job, started, raw)
-
-
-def agent_answer_path(keep: Path, host: str) -> Path:
-    """Where :func:`verify_remote` keeps a host's verify agent steps (trust, host probe, GPU
-    program: their exit status and output) under ``keep``."""
-    return keep / "agent" / f"{host_dir_name(host)}.json"
-
-
-def _verify_play(
-    inventory: str, jobs: Mapping[str, HostJob], forks: int | None, keep: Path | None, started: datetime
-) -> dict[str, VerifyInputs | str]:
-    """The hosts of ``jobs`` through one ansible-runner play (see :func:`verify_remote`)."""
     if keep is not None:
         played = _run_play(keep / "ansible", inventory, jobs, forks)
     else:
@@ -206,7 +148,7 @@ def _verify_play(
     checked = gpu_outcomes(played.events, TRUST_TASK)
     raw = keep / "raw" if keep is not None else None
     return {
-        host: _host_inputs(
+        host: host_inputs(
             host, result, (gpu.get(host), asked.get(host), checked.get(host)), jobs[host], started, raw
         )
         for host, result in collected.items()
@@ -214,7 +156,13 @@ def _verify_play(
     }
 
 
-def _host_inputs(
+def agent_answer_path(keep: Path, host: str) -> Path:
+    """Where the direct transport keeps a host's verify agent steps (trust, host probe, GPU
+    program: their exit status and output) under ``keep``."""
+    return keep / "agent" / f"{host_dir_name(host)}.json"
+
+
+def host_inputs(
     host: str,
     result: str | dict[str, Any],
     ran: tuple[GpuOutcome | None, GpuOutcome | None, GpuOutcome | None],
@@ -222,7 +170,8 @@ def _host_inputs(
     started: datetime,
     raw: Path | None,
 ) -> VerifyInputs | str:
-    """``ran``: the host's GPU program, host probe and trust check outcomes."""
+    """One host's inputs from its collector result (or why there is none); ``ran``: its GPU
+    program, host probe and trust check outcomes; ``raw``: where its raw outputs are kept."""
     if isinstance(result, str):
         return result
     outputs = outputs_from_json(result)

@@ -23,10 +23,10 @@ from provision.detect import direct
 from provision.detect.facts import Unknown
 from provision.spec.loader import load_spec
 from provision.verify import agent
-from provision.verify.direct import AGENT_TASK
+from provision.verify.direct import AGENT_TASK, verify_routed
 from provision.verify.hosts import routes_of
 from provision.verify.launch import CHILD_ENV
-from provision.verify.remote import HostJob, verify_remote
+from provision.verify.remote import HostJob
 from provision.verify.runs import GpuRun, VerifyInputs
 
 ROOT = Path(__file__).parents[2]
@@ -107,7 +107,7 @@ def _job(venv: Path | None = None) -> HostJob:
 
 
 def _verify(routes: dict[str, direct.Route], job: HostJob) -> dict[str, VerifyInputs | str]:
-    return verify_remote("unused: every host has a command", dict.fromkeys(routes, job), routes=routes)
+    return verify_routed("unused: every host has a command", dict.fromkeys(routes, job), routes)
 
 
 def test_a_local_host_is_verified_by_the_agent_without_ansible(mocker: MockerFixture) -> None:
@@ -221,7 +221,7 @@ def test_each_host_has_its_own_cause(tmp_path: Path) -> None:
 def test_only_the_hosts_without_a_command_go_to_the_play(tmp_path: Path, mocker: MockerFixture) -> None:
     play = mocker.patch.object(ansible, "run_play", return_value=ansible.PlayResult("failed", 4, ()))
     routes = _routes(tmp_path, f"here {HERE}\nbox ansible_connection=docker\n")
-    got = verify_remote(str(tmp_path / "hosts.ini"), dict.fromkeys(routes, _job()), routes=routes)
+    got = verify_routed(str(tmp_path / "hosts.ini"), dict.fromkeys(routes, _job()), routes)
     assert play.call_args.kwargs["limit"] == "box"
     assert isinstance(got["here"], VerifyInputs)
     # The play failed before any host reported: its hosts get that cause; the direct ones stand.
