@@ -111,7 +111,7 @@ def gather(
     routes: Mapping[str, Route] | None = None,
 ) -> dict[str, VerifyInputs | str]:
     """What every host's checks read: collected here for this machine, over each inventory host's
-    route otherwise (:func:`provision.verify.remote.verify_remote`).
+    route otherwise (:func:`provision.verify.direct.verify_routed`).
 
     ``keep``: also keep each read host's raw probe outputs in ``keep/raw/<host>/`` and the play's
     events in ``keep/ansible`` (for a support bundle); None keeps nothing.
