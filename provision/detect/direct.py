@@ -151,16 +151,18 @@ def host_argv(
     return route(name, hostvars, ssh_options).argv
 
 
-_BECOME_PASSWORDS = ("ansible_become_password", "ansible_become_pass", "ansible_sudo_pass")
 SUDO_FLAGS = ("-H", "-S", "-n")
-"""Ansible's default ``become_flags`` for sudo (the sudo become plugin's documentation)."""
+"""Ansible's default ``become_flags`` for sudo (the sudo become plugin's ``become_flags`` default,
+https://docs.ansible.com/ansible/latest/collections/ansible/builtin/sudo_become.html)."""
 
 
 def become_prefix(hostvars: Mapping[str, Any], *, force: bool = False) -> list[str] | str:
     """The argv that runs a program as the become user, as Ansible's sudo become plugin would
     (``sudo -H -n -u USER --``); ``[]`` without become; a string: why only the play can do it
     (another method, a password, other flags). ``force``: become even where the inventory does
-    not ask (a play's ``become: true``).
+    not ask (a play's ``become: true``). The user, flags, executable and password are the sudo
+    plugin's options as Ansible resolves them (inventory variables, ``ansible.cfg``,
+    ``ANSIBLE_*``).
 
     ``-S`` (password on stdin) is left out: stdin carries the program, and ``-n`` makes sudo
     fail at once, with its own message, instead of asking for a password.
@@ -171,17 +173,25 @@ def become_prefix(hostvars: Mapping[str, Any], *, force: bool = False) -> list[s
     wanted = True if force else hostvars.get("ansible_become", constants.DEFAULT_BECOME)
     if not _plain(wanted) or not boolean(wanted, strict=False):
         return [] if _plain(wanted) else "a templated or vaulted ansible_become"
-    method = str(hostvars.get("ansible_become_method") or constants.DEFAULT_BECOME_METHOD)
+    method = hostvars.get("ansible_become_method") or constants.DEFAULT_BECOME_METHOD
     if method != "sudo":
         return f"ansible_become_method={method} (the direct transport becomes with sudo only)"
-    if any(hostvars.get(k) for k in _BECOME_PASSWORDS):
+    options = _ansible_sudo_options(hostvars)
+    if options["become_pass"]:
         return "a become password is set (sudo here runs with -n, never asking)"
-    user = hostvars.get("ansible_become_user") or constants.DEFAULT_BECOME_USER or "root"
-    flags = hostvars.get("ansible_become_flags")
-    if not _plain(user) or (flags is not None and tuple(shlex.split(str(flags))) != SUDO_FLAGS):
-        return "ansible_become_user or ansible_become_flags the direct transport does not follow"
-    exe = str(hostvars.get("ansible_become_exe") or "sudo")
-    return [exe, "-H", "-n", "-u", str(user), "--"]
+    user, flags, exe = (options[k] for k in ("become_user", "become_flags", "become_exe"))
+    if not all(_plain(v) for v in (user, flags, exe)) or tuple(shlex.split(str(flags or ""))) != SUDO_FLAGS:
+        return f"become_flags {flags!r} or a templated become option (the direct transport runs sudo -H -n)"
+    return [str(exe or "sudo"), "-H", "-n", "-u", str(user or "root"), "--"]
+
+
+def _ansible_sudo_options(hostvars: Mapping[str, Any]) -> dict[str, Any]:
+    """The sudo become plugin's options for a host, as Ansible resolves them."""
+    from ansible.plugins.loader import become_loader  # type: ignore[import-untyped]
+
+    plugin = become_loader.get("sudo")
+    plugin.set_options(var_options=dict(hostvars))
+    return {k: plugin.get_option(k) for k in ("become_user", "become_flags", "become_exe", "become_pass")}
 
 
 def ssh_argv(name: str, options: Mapping[str, Any], python: str, become: Sequence[str] = ()) -> list[str]:
@@ -211,7 +221,7 @@ _MORE = ("ssh_extra_args", "ssh_executable", "timeout", "host_key_checking")
 def _ansible_ssh_options(hostvars: Mapping[str, Any]) -> dict[str, Any]:
     """The ssh connection plugin's options for a host, as Ansible resolves them."""
     from ansible.playbook.play_context import PlayContext  # type: ignore[import-untyped]
-    from ansible.plugins.loader import connection_loader  # type: ignore[import-untyped]
+    from ansible.plugins.loader import connection_loader
 
     plugin = connection_loader.get("ssh", PlayContext(), None)
     plugin.set_options(var_options=dict(hostvars))

@@ -54,7 +54,7 @@ def _routes(tmp_path: Path, lines: str, *, as_root: bool = False) -> dict[str, d
         ("tpl ansible_host=\"{{ lookup('env', 'GPU_HOST') }}\"", "a templated or vaulted ssh option"),
         ("su ansible_host=10.0.0.9 ansible_become=true ansible_become_method=su", "ansible_become_method=su"),
         ("bp ansible_host=10.0.0.9 ansible_become=true ansible_become_password=x", "a become password"),
-        ("bf ansible_host=10.0.0.9 ansible_become=true ansible_become_flags=-E", "ansible_become_flags"),
+        ("bf ansible_host=10.0.0.9 ansible_become=true ansible_become_flags=-E", "become_flags '-E'"),
     ],
 )
 def test_a_connection_the_direct_transport_cannot_do_goes_to_the_play_with_why(
