@@ -43,7 +43,7 @@ def gpu_section(draft: Draft, facts: Facts) -> None:
         draft.note("gpu", f"gpu: not imported: the GPUs' settings were not read ({why})")
         return
     runtime = facts.gpu_runtime
-    _persistence(draft, runtime)
+    _persistence(draft, runtime, states)
     _settings(draft, states, _locked_clocks(runtime, states))
     _mig(draft, runtime, states, draft.data["gpus"]["model"])
     if "gpu" not in draft.data:
@@ -53,29 +53,48 @@ def gpu_section(draft: Draft, facts: Facts) -> None:
 # --- persistence ------------------------------------------------------------------------------------
 
 
-def _persistence(draft: Draft, runtime: GpuRuntime | None) -> None:
+def _persistence(draft: Draft, runtime: GpuRuntime | None, states: Sequence[GpuState]) -> None:
     """``persistence`` as systemd shows the daemon: true for active and enabled, false for
     inactive and disabled (both plan no change); any other state is one the spec cannot say."""
     services = Unknown(unknown="not probed") if runtime is None else runtime.services
     if isinstance(services, Unknown):
         draft.note(
-            "gpu.persistence", f"gpu.persistence left out: {PERSISTENCED} was not read ({_why(services)})"
+            "gpu.persistence",
+            f"gpu.persistence left out: {PERSISTENCED} was not read ({services.unknown})"
+            + _mode(states, "by the daemon or by nvidia-smi -pm 1"),
         )
         return
     unit = services.units.get(PERSISTENCED)
+    state = None if unit is None else _DAEMON.get((unit.active, unit.enabled))
     if unit is None or not unit.exists:
-        draft.note("gpu.persistence", f"gpu.persistence left out: systemd has no {PERSISTENCED}")
-        return
-    state = {("active", "enabled"): True, ("inactive", "disabled"): False}.get((unit.active, unit.enabled))
-    said = f"{PERSISTENCED} {unit.active}, {unit.enabled} (systemctl show)"
-    if state is None:
+        draft.note(
+            "gpu.persistence", f"gpu.persistence left out: systemd has no {PERSISTENCED}" + _mode(states)
+        )
+    elif state is None:
         draft.note(
             "gpu.persistence",
-            f"gpu.persistence left out: {said}, a state the spec cannot say (true is active and enabled, "
-            "false inactive and disabled)",
+            f"gpu.persistence left out: {PERSISTENCED} {unit.active}, {unit.enabled} (systemctl show), a "
+            "state the spec cannot say (true is active and enabled, false inactive and disabled)",
         )
-        return
-    draft.put("gpu.persistence", state, said)
+    else:
+        draft.put("gpu.persistence", state, f"{PERSISTENCED} {unit.active}, {unit.enabled} (systemctl show)")
+        if not state and (legacy := _mode(states)):
+            draft.note("gpu.persistence", legacy.removeprefix("; "))
+
+
+_DAEMON = {("active", "enabled"): True, ("inactive", "disabled"): False}
+"""The daemon's (ActiveState, UnitFileState) the spec's persistence true and false mean."""
+
+
+def _mode(states: Sequence[GpuState], why: str = "") -> str:
+    """``; ...`` naming the GPUs whose Persistence Mode is Enabled, with ``why``; by default, for a
+    daemon that does not run: the legacy persistence mode, which the spec does not manage. '' when
+    none is."""
+    on = [s.index for s in states if s.persistence]
+    if not on:
+        return ""
+    why = why or "without the daemon, the legacy nvidia-smi -pm 1, which the spec does not manage"
+    return f"; nvidia-smi -q shows Persistence Mode Enabled on {_gpus(on, states)} ({why})"
 
 
 # --- settings ---------------------------------------------------------------------------------------

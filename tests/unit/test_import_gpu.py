@@ -216,8 +216,10 @@ def test_the_real_captures_at_their_defaults_get_no_gpu_section_and_say_why(capt
     assert settled.notes["gpu"] == [
         "gpu: every GPU setting nvidia-smi -q shows is the card's default (not managed)"
     ]
+    every = "GPU 0" if capture.startswith("h200-") else "every GPU"
     assert settled.notes["gpu.persistence"] == [
-        "gpu.persistence left out: nvidia-persistenced.service was not read (not probed)"
+        "gpu.persistence left out: nvidia-persistenced.service was not read (not probed); nvidia-smi -q "
+        f"shows Persistence Mode Enabled on {every} (by the daemon or by nvidia-smi -pm 1)"
     ]
     assert not settled.plan.changes
 
