@@ -12,19 +12,17 @@ equal across the hosts of one shape, where UUIDs are not).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, get_args
 
-from provision.components.gpu_unit import HEADER
 from provision.detect.domains.gpu_runtime import BOOT_UNIT_PATH, GpuRuntime
 from provision.detect.domains.gpu_state import GpuState
 from provision.detect.facts import Facts, Unknown
+from provision.importing.boot_unit import BootUnit, in_unit_order, read_boot_unit
 from provision.importing.draft import Draft
 from provision.spec.models import GpuSettings
 
 PERSISTENCED = "nvidia-persistenced.service"
-_LOCKED = re.compile(r"^ExecStart=nvidia-smi -i (\S+) -(lgc|lmc) (\d{1,5}),(\d{1,5})$", re.MULTILINE)
 _COMPUTE_MODES = tuple(
     str(m) for m in get_args(get_args(GpuSettings.model_fields["compute_mode"].annotation)[0])
 )
@@ -44,8 +42,9 @@ def gpu_section(draft: Draft, facts: Facts) -> None:
         return
     runtime = facts.gpu_runtime
     _persistence(draft, runtime, states)
-    _settings(draft, states, _locked_clocks(runtime, states))
-    _mig(draft, runtime, states, draft.data["gpus"]["model"])
+    unit = read_boot_unit(runtime, states)
+    _settings(draft, states, unit)
+    _mig(draft, runtime, states, draft.data["gpus"]["model"], unit)
     if "gpu" not in draft.data:
         draft.note("gpu", "gpu: every GPU setting nvidia-smi -q shows is the card's default (not managed)")
 
@@ -105,8 +104,9 @@ Reader = Callable[[GpuState], "tuple[Value | None, str | None]"]
 it cannot be)."""
 
 
-def _settings(draft: Draft, states: Sequence[GpuState], locked: Mapping[int, dict[str, Value]]) -> None:
-    """``settings``: one group per set of GPUs sharing values, ``all`` first, then by index."""
+def _settings(draft: Draft, states: Sequence[GpuState], unit: BootUnit) -> None:
+    """``settings``: one group per set of GPUs sharing values, ``all`` first, then by index (or in
+    the order provision's boot unit on disk lists the GPUs)."""
     readers: dict[str, Reader] = {
         "power_limit_w": _power,
         "application_clocks": _application_clocks,
@@ -117,12 +117,18 @@ def _settings(draft: Draft, states: Sequence[GpuState], locked: Mapping[int, dic
     for name, read in readers.items():
         per_gpu[name] = _read_all(draft, name, states, read)
     for name in ("locked_gpu_clocks", "locked_memory_clocks"):
-        per_gpu[name] = {i: v[name] for i, v in locked.items() if name in v}
+        per_gpu[name] = {i: v[name] for i, v in unit.locked.items() if name in v}
         if per_gpu[name]:
             draft.note("gpu.settings", f"{name}: {_where(per_gpu[name], states)}, read from {BOOT_UNIT_PATH}")
-    groups = _grouped(per_gpu, [s.index for s in states])
+    everyone = [s.index for s in states]
+    groups = in_unit_order(_grouped(per_gpu, everyone), unit.settings_order, everyone, _has_argv)
     if groups:
         draft.put("gpu.settings", groups)
+
+
+def _has_argv(group: dict[str, Value]) -> bool:
+    """The group sets something the boot unit runs (ECC is not in it)."""
+    return bool(set(group) - {"gpus", "ecc"})
 
 
 def _read_all(draft: Draft, name: str, states: Sequence[GpuState], read: Reader) -> dict[int, Value]:
@@ -237,25 +243,12 @@ def _by_value(values: Mapping[int, Value]) -> list[tuple[Value, tuple[int, ...]]
     return [(v, tuple(g)) for v, g in found]
 
 
-def _locked_clocks(runtime: GpuRuntime | None, states: Sequence[GpuState]) -> dict[int, dict[str, Value]]:
-    """GPU index -> its locked clocks from provision's boot unit on disk: nvidia-smi does not show
-    locked clocks, and the plan counts them as set while the unit is the spec's."""
-    unit = None if runtime is None else runtime.boot_unit
-    if isinstance(unit, Unknown) or unit is None or not unit.text.startswith(HEADER):
-        return {}
-    index = {s.uuid: s.index for s in states if s.uuid}
-    out: dict[int, dict[str, Value]] = {}
-    for ident, kind, low, high in _LOCKED.findall(unit.text):
-        if ident in index:
-            name = "locked_gpu_clocks" if kind == "lgc" else "locked_memory_clocks"
-            out.setdefault(index[ident], {})[name] = {"min_mhz": int(low), "max_mhz": int(high)}
-    return out
-
-
 # --- MIG --------------------------------------------------------------------------------------------
 
 
-def _mig(draft: Draft, runtime: GpuRuntime | None, states: Sequence[GpuState], model: str) -> None:
+def _mig(
+    draft: Draft, runtime: GpuRuntime | None, states: Sequence[GpuState], model: str, unit: BootUnit
+) -> None:
     """``mig``: the GPU instances (profile -> count) of each GPU in MIG mode, grouped by equal
     layouts; a GPU with MIG mode off is left unset (whole GPUs are what the spec means without it)."""
     layouts: dict[int, Value] = {}
@@ -270,6 +263,7 @@ def _mig(draft: Draft, runtime: GpuRuntime | None, states: Sequence[GpuState], m
         {"gpus": "all" if gpus == everyone else list(gpus), "layout": dict(layout)}
         for layout, gpus in _by_value(layouts)
     ]
+    groups = in_unit_order(groups, unit.mig_order, everyone, lambda _: True)
     if groups:
         draft.put("gpu.mig", groups)
 

@@ -173,31 +173,46 @@ LOCKED = {
 
 
 @pytest.mark.parametrize(
-    ("name", "settings"),
+    ("name", "applied"),
     [
-        ("gpu-power-limit-650-on-the-h200", [{"gpus": "all", "power_limit_w": 650, **LOCKED}]),
+        ("gpu-power-limit-650-on-the-h200", {"settings": [{"gpus": "all", "power_limit_w": 650, **LOCKED}]}),
         (
             "gpu-compute-mode-exclusive-process",
-            [{"gpus": "all", "compute_mode": "Exclusive_Process", **LOCKED}],
+            {"settings": [{"gpus": "all", "compute_mode": "Exclusive_Process", **LOCKED}]},
         ),
         (
             "gpu-power-limit-500-on-one-of-two",
-            [{"gpus": "all", **LOCKED}, {"gpus": [0], "power_limit_w": 500}],
+            {"settings": [{"gpus": "all", **LOCKED}, {"gpus": [0], "power_limit_w": 500}]},
+        ),
+        (  # the groups in another order than the import's own: GPU 1 first in the unit
+            "gpu-mixed-settings-on-two",
+            {
+                "settings": [
+                    {"gpus": [1], "power_limit_w": 500},
+                    {"gpus": "all", "compute_mode": "Exclusive_Process"},
+                ]
+            },
+        ),
+        (
+            "mig-different-layouts-on-two",
+            {"mig": [{"gpus": [1], "layout": {"7g.141gb": 1}}, {"gpus": [0], "layout": {"1g.18gb": 7}}]},
         ),
     ],
 )
-def test_locked_clocks_nvidia_smi_does_not_show_are_read_from_provisions_boot_unit(
-    name: str, settings: list[dict[str, Any]]
+def test_a_gpu_section_provision_applied_imports_back_from_its_boot_unit_and_plans_nothing(
+    name: str, applied: dict[str, Any]
 ) -> None:
+    # Locked clocks, which nvidia-smi does not show, are read from provision's unit on disk; the
+    # groups come in the unit's order (the plan compares the unit's whole text).
     case = read_case(FIXTURES / "imports" / f"{name}.yaml")
     first = import_one(_facts(case), CATALOG)
-    applied = updated(first.data, {"gpu.settings": settings})  # the spec provision applied
-    text = unit_text(context(Spec.model_validate(applied), _facts(case), CATALOG))
-    assert "-lgc 1200,1980" in text and "-lmc 3201,3201" in text
+    data = updated(first.data, {f"gpu.{k}": v for k, v in applied.items()})  # the spec provision applied
+    text = unit_text(context(Spec.model_validate(data), _facts(case), CATALOG))
     facts = _facts(case, unit=text, services={BOOT_UNIT: "active/enabled"})
     again = import_one(facts, CATALOG)
-    assert again.data["gpu"]["settings"] == settings
-    assert "read from /etc/systemd/system/provision-gpu-settings.service" in _gpu_notes(again.notes)
+    assert {k: again.data["gpu"][k] for k in applied} == applied
+    if "-lgc 1200,1980" in text:
+        assert "read from /etc/systemd/system/provision-gpu-settings.service" in _gpu_notes(again.notes)
     assert not again.plan.changes and not again.plan.blockers, [s.reason for s in again.plan.changes]
 
 
