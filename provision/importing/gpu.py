@@ -15,12 +15,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, get_args
 
+from pydantic import ValidationError
+
 from provision.detect.domains.gpu_runtime import BOOT_UNIT_PATH, GpuRuntime
 from provision.detect.domains.gpu_state import GpuState
 from provision.detect.facts import Facts, Unknown
+from provision.errors import first_error
 from provision.importing.boot_unit import BootUnit, in_unit_order, read_boot_unit
-from provision.importing.draft import Draft
-from provision.spec.models import GpuSettings
+from provision.importing.draft import DROP, Draft
+from provision.spec.models import GpuSection, GpuSettings
 
 PERSISTENCED = "nvidia-persistenced.service"
 _COMPUTE_MODES = tuple(
@@ -45,8 +48,21 @@ def gpu_section(draft: Draft, facts: Facts) -> None:
     unit = read_boot_unit(runtime, states)
     _settings(draft, states, unit)
     _mig(draft, runtime, states, draft.data["gpus"]["model"], unit)
+    _valid(draft)
     if "gpu" not in draft.data:
         draft.note("gpu", "gpu: every GPU setting nvidia-smi -q shows is the card's default (not managed)")
+
+
+def _valid(draft: Draft) -> None:
+    """The section dropped, with the first error, where the values read are not a valid ``gpu:``
+    (a value past the spec's own bounds): the rest of the spec is still written."""
+    if "gpu" not in draft.data:
+        return
+    try:
+        GpuSection.model_validate(draft.data["gpu"])
+    except ValidationError as exc:
+        draft.put("gpu", DROP)
+        draft.note("gpu", f"gpu: left out: the values read are not a valid gpu: section ({first_error(exc)})")
 
 
 # --- persistence ------------------------------------------------------------------------------------
@@ -176,12 +192,10 @@ def _power(state: GpuState) -> tuple[Value | None, str | None]:
 def _application_clocks(state: GpuState) -> tuple[Value | None, str | None]:
     """Application clocks where they are not the Default Applications Clocks."""
     seen, default = state.applications_clocks, state.default_applications_clocks
-    pair = (seen.memory_mhz, seen.graphics_mhz)
-    if None in pair or None in (default.memory_mhz, default.graphics_mhz):
-        return None, None  # N/A: a card without application clocks, nothing to manage
-    if (seen.memory_mhz, seen.graphics_mhz) == (default.memory_mhz, default.graphics_mhz):
-        return None, None
-    memory, graphics = int(seen.memory_mhz or 0), int(seen.graphics_mhz or 0)
+    pair, default_pair = (seen.memory_mhz, seen.graphics_mhz), (default.memory_mhz, default.graphics_mhz)
+    if seen.memory_mhz is None or seen.graphics_mhz is None or None in default_pair or pair == default_pair:
+        return None, None  # at the default, or N/A (a card without application clocks)
+    memory, graphics = int(seen.memory_mhz), int(seen.graphics_mhz)
     return {"memory_mhz": memory, "graphics_mhz": graphics}, (
         f"Applications Clocks memory {memory} MHz, graphics {graphics} MHz; Default Applications Clocks "
         f"{default.memory_mhz:g}, {default.graphics_mhz:g} MHz (nvidia-smi -q)"
@@ -282,7 +296,8 @@ def _mig_layout(runtime: GpuRuntime | None, state: GpuState, model: str) -> tupl
     if not state.mig_current:
         return None, None
     mig = load_mig()
-    if (mig.for_device(state.device_id) or mig.for_model(model)) is None:
+    product = mig.for_device(state.device_id) or mig.for_model(model)
+    if product is None:
         return None, "MIG mode on, but the catalog has no MIG profiles of this card: left out"
     instances = Unknown(unknown="not probed") if runtime is None else runtime.mig
     if isinstance(instances, Unknown):
@@ -292,6 +307,12 @@ def _mig_layout(runtime: GpuRuntime | None, state: GpuState, model: str) -> tupl
         )
     layout = instances.layout(state.index)
     shown = ", ".join(f"{n} x{c}" for n, c in layout.items()) or "no GPU instances"
+    unknown = sorted(set(layout) - {p.name for p in product.profiles})
+    if unknown:
+        return None, (
+            f"{shown} (nvidia-smi mig -lgi): {', '.join(unknown)} is not a profile of the catalog's "
+            f"{product.name} (the MIG catalog): left out"
+        )
     return layout, f"MIG Mode Current Enabled (nvidia-smi -q); {shown} (nvidia-smi mig -lgi)"
 
 
@@ -300,10 +321,6 @@ def _mig_layout(runtime: GpuRuntime | None, state: GpuState, model: str) -> tupl
 
 def _on(value: bool | None) -> str:
     return "N/A" if value is None else ("Enabled" if value else "Disabled")
-
-
-def _why(value: object) -> str:
-    return value.unknown if isinstance(value, Unknown) else "read"
 
 
 def _w(value: float | None) -> str:
