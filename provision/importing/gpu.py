@@ -49,7 +49,7 @@ def gpu_section(draft: Draft, facts: Facts) -> None:
     _settings(draft, states, unit)
     _mig(draft, runtime, states, draft.data["gpus"]["model"], unit)
     _valid(draft)
-    if "gpu" not in draft.data:
+    if "gpu" not in draft.data and not any(p in draft.notes for p in ("gpu", "gpu.settings", "gpu.mig")):
         draft.note("gpu", "gpu: every GPU setting nvidia-smi -q shows is the card's default (not managed)")
 
 

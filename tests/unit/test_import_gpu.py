@@ -7,7 +7,8 @@ A case is a capture with edits (``tests/unit/captures.py``), plus, in the probes
 built here: ``gpu_edits`` (edits within one GPU's block of ``nvidia-smi -q``, by index),
 ``services`` (``systemctl show`` of the GPU units, unit -> ``active/enabled`` or ``absent``) and
 ``lgi`` (``nvidia-smi mig -lgi`` rows: gpu, profile, profile id, start, size). It names the
-``gpu:`` section import must write (null: none), words its notes must contain, the rule ids of
+``gpu:`` section import must write (null: none), words its notes must contain (``notes``) and must
+not (``absent_notes``), the rule ids of
 the warnings the plan may keep (the machine's, not the spec's), and the GPU steps that change.
 
 The property: the imported spec plans no drift finding and no GPU change against the same facts
@@ -139,6 +140,8 @@ def test_the_imported_gpu_section_keeps_the_machine_as_it_is(path: Path) -> None
     said = _gpu_notes(settled.notes)
     for words in case["notes"]:
         assert words in said, said
+    for words in case.get("absent_notes", []):
+        assert words not in said, said
     plan = plan_of(settled.data, facts, CATALOG)
     assert not plan.blockers, plan.blockers
     gpu_warnings = {w.rule for w in plan.warnings if w.rule.startswith(("gpu-", "mig-"))}
