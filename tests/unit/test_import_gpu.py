@@ -26,7 +26,7 @@ import pytest
 
 from provision.catalog import load_catalog
 from provision.components.gpu_settings import unit_text
-from provision.detect.facts import Facts
+from provision.detect.facts import Facts, Unknown
 from provision.detect.raw import read_raw
 from provision.importing.draft import updated
 from provision.importing.settle import plan_of
@@ -34,6 +34,10 @@ from provision.importing.workflow import import_one
 from provision.plan.models import Plan
 from provision.plan.planner import context
 from provision.spec.models import Spec
+from provision.verify.checks_gpu_settings import CHECKS
+from provision.verify.limits import shipped_limits
+from provision.verify.runs import VerifyInputs
+from provision.verify.workflow import evaluate
 from tests.unit.captures import CAPTURE, FIXTURES, edited_facts, read_case
 
 CATALOG = load_catalog()
@@ -155,7 +159,7 @@ def test_the_imported_gpu_section_keeps_the_machine_as_it_is(path: Path) -> None
     [p for p in CASES if read_case(p)["changes"]],
     ids=lambda p: p.stem,
 )
-def test_with_the_boot_unit_the_spec_implies_on_disk_the_import_is_the_same_and_plans_nothing(
+def test_with_the_boot_unit_the_spec_implies_on_disk_the_import_is_the_same_plans_nothing_and_verifies(
     path: Path,
 ) -> None:
     # A machine provision set up: the unit it writes for this spec is on disk and enabled.
@@ -167,6 +171,9 @@ def test_with_the_boot_unit_the_spec_implies_on_disk_the_import_is_the_same_and_
     again = import_one(facts, CATALOG)
     assert again.data.get("gpu") == first.data.get("gpu")
     assert not again.plan.changes and not again.plan.blockers, [s.reason for s in again.plan.changes]
+    inputs = VerifyInputs(facts=facts, gpu_run=Unknown(unknown="not run"))
+    checks = evaluate(Spec.model_validate(again.data), inputs, CATALOG, shipped_limits(), CHECKS)
+    assert checks and {c.status for c in checks} == {"pass"}, [(c.id, c.status, c.detail) for c in checks]
 
 
 LOCKED = {
