@@ -27,7 +27,7 @@ import pytest
 from provision.catalog import load_catalog
 from provision.components.gpu_settings import unit_text
 from provision.detect.facts import Facts, Unknown
-from provision.detect.raw import read_raw
+from provision.detect.raw import ProbeOutput, read_raw, write_raw
 from provision.importing.draft import updated
 from provision.importing.settle import plan_of
 from provision.importing.workflow import import_one
@@ -39,6 +39,7 @@ from provision.verify.limits import shipped_limits
 from provision.verify.runs import VerifyInputs
 from provision.verify.workflow import evaluate
 from tests.unit.captures import CAPTURE, FIXTURES, edited_facts, read_case
+from tests.unit.factories import invoke
 
 CATALOG = load_catalog()
 CASES = sorted((FIXTURES / "imports").glob("*.yaml"))
@@ -254,3 +255,43 @@ def test_a_capture_without_nvidia_smi_q_gets_no_gpu_section() -> None:
     settled = import_one(facts, CATALOG)
     assert "gpu" not in settled.data
     assert settled.notes["gpu"][0].startswith("gpu: not imported: the GPUs' settings were not read (")
+
+
+def test_the_command_writes_the_values_with_their_comments_and_exits_2_naming_the_boot_unit(
+    tmp_path: Path,
+) -> None:
+    # The real H200 capture as a raw directory, nvidia-smi -q edited to 650 W and Exclusive_Process.
+    outputs = read_raw(FIXTURES / "raw" / CAPTURE)
+    smi = outputs["nvidia-smi-q"]
+    text = smi.output
+    for old, new in (
+        (
+            "Current Power Limit                            : 700.00 W",
+            "Current Power Limit                            : 650.00 W",
+        ),
+        (
+            "Requested Power Limit                          : 700.00 W",
+            "Requested Power Limit                          : 650.00 W",
+        ),
+        (
+            "Compute Mode                                       : Default",
+            "Compute Mode                                       : Exclusive_Process",
+        ),
+    ):
+        assert old in text
+        text = text.replace(old, new)
+    outputs["nvidia-smi-q"] = ProbeOutput(command=smi.command, output=text, rc=smi.rc)
+    raw, out = tmp_path / "gpu01", tmp_path / "gpu01.yaml"
+    write_raw(raw, outputs)
+    result = invoke("import", "--from-raw", str(raw), "--out", str(out))
+    assert result.exit_code == 2, result.output
+    written = out.read_text()
+    assert "power_limit_w: 650" in written and "compute_mode: Exclusive_Process" in written
+    assert "# power_limit_w: GPU 0: Requested Power Limit 650 W, Current 650 W, Default 700 W" in written
+    header = " ".join(line.lstrip("# ") for line in written.splitlines() if line.startswith("#"))
+    assert (
+        "still shows: gpu_settings: write and enable /etc/systemd/system/provision-gpu-settings.service"
+        in (header)
+    )
+    planned = invoke("plan", str(out), "--from-raw", str(raw))
+    assert planned.exit_code == 0 and "gpu-power-limit-drift" not in planned.output, planned.output
