@@ -138,7 +138,7 @@ def _gpu_notes(notes: dict[str, list[str]]) -> str:
 @pytest.mark.parametrize("path", CASES, ids=lambda p: p.stem)
 def test_the_imported_gpu_section_keeps_the_machine_as_it_is(path: Path) -> None:
     case = read_case(path)
-    assert "edited from the real" in case["description"] or "real" in case["description"], "say the source"
+    assert case["description"].startswith("The real "), "say which real capture it was edited from"
     facts = _facts(case)
     settled = import_one(facts, CATALOG)
     assert settled.data.get("gpu") == case["gpu"]
