@@ -116,8 +116,8 @@ def _mode(states: Sequence[GpuState], why: str = "") -> str:
 
 
 Reader = Callable[[GpuState], "tuple[Value | None, str | None]"]
-"""One setting read from one GPU: (the value to write or None, a note: why it was written, or why
-it cannot be)."""
+"""One setting read from one GPU: (the value to write or None, a note: what it was read from, or
+why it is left out)."""
 
 
 def _settings(draft: Draft, states: Sequence[GpuState], unit: BootUnit) -> None:
@@ -150,15 +150,19 @@ def _has_argv(group: dict[str, Value]) -> bool:
 def _read_all(draft: Draft, name: str, states: Sequence[GpuState], read: Reader) -> dict[int, Value]:
     """GPU index -> the value to write; each GPU's note under ``gpu.settings``, the same notes said once."""
     values: dict[int, Value] = {}
-    said: dict[str, list[int]] = {}
+    said: dict[tuple[str, bool], list[int]] = {}
     for state in states:
         value, note = read(state)
         if value is not None:
             values[state.index] = value
         if note:
-            said.setdefault(note, []).append(state.index)
-    for note, indices in said.items():
-        draft.note("gpu.settings", f"{name}: {_gpus(indices, states)}: {note}")
+            said.setdefault((note, value is None), []).append(state.index)
+    for (note, left_out), indices in said.items():
+        where = _gpus(indices, states)
+        draft.note(
+            "gpu.settings",
+            f"gpu.settings {name} left out for {where}: {note}" if left_out else f"{name}: {where}: {note}",
+        )
     return values
 
 
@@ -172,17 +176,17 @@ def _power(state: GpuState) -> tuple[Value | None, str | None]:
             return None, None  # the card shows no power limits (N/A): nothing to manage
         return (
             None,
-            f"left out: Requested {_w(requested)} or Default Power Limit {_w(default)} (nvidia-smi -q)",
+            f"Requested {_w(requested)} or Default Power Limit {_w(default)} (nvidia-smi -q)",
         )
     if requested == default:
         if enforced is not None and enforced != default:
             return None, (
-                f"left out: Current Power Limit {enforced:g} W with the Requested one at the default "
+                f"Current Power Limit {enforced:g} W with the Requested one at the default "
                 f"{default:g} W: something other than nvidia-smi -pl limits it"
             )
         return None, None
     if not requested.is_integer() or power.min_w is None or power.max_w is None:
-        return None, f"left out: Requested Power Limit {requested:g} W is not a whole W within known limits"
+        return None, f"Requested Power Limit {requested:g} W is not a whole W within known limits"
     return int(requested), (
         f"Requested Power Limit {requested:g} W, Current {_w(enforced)}, Default {default:g} W "
         f"(nvidia-smi -q; the card takes {power.min_w:g} W to {power.max_w:g} W)"
@@ -205,11 +209,11 @@ def _application_clocks(state: GpuState) -> tuple[Value | None, str | None]:
 def _compute_mode(state: GpuState) -> tuple[Value | None, str | None]:
     mode = state.compute_mode
     if mode is None:
-        return None, "left out: Compute Mode not read (nvidia-smi -q)"
+        return None, "Compute Mode not read (nvidia-smi -q)"
     if mode == "Default":
         return None, None
     if mode not in _COMPUTE_MODES:
-        return None, f"left out: Compute Mode {mode}, one the spec cannot set ({', '.join(_COMPUTE_MODES)})"
+        return None, f"Compute Mode {mode}, one the spec cannot set ({', '.join(_COMPUTE_MODES)})"
     return mode, f"Compute Mode {mode} (nvidia-smi -q)"
 
 
@@ -220,7 +224,7 @@ def _ecc(state: GpuState) -> tuple[Value | None, str | None]:
     if current is None:
         return None, None  # ECC Mode N/A: a card without ECC
     if pending is None:
-        return None, "left out: ECC Mode Pending not read (nvidia-smi -q)"
+        return None, "ECC Mode Pending not read (nvidia-smi -q)"
     if pending and current:
         return None, None
     if pending == current:
@@ -271,7 +275,8 @@ def _mig(
         if layout is not None:
             layouts[state.index] = layout
         if note:
-            draft.note("gpu.mig", f"GPU {state.index}: {note}")
+            where = f"GPU {state.index}" if layout is not None else f"gpu.mig left out for GPU {state.index}"
+            draft.note("gpu.mig", f"{where}: {note}")
     everyone = tuple(s.index for s in states)
     groups = [
         {"gpus": "all" if gpus == everyone else list(gpus), "layout": dict(layout)}
@@ -290,20 +295,20 @@ def _mig_layout(runtime: GpuRuntime | None, state: GpuState, model: str) -> tupl
     if state.mig_pending is not None and state.mig_pending != state.mig_current:
         return None, (
             f"MIG Mode Current {_on(state.mig_current)}, Pending {_on(state.mig_pending)} (nvidia-smi -q): "
-            "a GPU reset or reboot changes it; left unset, so that the spec neither undoes that change "
-            "nor keeps the GPU instances of now"
+            "a GPU reset or reboot changes it, and the spec neither undoes that change nor keeps the GPU "
+            "instances of now"
         )
     if not state.mig_current:
         return None, None
     mig = load_mig()
     product = mig.for_device(state.device_id) or mig.for_model(model)
     if product is None:
-        return None, "MIG mode on, but the catalog has no MIG profiles of this card: left out"
+        return None, "MIG mode on, but the catalog has no MIG profiles of this card"
     instances = Unknown(unknown="not probed") if runtime is None else runtime.mig
     if isinstance(instances, Unknown):
         return (
             None,
-            f"MIG Mode Current Enabled, but its GPU instances were not read ({instances.unknown}): left out",
+            f"MIG Mode Current Enabled, but its GPU instances were not read ({instances.unknown})",
         )
     layout = instances.layout(state.index)
     shown = ", ".join(f"{n} x{c}" for n, c in layout.items()) or "no GPU instances"
@@ -311,7 +316,7 @@ def _mig_layout(runtime: GpuRuntime | None, state: GpuState, model: str) -> tupl
     if unknown:
         return None, (
             f"{shown} (nvidia-smi mig -lgi): {', '.join(unknown)} is not a profile of the catalog's "
-            f"{product.name} (the MIG catalog): left out"
+            f"{product.name} (the MIG catalog)"
         )
     return layout, f"MIG Mode Current Enabled (nvidia-smi -q); {shown} (nvidia-smi mig -lgi)"
 
