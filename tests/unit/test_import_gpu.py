@@ -28,7 +28,8 @@ from provision.catalog import load_catalog
 from provision.components.gpu_settings import unit_text
 from provision.detect.facts import Facts, Unknown
 from provision.detect.raw import ProbeOutput, read_raw, write_raw
-from provision.importing.draft import updated
+from provision.importing.draft import Draft, updated
+from provision.importing.gpu import gpu_section
 from provision.importing.settle import plan_of
 from provision.importing.workflow import import_one
 from provision.plan.models import Plan
@@ -295,3 +296,21 @@ def test_the_command_writes_the_values_with_their_comments_and_exits_2_naming_th
     )
     planned = invoke("plan", str(out), "--from-raw", str(raw))
     assert planned.exit_code == 0 and "gpu-power-limit-drift" not in planned.output, planned.output
+
+
+def test_mig_mode_on_a_card_the_mig_catalog_does_not_list_is_left_out_with_the_reason() -> None:
+    # The A100X is not in the MIG catalog (docs/gpu-settings.md: no public source for its
+    # profiles): the real H200 capture's state edited to MIG on with no device id read, under a
+    # spec naming the A100X.
+    case = read_case(FIXTURES / "imports" / "mig-seven-1g-18gb.yaml")
+    facts = _facts(case)
+    assert not isinstance(facts.gpu_state, Unknown)
+    state = facts.gpu_state[0].model_copy(update={"device_id": None})
+    facts = facts.model_copy(update={"gpu_state": (state,)})
+    draft = Draft()
+    draft.put("gpus.model", "a100x")
+    gpu_section(draft, facts)
+    assert "mig" not in draft.data.get("gpu", {})
+    assert draft.notes["gpu.mig"] == [
+        "gpu.mig left out for GPU 0: MIG mode on, but the catalog has no MIG profiles of this card"
+    ]
