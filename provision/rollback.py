@@ -22,6 +22,7 @@ import dataclasses
 import functools
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.console import Console
 
@@ -32,10 +33,14 @@ from provision.detect.facts import Facts, Unknown
 from provision.errors import ProvisionError
 from provision.findings import Finding
 from provision.hosts import FleetPlan, Hosts, HostSpec, detect_by_venv, plan_facts
+from provision.inventory import read_inventory
 from provision.lock.model import LOCK_DIR, Lock
 from provision.lock.store import HostLocks, read_locks, served_versions
 from provision.os.base import PackageManager
 from provision.os.select import os_family, package_manager
+
+if TYPE_CHECKING:
+    from provision.verify.hosts import HostVerify
 
 MISSING_RULE = "rollback-versions-not-served"
 
@@ -142,6 +147,53 @@ class RollbackOptions:
     apply: ApplyOptions
 
 
+@dataclasses.dataclass(frozen=True)
+class Planned:
+    """A rollback detected and planned: the lock chosen for each host, the hosts held to the locks'
+    specs, and their plans (a host whose lock needs versions no longer served refused)."""
+
+    chosen: dict[str, Lock]
+    hosts: Hosts
+    planned: FleetPlan
+
+
+def plan_rollback(
+    inventory: Path | None,
+    limit: str | None,
+    to: int | Mapping[str, int] | None,
+    forks: int | None = None,
+) -> Planned:
+    """Read the locks of the hosts (``limit``), choose each one's (``to``: one number for every
+    host, or host -> its number), detect and plan the hosts against the locks' specs; inventory
+    order.
+
+    Raises:
+        ProvisionError: A host has no lock to return to, or its locks could not be read.
+    """
+    found = read_locks(inventory, limit)  # in the order the hosts answered
+    if inventory is not None:
+        order = [h.name for h in read_inventory(inventory, limit).hosts if h.name in found]
+        found = {h: found[h] for h in order} | found
+    chosen = {
+        host: choose(locks, to.get(host) if isinstance(to, Mapping) else to) for host, locks in found.items()
+    }
+    names = {host: [p.name for p in lock.packages] for host, lock in chosen.items()}
+    served = {h: locks.served for h, locks in served_versions(inventory, names).items()}
+    catalog = load_catalog()
+    hosts = Hosts(inventory, {h: locked_spec(lock, catalog, served[h]) for h, lock in chosen.items()}, forks)
+    facts = detect_by_venv(hosts)
+    lost = {h: (lock.number, missing(lock, facts.get(h), served[h])) for h, lock in chosen.items()}
+    return Planned(chosen, hosts, refuse_missing(plan_facts(hosts, facts, catalog), lost))
+
+
+def show_chosen(chosen: Mapping[str, Lock], console: Console) -> None:
+    """One line per host: the lock it goes back to."""
+    for host, lock in chosen.items():
+        console.print(
+            f"{host}: rolling back to lock {lock.number} ({lock.created_at}, spec {lock.spec.name})"
+        )
+
+
 def rollback_workflow(options: RollbackOptions, *, as_json: bool, console: Console) -> int:
     """Run ``provision rollback``; returns apply's exit code (0 converged, 1 refused or failed).
 
@@ -152,22 +204,45 @@ def rollback_workflow(options: RollbackOptions, *, as_json: bool, console: Conso
     """
     report = JsonReport(as_json)
     try:
-        found = read_locks(options.inventory, options.limit)
-        chosen = {host: choose(locks, options.to) for host, locks in found.items()}
-        names = {host: [p.name for p in lock.packages] for host, lock in chosen.items()}
-        served = {h: locks.served for h, locks in served_versions(options.inventory, names).items()}
-        catalog = load_catalog()
-        hosts = Hosts(
-            options.inventory, {h: locked_spec(lock, catalog, served[h]) for h, lock in chosen.items()}
-        )
-        facts = detect_by_venv(hosts)
-        lost = {h: (lock.number, missing(lock, facts.get(h), served[h])) for h, lock in chosen.items()}
-        planned = refuse_missing(plan_facts(hosts, facts, catalog), lost)
-        for host, lock in chosen.items():
-            console.print(
-                f"{host}: rolling back to lock {lock.number} ({lock.created_at}, spec {lock.spec.name})"
-            )
-        label = f"rollback-{'-'.join(sorted({str(lock.number) for lock in chosen.values()}))}"
-        return apply_planned(hosts, planned, options.apply, SingleView(console, report, label))
+        done = plan_rollback(options.inventory, options.limit, options.to)
+        show_chosen(done.chosen, console)
+        label = f"rollback-{'-'.join(sorted({str(lock.number) for lock in done.chosen.values()}))}"
+        return apply_planned(done.hosts, done.planned, options.apply, SingleView(console, report, label))
     finally:
         report.emit()
+
+
+@dataclasses.dataclass
+class RollbackAction:
+    """A rolling rollback's per-host action (:class:`provision.fleet.rolling.HostAction`): each host
+    of a wave back to its lock, chosen once before the first wave and kept in the record (a
+    converged rollback records a new lock, so "the one before the current" would move).
+
+    Attributes:
+        inventory: The inventory.
+        locks: Host -> the number of the lock it returns to.
+        forks: Hosts Ansible works on at once.
+        specs: Host -> the lock's spec it is held to, as last planned (verify checks against it).
+    """
+
+    inventory: Path
+    locks: dict[str, int]
+    forks: int | None = None
+    specs: dict[str, HostSpec] = dataclasses.field(default_factory=dict)
+    name: ClassVar[str] = "rollback"
+    label: ClassVar[str] = "rollback"
+
+    def plan(self, hosts: list[str]) -> tuple[Hosts, FleetPlan]:
+        """Detect and plan ``hosts`` against their locks now."""
+        done = plan_rollback(self.inventory, ",".join(hosts), self.locks, self.forks)
+        self.specs |= done.hosts.specs
+        return done.hosts, done.planned
+
+    def verify(self, hosts: list[str]) -> dict[str, HostVerify]:
+        """Verify ``hosts`` against their locks' specs (a host not planned yet is planned first)."""
+        from provision.verify.hosts import verify_hosts
+
+        if unplanned := [h for h in hosts if h not in self.specs]:
+            self.plan(unplanned)
+        held = Hosts(self.inventory, {h: self.specs[h] for h in hosts}, self.forks)
+        return dict(verify_hosts(held, self.forks).hosts)

@@ -171,8 +171,9 @@ def resume(
     drop the resume). No record: nothing to do, exit 0. Its log: resume.log in the apply's run
     directory.
 
-    A rollout record (written by `apply --max-unavailable` in <runs dir>/rollouts/) continues the
-    rollout from its first wave not done: the failed hosts again, then the untouched ones.
+    A rollout record (written by `apply --max-unavailable` or `rollback --max-unavailable` in
+    <runs dir>/rollouts/) continues the rollout from its first wave not done: the failed hosts
+    again, then the untouched ones.
     """
     from provision.apply.resume import resume_workflow
     from provision.errors import ProvisionError
@@ -212,6 +213,15 @@ def rollback(
     yes: YesOpt = False,
     inventory: InvOpt = None,
     limit: LimitOpt = None,
+    fleet: Annotated[
+        Path | None,
+        typer.Option(
+            "--fleet",
+            help="Fleet file: its inventory, and the drain hooks of --max-unavailable (its specs are "
+            "not used: each host returns to its lock's).",
+            readable=False,
+        ),
+    ] = None,
     forks: ForksOpt = None,
     as_json: JsonOpt = False,
     runs_dir: RunsDirOpt = None,
@@ -219,21 +229,49 @@ def rollback(
         bool,
         typer.Option("--replace-held", help="Consent to move a held driver, as for apply."),
     ] = False,
+    max_unavailable: Annotated[
+        str | None,
+        typer.Option(
+            "--max-unavailable",
+            help="Roll back in waves of N hosts (or P% of them), verify as the gate after each wave, "
+            "stop at the first host that regressed; `provision resume RECORD` continues (docs/fleets.md).",
+        ),
+    ] = None,
 ) -> None:
     """Return each host to a previous lock (`provision lock show` lists them) through a normal plan.
 
     The plan shows the downgrades and is refused, with the list, when the repository no longer
     serves a locked version; the lock's holds and pins come back with it. Exit codes as apply's.
+    With --max-unavailable, a wave at a time, as `apply --max-unavailable` (exit 1 when it stopped).
     """
     _check_runs_dir(runs_dir)
     from provision.apply import runner
     from provision.apply.workflow import ApplyOptions
     from provision.rollback import RollbackOptions, rollback_workflow
 
-    options = RollbackOptions(
-        to,
-        inventory,
-        limit,
-        ApplyOptions(dry_run, yes, runs_dir or runner.default_runs_dir(), forks, replace_held),
-    )
+    applying = ApplyOptions(dry_run, yes, runs_dir or runner.default_runs_dir(), forks, replace_held)
+    if max_unavailable is not None:
+        from provision.fleet.mapping import fleet_inventory
+        from provision.fleet.rolling import rolling_rollback
+        from provision.fleet.rollout import parse_max_unavailable
+
+        parse_max_unavailable(max_unavailable)  # a bad value is refused before anything is read
+        if inventory is None and fleet is None:
+            raise ProvisionError("--max-unavailable rolls back over hosts: give -i INVENTORY or --fleet FILE")
+        code = rolling_rollback(
+            fleet_inventory(inventory, fleet),
+            to,
+            max_unavailable,
+            applying,
+            err if as_json else out,
+            fleet_file=fleet,
+            limit=limit,
+            as_json=as_json,
+        )
+        raise typer.Exit(code)
+    if fleet is not None:
+        from provision.fleet.mapping import fleet_inventory
+
+        inventory = fleet_inventory(inventory, fleet)
+    options = RollbackOptions(to, inventory, limit, applying)
     raise typer.Exit(rollback_workflow(options, as_json=as_json, console=err if as_json else out))

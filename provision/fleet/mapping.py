@@ -86,11 +86,7 @@ def load_fleet(
     """
     mapping, data = _read(fleet_file) if fleet_file else (FleetFile(), None)
     base = fleet_file.parent if fleet_file else Path.cwd()
-    source = inventory or (base / mapping.inventory if mapping.inventory else None)
-    if source is None:
-        raise FleetError("no inventory: pass -i INVENTORY or name one in the fleet file")
-    if not source.exists():
-        raise FleetError(f"{source}: no such inventory")
+    source = _inventory_of(inventory, mapping, base)
     read = read_inventory(source, limit, error=FleetError)
     if fleet_file is not None:
         _refuse_unknown_names(fleet_file, data, mapping, read, source)
@@ -121,6 +117,25 @@ def host_spec(host: InventoryHost, mapping: FleetFile, base: Path) -> Path | Non
     if by_group:
         return base / by_group.pop()
     return host.inventory_dir / host.spec if host.spec else None
+
+
+def fleet_inventory(inventory: Path | None, fleet_file: Path | None) -> Path:
+    """The inventory of a run: ``-i``, else the one the fleet file names (relative to it).
+
+    Raises:
+        FleetError: Neither names one, the inventory does not exist, or the fleet file is bad.
+    """
+    mapping = read_fleet_file(fleet_file) if fleet_file else FleetFile()
+    return _inventory_of(inventory, mapping, fleet_file.parent if fleet_file else Path.cwd())
+
+
+def _inventory_of(inventory: Path | None, mapping: FleetFile, base: Path) -> Path:
+    source = inventory or (base / mapping.inventory if mapping.inventory else None)
+    if source is None:
+        raise FleetError("no inventory: pass -i INVENTORY or name one in the fleet file")
+    if not source.exists():
+        raise FleetError(f"{source}: no such inventory")
+    return source
 
 
 def read_fleet_file(path: Path) -> FleetFile:

@@ -1,16 +1,20 @@
-"""``provision apply --max-unavailable``: a rolling apply over a fleet, and ``provision resume`` of one.
+"""``provision apply|rollback --max-unavailable``: a rolling apply or rollback over a fleet, and
+``provision resume`` of one.
 
-The sequence (:mod:`provision.fleet.rollout` holds its rules as values):
+One wave runner for both: what it does to each host is a :class:`HostAction`, :class:`ApplyAction`
+(the host's spec) or :class:`provision.rollback.RollbackAction` (the host's lock, chosen once
+before the first wave and kept in the record). The sequence (:mod:`provision.fleet.rollout` holds
+its rules as values):
 
-1. Detect and plan every host; the hosts with changes are cut into waves; the others are left
-   out and named. A dry run shows the waves and stops.
+1. Detect and plan every host (against its spec, or its lock's); the hosts with changes are cut
+   into waves; the others are left out and named. A dry run shows the waves and stops.
 2. Confirm once; verify the hosts with changes (the baseline); write the record.
 3. Per wave: for each host, ask ``drained`` (an administrator's drain is remembered), run
    ``drain`` unless it is drained already; detect, plan and apply the wave through the one apply
-   sequence (:func:`provision.apply.workflow.apply_planned`); verify the wave; the gate judges
-   each host against its baseline. Hosts that pass are undrained (never one an administrator
-   drained); a host that fails stays drained, the rollout stops there and names the hosts done,
-   failed and untouched. Nothing of a later wave is touched.
+   sequence (:func:`provision.apply.workflow.apply_planned`); verify the wave (against the specs
+   it was planned with); the gate judges each host against its baseline. Hosts that pass are
+   undrained (never one an administrator drained); a host that fails stays drained, the rollout
+   stops there and names the hosts done, failed and untouched. Nothing of a later wave is touched.
 4. ``provision resume RECORD`` continues from the first wave not done: its failed hosts again,
    then the rest, with the same baseline and the drains remembered.
 
@@ -26,10 +30,10 @@ import dataclasses
 import json
 import shutil
 import subprocess
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from rich.console import Console
 from rich.markup import escape
@@ -52,20 +56,64 @@ from provision.fleet.rollout import (
     parse_max_unavailable,
 )
 from provision.fleet.summary import render_fleet_plan
-from provision.hosts import HostState
+from provision.hosts import FleetPlan, Hosts, HostState
+
+if TYPE_CHECKING:
+    from provision.verify.hosts import HostVerify
 
 RECORDS = "rollouts"
 """The directory of rollout records under the runs directory."""
-JSON_FORMAT = 1
-"""``format_version`` of ``apply --max-unavailable --json`` and ``resume --json`` of a rollout."""
+JSON_FORMAT = jsonout.HOSTS_FORMAT
+"""``format_version`` of ``apply|rollback --max-unavailable --json`` and ``resume --json`` of a
+rollout: the hosts form."""
+
+
+class HostAction(Protocol):
+    """What a wave does to its hosts: plan them now, and verify them after the apply.
+
+    Attributes:
+        name: The record's ``action`` (``apply``, ``rollback``).
+        label: Names each wave's run directory (``<UTC time>-<label>``).
+    """
+
+    name: ClassVar[str]
+    label: ClassVar[str]
+
+    def plan(self, hosts: list[str]) -> tuple[Hosts, FleetPlan]:
+        """Detect and plan ``hosts`` now: the hosts held to their targets, and the plans."""
+        ...
+
+    def verify(self, hosts: list[str]) -> Mapping[str, HostVerify]:
+        """Verify ``hosts`` against the targets they were planned with."""
+        ...
+
+
+@dataclasses.dataclass(frozen=True)
+class ApplyAction:
+    """A rolling apply's action: each host to its own spec (:func:`planned_fleet`)."""
+
+    fleet: Fleet
+    name: ClassVar[str] = "apply"
+    label: ClassVar[str] = "fleet"
+
+    def part(self, hosts: list[str]) -> Fleet:
+        return dataclasses.replace(self.fleet, specs={h: self.fleet.specs[h] for h in hosts})
+
+    def plan(self, hosts: list[str]) -> tuple[Hosts, FleetPlan]:
+        return planned_fleet(self.part(hosts))
+
+    def verify(self, hosts: list[str]) -> Mapping[str, HostVerify]:
+        from provision.fleet.verify import verify_fleet
+
+        return verify_fleet(self.part(hosts), self.fleet.forks).hosts
 
 
 @dataclasses.dataclass(frozen=True)
 class Rollout:
-    """What a rollout needs besides its record: the hosts, their hooks, the apply options.
+    """What a rollout needs besides its record: the action, the hosts' hooks, the apply options.
 
     Attributes:
-        fleet: The hosts and their specs (re-read on resume).
+        action: What each wave does to its hosts (apply their specs, or roll them back).
         hooks: Host -> its hooks from the fleet file's ``rollout:`` section; a host not in it
             runs no hook.
         options: The apply options (confirmed once: every wave runs with ``yes``).
@@ -73,7 +121,7 @@ class Rollout:
         path: The record's file.
     """
 
-    fleet: Fleet
+    action: HostAction
     hooks: Mapping[str, HookSet]
     options: ApplyOptions
     console: Console
@@ -101,20 +149,96 @@ def rolling_apply(
     limit_value = parse_max_unavailable(max_unavailable)
     planned = planned_fleet(fleet)[1]
     render_fleet_plan(planned, console)
+    record = _new_record(
+        planned,
+        limit_value,
+        inventory=fleet.inventory,
+        fleet_file=fleet_file,
+        spec=str(spec.resolve()) if spec else None,
+        limit=limit,
+        forks=fleet.forks,
+        replace_held=options.replace_held,
+    )
+    hooks = hooks_of(fleet.inventory, fleet.hosts, fleet_file)
+    return _start(ApplyAction(fleet), hooks, record, planned, limit_value, options, console, as_json)
+
+
+def rolling_rollback(
+    inventory: Path,
+    to: int | None,
+    max_unavailable: str,
+    options: ApplyOptions,
+    console: Console,
+    *,
+    fleet_file: Path | None = None,
+    limit: str | None = None,
+    as_json: bool = False,
+) -> int:
+    """Run a rolling rollback: each host back to lock ``to`` (None: the one before its current),
+    the waves, hooks, gate, stop and record of :func:`rolling_apply`; the same exit codes.
+
+    Raises:
+        ProvisionError: A bad ``--max-unavailable``, a host without a lock to return to, no
+            confirmation, or a refusal before anything changed (nothing was touched).
+    """
+    from provision.rollback import RollbackAction, plan_rollback, show_chosen
+
+    limit_value = parse_max_unavailable(max_unavailable)
+    done = plan_rollback(inventory, limit, to, options.forks)
+    show_chosen(done.chosen, console)
+    render_fleet_plan(done.planned, console)
+    locks = {h: lock.number for h, lock in done.chosen.items()}
+    record = _new_record(
+        done.planned,
+        limit_value,
+        inventory=inventory,
+        fleet_file=fleet_file,
+        limit=limit,
+        forks=options.forks,
+        action="rollback",
+        to=to,
+        locks=locks,
+        replace_held=options.replace_held,
+    )
+    action = RollbackAction(inventory, locks, options.forks, dict(done.hosts.specs))
+    hooks = hooks_of(inventory, list(done.planned.hosts), fleet_file)
+    return _start(action, hooks, record, done.planned, limit_value, options, console, as_json)
+
+
+def _new_record(
+    planned: FleetPlan,
+    limit_value: MaxUnavailable,
+    *,
+    inventory: Path,
+    fleet_file: Path | None,
+    **more: Any,
+) -> RolloutRecord:
     pending = list(planned.pending)
     left_out = {h: _left_out(p.state, p.unreachable) for h, p in planned.hosts.items() if h not in pending}
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
-    record = new_record(
-        stamp,
-        inventory=str(fleet.inventory.resolve()),
+    return new_record(
+        datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ"),
+        inventory=str(inventory.resolve()),
         max_unavailable=limit_value,
         pending=pending,
         left_out=left_out,
         fleet_file=str(fleet_file.resolve()) if fleet_file else None,
-        spec=str(spec.resolve()) if spec else None,
-        limit=limit,
-        forks=fleet.forks,
+        **more,
     )
+
+
+def _start(
+    action: HostAction,
+    hooks: Mapping[str, HookSet],
+    record: RolloutRecord,
+    planned: FleetPlan,
+    limit_value: MaxUnavailable,
+    options: ApplyOptions,
+    console: Console,
+    as_json: bool,
+) -> int:
+    """Show the waves; unless a dry run (or nothing to do): confirm, read the baseline, save the
+    record and run the waves."""
+    pending = [h for wave in record.waves for h in wave]
     show_waves(record, limit_value, console)
     if not pending or options.dry_run:
         record.status = "done" if not pending else record.status
@@ -122,11 +246,7 @@ def rolling_apply(
         return _finish(record, None, as_json, planned.exit_code() if not pending else 0)
     confirm(options.yes, console)
     rollout = Rollout(
-        fleet,
-        hooks_of(fleet, fleet_file),
-        dataclasses.replace(options, yes=True),
-        console,
-        record_path(options, stamp),
+        action, hooks, dataclasses.replace(options, yes=True), console, record_path(options, record.id)
     )
     record.baseline = baseline(rollout, pending)
     save(rollout.path, record)
@@ -147,8 +267,8 @@ def record_path(options: ApplyOptions, stamp: str) -> Path:
     return options.runs_dir / RECORDS / f"{stamp}.json"
 
 
-def hooks_of(fleet: Fleet, fleet_file: Path | None) -> dict[str, HookSet]:
-    """Host -> its hooks from the fleet file's ``rollout:`` section (empty without one).
+def hooks_of(inventory: Path, hosts: list[str], fleet_file: Path | None) -> dict[str, HookSet]:
+    """Each of ``hosts`` -> its hooks from the fleet file's ``rollout:`` section (empty without one).
 
     Raises:
         ProvisionError: A ``rollout.hosts`` key names no host or group, or a host's groups name
@@ -162,8 +282,8 @@ def hooks_of(fleet: Fleet, fleet_file: Path | None) -> dict[str, HookSet]:
     section = read_fleet_file(fleet_file).rollout
     if section is None:
         return {}
-    read = read_inventory(fleet.inventory, error=FleetError)  # the command's one read
-    groups = {h.name: h.groups for h in read.hosts if h.name in fleet.specs}
+    read = read_inventory(inventory, error=FleetError)  # the command's one read
+    groups = {h.name: h.groups for h in read.hosts if h.name in hosts}
     return section.for_hosts(groups, [*read.names, *read.groups])
 
 
@@ -178,18 +298,10 @@ def show_waves(record: RolloutRecord, limit: MaxUnavailable, console: Console) -
 
 def baseline(rollout: Rollout, hosts: list[str]) -> dict[str, dict[str, str]]:
     """Check id -> status of each of ``hosts`` before the rollout (an unreadable host: none)."""
-    verified = _verify(rollout, hosts)
+    verified = rollout.action.verify(hosts)
     return {
         h: {r.id: r.status for r in v.report.results} for h, v in verified.items() if v.unreachable is None
     }
-
-
-def _verify(rollout: Rollout, hosts: Iterable[str]) -> dict[str, Any]:
-    from provision.fleet.verify import verify_fleet
-
-    names = list(hosts)
-    part = dataclasses.replace(rollout.fleet, specs={h: rollout.fleet.specs[h] for h in names})
-    return verify_fleet(part, rollout.fleet.forks).hosts
 
 
 def run_waves(rollout: Rollout, record: RolloutRecord, as_json: bool) -> int:
@@ -208,8 +320,12 @@ def run_waves(rollout: Rollout, record: RolloutRecord, as_json: bool) -> int:
             return _finish(record, rollout.path, as_json, 1)
     record.status = "done"
     save(rollout.path, record)
-    rollout.console.print(f"Rollout done: {escape(record.summary())}.")
+    rollout.console.print(f"{_noun(record)} done: {escape(record.summary())}.")
     return _finish(record, rollout.path, as_json, 1 if _left_out_failing(record) else 0)
+
+
+def _noun(record: RolloutRecord) -> str:
+    return "Rolling rollback" if record.action == "rollback" else "Rollout"
 
 
 def _left_out_failing(record: RolloutRecord) -> bool:
@@ -268,11 +384,10 @@ def undrain(rollout: Rollout, record: RolloutRecord, host: str) -> str | None:
 
 def apply_and_gate(rollout: Rollout, record: RolloutRecord, hosts: list[str]) -> list[Gate]:
     """Detect, plan and apply ``hosts`` now (the one apply sequence), verify them, judge each."""
-    part = dataclasses.replace(rollout.fleet, specs={h: rollout.fleet.specs[h] for h in hosts})
     report = FleetJsonReport(reboot=rollout.options.reboot.enabled)
     try:
-        held, planned = planned_fleet(part)
-        code = apply_planned(held, planned, rollout.options, FleetView(rollout.console, report))
+        held, planned = rollout.action.plan(hosts)
+        code = apply_planned(held, planned, rollout.options, _View(rollout.action.label, rollout, report))
     except Interrupted:
         raise
     except ProvisionError as exc:  # a refusal before anything changed on these hosts
@@ -287,7 +402,7 @@ def apply_and_gate(rollout: Rollout, record: RolloutRecord, hosts: list[str]) ->
         record.run_dirs.append(str(report.data["run_dir"]))
     outcomes: dict[str, Any] = {h["host"]: h for h in report.data["hosts"]}
     pending_reboot = report.data.get("outcome") == "resume-pending"
-    verified = _verify(rollout, hosts)
+    verified = rollout.action.verify(hosts)
     gates = []
     for host in hosts:
         done = outcomes.get(host, {"ok": False, "outcome": "not reported by the apply"})
@@ -299,6 +414,14 @@ def apply_and_gate(rollout: Rollout, record: RolloutRecord, hosts: list[str]) ->
         verdict = gate(host, ok, outcome, record.baseline.get(host, {}), after, unreachable)
         gates.append(_judged(rollout, record, verdict))
     return gates
+
+
+class _View(FleetView):
+    """The fleet view, its run directory named by the action (``<time>-fleet``, ``<time>-rollback``)."""
+
+    def __init__(self, label: str, rollout: Rollout, report: FleetJsonReport) -> None:
+        super().__init__(rollout.console, report)
+        self.label = label
 
 
 def _judged(rollout: Rollout, record: RolloutRecord, verdict: Gate) -> Gate:
@@ -325,7 +448,7 @@ def _fail(record: RolloutRecord, host: str, *reasons: str) -> Gate:
 
 def show_stop(record: RolloutRecord, index: int, failed: list[Gate], rollout: Rollout) -> None:
     """The stop: the wave, each failed host with its first reasons, who is where, how to go on."""
-    rollout.console.print(f"[bold red]Rollout stopped[/] at wave {index + 1}/{len(record.waves)}:")
+    rollout.console.print(f"[bold red]{_noun(record)} stopped[/] at wave {index + 1}/{len(record.waves)}:")
     for verdict in failed:
         rollout.console.print(
             f"  {escape(verdict.host)}: {escape('; '.join(verdict.reasons[:3]))}", soft_wrap=True
@@ -374,16 +497,23 @@ def save(path: Path, record: RolloutRecord) -> None:
 
 
 def rollout_json(record: RolloutRecord, path: Path | None) -> dict[str, Any]:
-    """The ``--json`` document: ``{"format_version", "outcome": "done" | "stopped" | "dry-run" |
-    "running", "record": path | None, "max_unavailable", "waves": [[host]], "hosts": [{"host",
-    "wave", "state", "drained_by", "reasons"}]}`` (hosts in inventory order)."""
+    """The ``--json`` document, the hosts form (:data:`JSON_FORMAT`): ``{"format_version": 2,
+    "action": "apply" | "rollback", "outcome": "done" | "stopped" | "dry-run" | "running",
+    "record": path | None, "max_unavailable", "waves": [[host]], "hosts": [{"host", "wave",
+    "state", "drained_by", "reasons"}]}`` (hosts in inventory order); a rollback's hosts also
+    carry ``lock``, the number each returns to."""
+    locks = record.locks if record.action == "rollback" else None
     return {
         "format_version": JSON_FORMAT,
+        "action": record.action,
         "outcome": "dry-run" if path is None and record.status == "running" else record.status,
         "record": str(path) if path else None,
         "max_unavailable": record.max_unavailable,
         "waves": record.waves,
-        "hosts": [{"host": h, **r.model_dump()} for h, r in record.hosts.items()],
+        "hosts": [
+            {"host": h, **r.model_dump(), **({"lock": locks.get(h)} if locks is not None else {})}
+            for h, r in record.hosts.items()
+        ],
     }
 
 
@@ -433,7 +563,8 @@ def resume_rollout(path: Path, options: ApplyOptions, console: Console, *, as_js
     """Continue the rollout of the record at ``path`` (see the module docstring); the exit code.
 
     The inventory and fleet file it names are read again through the trust rule; a host of the
-    record no longer in them is refused (one line), nothing touched.
+    record no longer in them is refused (one line), nothing touched. The rollout's
+    ``--replace-held`` holds for its resume (the record keeps it).
 
     Raises:
         ProvisionError: The record, inventory or fleet file cannot be used, or no confirmation.
@@ -444,22 +575,48 @@ def resume_rollout(path: Path, options: ApplyOptions, console: Console, *, as_js
     if record.status == "done":
         console.print(f"Rollout {record.id} is done: nothing to resume ({escape(record.summary())}).")
         return _finish(record, path, as_json, 0)
-    check_inventory(Path(record.inventory), FleetError)
+    inventory = Path(record.inventory)
+    check_inventory(inventory, FleetError)
     fleet_file = Path(record.fleet_file) if record.fleet_file else None
+    action = _action_of(record, path)
+    console.print(f"Resuming {_noun(record).lower()} {record.id}: {escape(record.summary())}.")
+    confirm(options.yes, console)
+    hooks = hooks_of(inventory, [h for w in record.waves for h in w], fleet_file)
+    consent = record.replace_held or options.replace_held  # given with the rollout's confirmation
+    resumed = dataclasses.replace(options, yes=True, replace_held=consent)
+    rollout = Rollout(action, hooks, resumed, console, path)
+    return run_waves(rollout, record, as_json)
+
+
+def _action_of(record: RolloutRecord, path: Path) -> HostAction:
+    """The record's action over its hosts, the inventory and fleet file read again.
+
+    Raises:
+        ProvisionError: A host of a wave is no longer in the inventory (nothing was changed).
+    """
+    if record.action == "rollback":
+        from provision.inventory import read_inventory
+        from provision.rollback import RollbackAction
+
+        known = set(read_inventory(Path(record.inventory), error=FleetError).names)
+        _refuse_missing(record, path, known)
+        return RollbackAction(Path(record.inventory), dict(record.locks), record.forks)
     fleet = dataclasses.replace(
         load_fleet(
-            Path(record.inventory), fleet_file, record.limit, Path(record.spec) if record.spec else None
+            Path(record.inventory),
+            Path(record.fleet_file) if record.fleet_file else None,
+            record.limit,
+            Path(record.spec) if record.spec else None,
         ),
         forks=record.forks,
     )
-    missing = [h for w in record.waves for h in w if h not in fleet.specs]
+    _refuse_missing(record, path, set(fleet.specs))
+    return ApplyAction(fleet)
+
+
+def _refuse_missing(record: RolloutRecord, path: Path, known: set[str]) -> None:
+    missing = [h for w in record.waves for h in w if h not in known]
     if missing:
         raise ProvisionError(
             f"{path}: {', '.join(missing)} no longer in {record.inventory}; nothing was changed"
         )
-    console.print(f"Resuming rollout {record.id}: {escape(record.summary())}.")
-    confirm(options.yes, console)
-    rollout = Rollout(
-        fleet, hooks_of(fleet, fleet_file), dataclasses.replace(options, yes=True), console, path
-    )
-    return run_waves(rollout, record, as_json)

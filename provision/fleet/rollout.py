@@ -39,6 +39,7 @@ _PERCENT = re.compile(r"^([1-9][0-9]?|100)%$")
 HostState = Literal["untouched", "done", "failed", "left out"]
 DrainedBy = Literal["admin", "provision"]
 Status = Literal["running", "stopped", "done"]
+Action = Literal["apply", "rollback"]
 
 
 @dataclass(frozen=True)
@@ -241,6 +242,7 @@ class RolloutRecord(BaseModel):
     Attributes:
         format_version: :data:`RECORD_FORMAT`.
         kind: Always ``rollout`` (tells it from a reboot's resume record).
+        action: ``apply`` (each host to its spec) or ``rollback`` (each host to its lock).
         id: The record's name (UTC time), also its file name.
         inventory: The inventory (absolute path); it must pass the trust rule when resumed.
         fleet_file: The fleet file (absolute path), or None.
@@ -248,6 +250,12 @@ class RolloutRecord(BaseModel):
         limit: The ``-l`` pattern, or None.
         forks: ``--forks``, or None.
         max_unavailable: ``--max-unavailable`` as given (``2``, ``25%``).
+        to: A rollback's ``--to`` as given (None: each host's lock before its current).
+        locks: A rollback's host -> the number of the lock it returns to, chosen before the
+            first wave (a converged rollback records a new lock: "the one before the current"
+            would then name another).
+        replace_held: ``--replace-held`` was given: the consent, confirmed with the rollout,
+            holds for its resume too (the hosts of later waves move their held driver then).
         waves: The hosts of each wave.
         baseline: Host -> check id -> status, verified before the first wave.
         hosts: Host -> its record, inventory order.
@@ -259,6 +267,7 @@ class RolloutRecord(BaseModel):
 
     format_version: int = RECORD_FORMAT
     kind: Literal["rollout"] = "rollout"
+    action: Action = "apply"
     id: str
     inventory: str
     fleet_file: str | None = None
@@ -266,6 +275,9 @@ class RolloutRecord(BaseModel):
     limit: str | None = None
     forks: int | None = None
     max_unavailable: str
+    to: int | None = None
+    locks: dict[str, int] = {}
+    replace_held: bool = False
     waves: list[list[str]]
     baseline: dict[str, dict[str, str]] = {}
     hosts: dict[str, HostRecord]
@@ -300,6 +312,10 @@ def new_record(
     spec: str | None = None,
     limit: str | None = None,
     forks: int | None = None,
+    action: Action = "apply",
+    to: int | None = None,
+    locks: Mapping[str, int] | None = None,
+    replace_held: bool = False,
 ) -> RolloutRecord:
     """A record before the first wave: the ``pending`` hosts in their waves, untouched; each of
     ``left_out`` (host -> why) named."""
@@ -313,6 +329,10 @@ def new_record(
         spec=spec,
         limit=limit,
         forks=forks,
+        action=action,
+        to=to,
+        locks=dict(locks or {}),
+        replace_held=replace_held,
         max_unavailable=str(max_unavailable),
         waves=cut,
         hosts=hosts,

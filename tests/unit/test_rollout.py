@@ -241,7 +241,13 @@ def _rollout(tmp_path: Path, hooks: Hooks | None) -> rolling.Rollout:
     fleet = Fleet(inventory=tmp_path / "hosts.ini", specs={h: tmp_path / "spec.yaml" for h in "abcdefg"})
     console = Console(file=io.StringIO(), width=200)
     per_host = {h: hooks for h in fleet.specs} if hooks is not None else {}
-    return rolling.Rollout(fleet, per_host, ApplyOptions(False, True, tmp_path), console, tmp_path / "r.json")
+    return rolling.Rollout(
+        rolling.ApplyAction(fleet),
+        per_host,
+        ApplyOptions(False, True, tmp_path),
+        console,
+        tmp_path / "r.json",
+    )
 
 
 def _scheduler(tmp_path: Path) -> Hooks:
