@@ -42,6 +42,7 @@ def read_bytes(
     error: type[ProvisionError] = ProvisionError,
     limit: int = MAX_BYTES,
     directory: int | None = None,
+    owners: frozenset[int] | None = None,
 ) -> bytes:
     """The bytes of ``path``, a trusted regular file of at most ``limit`` bytes.
 
@@ -52,6 +53,8 @@ def read_bytes(
     Args:
         directory: A descriptor of ``path``'s directory from :func:`provision.trust.open_directory`
             (a raw directory of many files: one walk for all of them).
+        owners: The trusted owners (:func:`provision.trust.trusted_owners`), when the caller reads
+            many files under one rule; None: read for this file.
 
     Raises:
         ProvisionError: ``error`` when the file is missing, not trusted (:func:`untrusted_message`),
@@ -59,9 +62,9 @@ def read_bytes(
     """
     try:
         if directory is None:
-            fd = trust.open_file(path)
+            fd = trust.open_file(path, owners)
         else:
-            fd = trust.open_in(directory, str(path.parent), path.name)
+            fd = trust.open_in(directory, str(path.parent), path.name, owners)
     except trust.Missing:
         raise error(f"{path}: no such {what} file") from None
     except trust.NotRegular as exc:

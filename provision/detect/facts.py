@@ -236,17 +236,52 @@ class Facts(Frozen):
 
         ``apply plan.json`` compares it with a fresh detection to refuse a stale plan.
         """
-        volatile = {"collected_at": True, "format_version": True}
-        data = self.model_dump(mode="json", exclude=volatile)
+        # The bytes hashed are json.dumps(model_dump, sort_keys=True, separators=(",", ":")), the
+        # object written field by field: a field whose value another host's facts share (one
+        # parse of the same output, detect/fact.py parse_once) is dumped once.
+        idents = {
+            k: i for k, v in self.__dict__.items() if k not in _UNSHARED and (i := _ident(v)) is not None
+        }
+        texts = {k: _FIELD_JSON[(k, i)][1] for k, i in idents.items() if (k, i) in _FIELD_JSON}
+        data = self.model_dump(mode="json", exclude={*_UNSHARED[:2], *texts})
         if isinstance(data.get("gpus"), list):
             for gpu in data["gpus"]:
-                for key in (
-                    "temperature_gpu_c",
-                    "temperature_memory_c",
-                    "power_draw_w",
-                    "pcie_gen_current",
-                    "pcie_width_current",
-                ):
+                for key in _VOLATILE_GPU:
                     gpu.pop(key, None)
-        blob = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
-        return hashlib.sha256(blob).hexdigest()
+        for key, value in data.items():
+            texts[key] = json.dumps(value, sort_keys=True, separators=(",", ":"))
+            if key in idents:
+                _remember((key, idents[key]), self.__dict__[key], texts[key])
+        body = ",".join(f"{json.dumps(k)}:{texts[k]}" for k in sorted(texts))
+        return hashlib.sha256(("{" + body + "}").encode()).hexdigest()
+
+
+_UNSHARED = ("collected_at", "format_version", "gpus")
+"""Fields of :meth:`Facts.fingerprint` left out (the first two) or changed before hashing (gpus)."""
+_VOLATILE_GPU = (
+    "temperature_gpu_c",
+    "temperature_memory_c",
+    "power_draw_w",
+    "pcie_gen_current",
+    "pcie_width_current",
+)
+_FIELD_JSON: dict[tuple[str, object], tuple[object, str]] = {}
+"""(field, identity of its value: :func:`_ident`) -> (the value, kept alive so that identity stays
+its own; its JSON text)."""
+_FIELD_JSON_SIZE = 4096
+
+
+def _ident(value: object) -> object | None:
+    """A frozen model's id; a tuple's ids of its items (pydantic rebuilds a tuple field's container
+    around the same items); None for anything else, which is not remembered."""
+    if isinstance(value, Frozen):
+        return id(value)
+    if isinstance(value, tuple) and value:
+        return tuple(map(id, value))
+    return None
+
+
+def _remember(key: tuple[str, object], value: object, text: str) -> None:
+    if len(_FIELD_JSON) >= _FIELD_JSON_SIZE:
+        del _FIELD_JSON[next(iter(_FIELD_JSON))]
+    _FIELD_JSON[key] = (value, text)

@@ -13,6 +13,7 @@ captured machines and bug reports can be replayed through the parsers.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from collections.abc import Mapping
@@ -59,15 +60,20 @@ def parse_raw(text: str, name: str = "<raw>") -> ProbeOutput:
     Raises:
         FactsError: If the first line is not ``$ ...`` or the last is not ``[exit N]``.
     """
-    lines = text.rstrip("\n").split("\n")
-    while len(lines) > 1 and lines[0].startswith("#"):
-        lines = lines[1:]
-    match = _EXIT.match(lines[-1].strip()) if len(lines) >= 2 else None
-    if not lines[0].startswith("$") or match is None:
+    # Found by offsets, not by splitting into lines: a fleet's package lists are long, and
+    # splitting and joining them again was most of reading a raw directory.
+    text = text.rstrip("\n")
+    start = 0
+    while text.startswith("#", start) and (end := text.find("\n", start)) >= 0:
+        start = end + 1  # a note, and more lines after it
+    first_end = text.find("\n", start)
+    last_start = text.rfind("\n") + 1
+    match = _EXIT.match(text[last_start:].strip()) if first_end >= 0 else None
+    if not text.startswith("$", start) or match is None:
         raise FactsError(f"{name}: not a raw probe file (want '$ command' ... '[exit N]')")
-    body = lines[1:-1]
-    output = "\n".join(body) + "\n" if body else ""
-    return ProbeOutput(command=lines[0][1:].strip(), output=output, rc=int(match.group(1)))
+    output = text[first_end + 1 : last_start - 1] + "\n" if last_start - 1 > first_end else ""
+    command = text[start + 1 : first_end].strip()
+    return ProbeOutput(command=command, output=output, rc=int(match.group(1)))
 
 
 def write_raw(directory: Path, outputs: Mapping[str, ProbeOutput]) -> None:
@@ -100,12 +106,29 @@ def read_raw(directory: Path) -> dict[str, ProbeOutput]:
     except OSError as exc:
         raise FactsError(f"{directory}: cannot read the raw probe directory: {exc.strerror or exc}") from None
     try:
-        return {path.stem: _read_one(path, fd) for path in sorted(directory.glob("*.txt"))}
+        # Path.glob("*.txt") and its sort, without pathlib's per-entry objects: every name that
+        # ends in .txt (a dot file too), in code point order.
+        names = sorted(n for n in os.listdir(directory) if n.endswith(".txt"))
+        owners = trust.trusted_owners()  # one rule for the directory's files
+        return {(path := directory / n).stem: _read_one(path, fd, owners) for n in names}
     finally:
         os.close(fd)
 
 
-def _read_one(path: Path, directory: int) -> ProbeOutput:
+def _read_one(path: Path, directory: int, owners: frozenset[int]) -> ProbeOutput:
     # Tools print any bytes; undecodable ones are replaced, as the collector does for live output.
-    data = read_bytes(path, what="raw probe", error=FactsError, directory=directory)
-    return parse_raw(data.decode("utf-8", errors="replace"), str(path))
+    data = read_bytes(path, what="raw probe", error=FactsError, directory=directory, owners=owners)
+    key = hashlib.blake2b(data, digest_size=16).digest()
+    if (known := _READ.get(key)) is not None:
+        return known
+    found = parse_raw(data.decode("utf-8", errors="replace"), str(path))
+    if len(_READ) >= READ_CACHE_SIZE:
+        del _READ[next(iter(_READ))]
+    _READ[key] = found
+    return found
+
+
+READ_CACHE_SIZE = 4096
+"""Raw files kept by their digest: a fleet's hosts of one image saved mostly the same files, which
+then share one ProbeOutput (and, by its output's identity, one parse: detect/fact.py)."""
+_READ: dict[bytes, ProbeOutput] = {}

@@ -15,6 +15,7 @@ import re
 from provision.catalog import Catalog
 from provision.detect.facts import CudaToolkits, Facts, Torch, Unknown, Venv
 from provision.invariants.base import Invariant, Verdict
+from provision.memo import by_identity
 from provision.spec.models import Spec
 from provision.versions import DottedVersion
 
@@ -26,13 +27,19 @@ _RUNTIME = ("nvidia-cuda-runtime", "nvidia-cuda-nvrtc", "cuda-toolkit")
 
 def wheel_majors(venv: Venv) -> dict[str, int]:
     """Distribution -> the CUDA major it was built for, for the CUDA wheels of ``venv``."""
-    found: dict[str, int] = {}
+    return dict(_wheel_majors(venv))
+
+
+@by_identity()
+def _wheel_majors(venv: Venv) -> tuple[tuple[str, int], ...]:
+    # Three invariants ask per host, and the hosts of one image share one parsed Venv.
+    found: list[tuple[str, int]] = []
     for name, version in venv.distributions.items():
         if (major := _named_major(name)) is not None:
-            found[name] = major
+            found.append((name, major))
         elif name in _RUNTIME and (first := version.split(".")[0]).isdigit():
-            found[name] = int(first)
-    return found
+            found.append((name, int(first)))
+    return tuple(found)
 
 
 @functools.lru_cache(maxsize=8192)

@@ -92,6 +92,63 @@ class LockState:
     legacy_pins: tuple[str, ...] = ()
 
 
+class ReleaseFacts(Protocol):
+    """What one supported release of a family carries that provision plans with.
+
+    Attributes:
+        repo_code: NVIDIA's CUDA repository code for it (``ubuntu2404``, ``rhel9``).
+        kernel_series: The kernel series the release's general-availability kernel is of (``6.8``).
+        interpreters: The Python versions (X.Y) the release ships as packages.
+        signed_open_kmods: Whether the distribution ships NVIDIA's open modules signed with its own
+            Secure Boot key; None where the family leaves it to the catalog's distribution archives
+            (``distro_archives``: Ubuntu's signed ``linux-modules-nvidia-*``).
+    """
+
+    @property
+    def repo_code(self) -> str: ...
+
+    @property
+    def kernel_series(self) -> str: ...
+
+    @property
+    def interpreters(self) -> tuple[str, ...]: ...
+
+    @property
+    def signed_open_kmods(self) -> bool | None: ...
+
+
+class FamilyReleases(Protocol):
+    """One OS family's releases: which it supports, NVIDIA's repository codes, how a spec's release
+    matches the machine's. Implemented by ``provision/os/<family>/releases.py``; all pure.
+
+    Attributes:
+        distros: ``/etc/os-release`` IDs of the family that the spec accepts.
+    """
+
+    distros: tuple[str, ...]
+
+    def release(self, distro: str, version: str) -> ReleaseFacts | None:
+        """The supported release ``version`` of ``distro``, None when the family does not list it."""
+        ...
+
+    def repo_code(self, distro: str, version: str) -> str:
+        """NVIDIA's repository code for ``distro`` ``version`` (also for a release not listed)."""
+        ...
+
+    def same_release(self, spec_version: str, version_id: str) -> bool:
+        """Whether ``/etc/os-release``'s ``version_id`` is the spec's release."""
+        ...
+
+    def unsupported(self, distro: str, version: str, architecture: str) -> str | None:
+        """Why the spec may not name this release (the spec's validation error), None when it may."""
+        ...
+
+    def wrong_release(self, spec_code: str, machine_code: str) -> tuple[str, str] | None:
+        """What happens with the spec's repository on a machine of another release of the family:
+        (the words that end the ``os-mismatch`` message, their public source), None for nothing more."""
+        ...
+
+
 class PackageManager(Protocol):
     """What the planner needs to know about one OS family's package manager. All methods are pure.
 

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from provision.os.base import PackageManager
+from provision.os.base import FamilyReleases, PackageManager, ReleaseFacts
+from provision.os.debian import releases as debian_releases
 from provision.os.debian.apt import APT
 from provision.os.redhat import releases as redhat_releases
 from provision.os.redhat.dnf import DNF
 
 MANAGERS: dict[str, PackageManager] = {"Debian": APT, "RedHat": DNF}
 """OS family (Ansible's ``ansible_os_family``) -> its package manager."""
+RELEASES: dict[str, FamilyReleases] = {"Debian": debian_releases.FACTS, "RedHat": redhat_releases.FACTS}
+"""OS family -> its releases (``provision/os/<family>/releases.py``)."""
 FAMILY_OF_ID = {
     "debian": "Debian",
     "ubuntu": "Debian",
@@ -45,13 +48,22 @@ def command_line_failure(msg: str) -> bool:
     return msg.startswith(tuple(p for pm in MANAGERS.values() for p in pm.command_prefixes))
 
 
+def releases(distro: str) -> FamilyReleases:
+    """The releases of ``distro``'s family (an ``/etc/os-release`` ``ID`` or the spec's ``distro``);
+    Debian's for an ID of no known family."""
+    return RELEASES[FAMILY_OF_ID.get(distro, "Debian")]
+
+
+def release(distro: str, version: str) -> ReleaseFacts | None:
+    """What the supported release ``version`` of ``distro`` carries; None when its family does not
+    list it."""
+    return releases(distro).release(distro, version)
+
+
 def repo_code(distro: str, version: str) -> str:
     """NVIDIA's repository code for a distribution release: ``ubuntu2404``, ``debian12``; on the
     RHEL family the OS's own major (``rocky`` ``9.5`` -> ``rhel9``)."""
-    if FAMILY_OF_ID.get(distro) == "RedHat":
-        major = redhat_releases.major_of(version)
-        return f"rhel{major}" if major is not None else f"rhel{version}"
-    return f"{distro}{version.replace('.', '')}"
+    return releases(distro).repo_code(distro, version)
 
 
 def package_format(distro: str) -> str:
@@ -62,11 +74,7 @@ def package_format(distro: str) -> str:
 def same_release(distro: str, spec_version: str, version_id: str) -> bool:
     """Whether ``/etc/os-release``'s ``version_id`` is the spec's release: equal, or on the RHEL
     family the same major when the spec names only the major (``9`` and ``9.5``)."""
-    if spec_version == version_id:
-        return True
-    if FAMILY_OF_ID.get(distro) == "RedHat" and "." not in spec_version:
-        return redhat_releases.major_of(version_id) == redhat_releases.major_of(spec_version)
-    return False
+    return releases(distro).same_release(spec_version, version_id)
 
 
 def package_manager(family: str) -> PackageManager:

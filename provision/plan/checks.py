@@ -13,7 +13,7 @@ from provision.catalog import Catalog
 from provision.detect.facts import Facts, Kernel, OsRelease, Unknown
 from provision.fieldfailures import ff_ref
 from provision.os import PackageManager, repo_code, same_release
-from provision.os.redhat.releases import WRONG_MAJOR_SOURCE
+from provision.os.select import RELEASES
 from provision.plan.models import Finding
 from provision.spec.models import Spec
 
@@ -34,19 +34,14 @@ def _os(spec: Spec, facts: Facts) -> Iterator[Finding]:
     os: OsRelease = facts.os
     if os.id != spec.os.distro or not same_release(spec.os.distro, spec.os.version, os.version_id):
         machine_repo = repo_code(os.id, os.version_id)
-        other_major = spec.os.repo_code != machine_repo and facts.os_family() == "RedHat"
+        wrong = RELEASES[facts.os_family()].wrong_release(spec.os.repo_code, machine_repo)
+        note, source = wrong if wrong is not None else ("", "provision planner")
         yield _f(
             "os-mismatch",
             "blocker",
             f"the spec is for {spec.os.distro} {spec.os.version}, the machine runs {os.id} {os.version_id}"
-            f" ({os.pretty_name or 'from /etc/os-release'})"
-            + (
-                f"; NVIDIA's {spec.os.repo_code} repository on it fails (its packages are \"filtered out "
-                f"by modular filtering\", built for another platform): use the machine's own {machine_repo}"
-                if other_major
-                else ""
-            ),
-            source=WRONG_MAJOR_SOURCE if other_major else "provision planner",
+            f" ({os.pretty_name or 'from /etc/os-release'})" + note,
+            source=source,
         )
 
 

@@ -21,6 +21,7 @@ from provision.components.registry import roles as registry_roles
 from provision.detect.facts import Facts
 from provision.findings import Finding
 from provision.invariants.registry import judge_all
+from provision.memo import by_identity
 from provision.plan.checks import check_facts
 from provision.plan.consistency import consistency_findings, reboot_pending
 from provision.plan.flavor import flavor_findings
@@ -56,7 +57,7 @@ def make_plan(
     """
     ctx = dataclasses.replace(context(spec, facts, catalog), fleet_monitored=fleet_monitored)
     findings = [
-        *check_spec(spec, catalog),
+        *_spec_findings(spec, catalog),
         *check_facts(spec, facts, catalog),
         *consistency_findings(facts),
         *(f for c in COMPONENTS for f in c.findings(ctx)),
@@ -72,6 +73,10 @@ def make_plan(
     steps = tuple(s for s in built if isinstance(s, Step))
     findings += [f for f in built if isinstance(f, Finding)]
     return _plan(ctx, steps, findings, spec_path, as_of)
+
+
+_spec_findings = by_identity()(check_spec)
+""":func:`check_spec`, once per spec and catalog: every host of a fleet shares its spec's findings."""
 
 
 def context(spec: Spec, facts: Facts, catalog: Catalog) -> PlanContext:

@@ -23,9 +23,7 @@ from pydantic import (
 from pydantic_core import Url, core_schema
 
 from provision.models import Frozen
-from provision.os.redhat.releases import DISTROS as REDHAT_DISTROS
-from provision.os.redhat.releases import release as redhat_release
-from provision.os.select import PACKAGE_MANAGER_CREDENTIALS, repo_code
+from provision.os.select import PACKAGE_MANAGER_CREDENTIALS, releases, repo_code
 from provision.serving.arch import ModelArchitecture
 from provision.spec.paths import absolute_path, venv_path
 from provision.spec.urls import secret_problem
@@ -183,13 +181,11 @@ class OsSpec(Frozen):
 
     @model_validator(mode="after")
     def _supported_release(self) -> OsSpec:
-        """rocky and rhel: releases 9 and 10 only (NVIDIA's rhel9/rhel10 repositories, x86_64)."""
-        if self.distro in REDHAT_DISTROS and redhat_release(self.version) is None:
-            raise ValueError(
-                f"{self.distro} {self.version} is not supported: provision supports releases 9 and 10"
-            )
-        if self.distro in REDHAT_DISTROS and self.architecture != "x86_64":
-            raise ValueError(f"{self.distro} is supported on x86_64 only, not {self.architecture}")
+        """The family's releases say (:meth:`provision.os.base.FamilyReleases.unsupported`): rocky
+        and rhel 9 and 10 only, x86_64 only; any Debian or Ubuntu release."""
+        problem = releases(self.distro).unsupported(self.distro, self.version, self.architecture)
+        if problem is not None:
+            raise ValueError(problem)
         return self
 
     @property

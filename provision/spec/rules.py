@@ -25,9 +25,8 @@ from dataclasses import dataclass
 from provision.catalog import Catalog, Flavor, GpuModel, TorchRelease
 from provision.catalog.models import ArchList
 from provision.findings import Finding, Severity
-from provision.os.redhat.releases import DISTROS as REDHAT_DISTROS
-from provision.os.redhat.releases import release as redhat_release
 from provision.os.select import package_format
+from provision.os.select import release as os_release
 from provision.spec.models import PythonSpec, Spec
 from provision.versions import DottedVersion
 
@@ -434,8 +433,8 @@ def driver_source_distro(ctx: _Ctx) -> Iterator[Finding]:
         return
     code, branch = ctx.spec.os.repo_code, ctx.spec.driver.branch
     archive = ctx.cat.distro_archives.get(code)
-    release = redhat_release(ctx.spec.os.version) if ctx.spec.os.distro in REDHAT_DISTROS else None
-    if archive is None and release is not None and not release.signed_open_kmods:
+    release = os_release(ctx.spec.os.distro, ctx.spec.os.version)
+    if archive is None and release is not None and release.signed_open_kmods is False:
         message = (
             f"{ctx.spec.os.distro} {ctx.spec.os.version} ships no NVIDIA open kernel modules of its own "
             "(none signed with the distribution's Secure Boot key that the catalog could confirm); use "

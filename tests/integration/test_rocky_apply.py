@@ -29,9 +29,11 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
+from provision.apply import runner as apply_runner
 from provision.os.models import PackageOrigins
 from provision.os.redhat.parse import RPM_QA_QUERYFORMAT, duplicates, parse_module_list, parse_rpm_qa
 from provision.os.redhat.probes import ORIGINS
+from provision.plan.models import Plan
 from tests.integration.harness import golden, rockylike, runner, timings
 from tests.integration.harness.dnfroot import OS_RELEASE
 from tests.integration.harness.rockylike import RhelRepos, rpm_installed
@@ -335,3 +337,32 @@ def test_flavour_switch_on_rocky_replaces_the_kmod(
     installed = rpm_installed(rocky.root)
     assert installed["kmod-nvidia-latest-dkms"] == installed["cuda-drivers"] == "3:580.95.05-1.el9"
     assert "kmod-nvidia-open-dkms" not in installed and "nvidia-open" not in installed
+
+
+def test_a_transaction_bringing_a_forbidden_package_is_refused_before_anything_changes(
+    rocky: Target, rhel_repos: RhelRepos, tmp_path: Path, runs: Path
+) -> None:
+    # As Debian's FF-08 case (test_apply_locks): the plan's own extravars, with one dependency of
+    # the driver (nvidia-kmod-common, which nvidia-open requires) made forbidden, so the refusal
+    # comes from what dnf resolves, not from what the plan requests.
+    spec = rocky_spec(tmp_path / "spec.yaml", rhel_repos)
+    saved = tmp_path / "plan.json"
+    planned = provision("plan", str(spec), "-i", str(rocky.inventory), "--out", str(saved))
+    assert planned.exit_code == 0, planned.output
+    plan = Plan.model_validate_json(saved.read_text())
+    roles = plan.extravars["roles"]
+    packages = {**roles["nvidia_packages"], "nvidia_packages_forbidden_regex": "nvidia-kmod-common"}
+    tampered = {**plan.extravars, "roles": {**roles, "nvidia_packages": packages}}
+    bad = plan.model_copy(update={"extravars": tampered})
+    before = rpm_installed(rocky.root)
+    run_dir = apply_runner.new_run_dir(runs, "ff08")
+    result = apply_runner.run_playbook({"target": bad}, rocky.inventory, run_dir)
+    assert not result.succeeded
+    failures = result.hosts["target"].failures
+    assert any("nvidia-kmod-common" in f and "FF-08" in f for f in failures), result.hosts
+    after = rpm_installed(rocky.root)
+    # The repository role's own packages came in before (EPEL's release package for DKMS, the
+    # versionlock plugin); nothing of the refused transaction did, and nothing went.
+    assert set(before) <= set(after), sorted(set(before) - set(after))
+    assert set(after) - set(before) <= {"epel-release", "python3-dnf-plugin-versionlock"}, after
+    assert not rocky.ssh("dnf", "-q", "module", "list", "--enabled").stdout.strip()  # the stream reset

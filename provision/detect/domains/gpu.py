@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import Field
 
-from provision.detect.domains.gpu_state import GpuState, parse_state
+from provision.detect.domains.gpu_state import GpuState, parse_state, search_from
 from provision.detect.domains.gpu_state import field as _field
 from provision.detect.domains.gpu_state import section as _section
 from provision.detect.domains.pci import normalize_bdf
@@ -393,12 +393,12 @@ def _known(text: str | None) -> str | None:
 
 
 def _section_total(block: str, section: str) -> int | None:
-    match = re.search(rf"^\s*{re.escape(section)}\s*\n\s*Total\s*:\s*(\d+) MiB", block, re.MULTILINE)
+    match = search_from(block, section, rf"^\s*{re.escape(section)}\s*\n\s*Total\s*:\s*(\d+) MiB")
     return int(match.group(1)) if match else None
 
 
 def _fabric(block: str) -> tuple[str, str] | None:
-    match = re.search(r"^\s+Fabric\s*\n\s+State\s*:\s*(.+?)\s*\n\s+Status\s*:\s*(.+?)\s*$", block, re.M)
+    match = search_from(block, "Fabric", r"^\s+Fabric\s*\n\s+State\s*:\s*(.+?)\s*\n\s+Status\s*:\s*(.+?)\s*$")
     return (match.group(1), match.group(2)) if match else None
 
 

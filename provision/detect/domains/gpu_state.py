@@ -12,6 +12,7 @@ The limits are the card's own NVML values (``nvmlDeviceGetPowerManagementLimitCo
 
 from __future__ import annotations
 
+import functools
 import re
 
 from pydantic import Field
@@ -23,34 +24,69 @@ _NUMBER = re.compile(r"^(\d{1,6}(?:\.\d{1,3})?)\s*(W|MHz)$")
 
 def section(block: str, title: str) -> str:
     """The indented body under the line ``title`` (its deeper-indented lines), or ''."""
+    lines, depths, first = _indexed(block)
+    start = first.get(title)
+    if start is None:
+        return ""
+    depth, body = depths[start] or 0, []  # a title line is never blank
+    for nxt, nxt_depth in zip(lines[start + 1 :], depths[start + 1 :], strict=True):
+        if nxt_depth is not None and nxt_depth <= depth:
+            break
+        body.append(nxt)
+    return "\n".join(body)
+
+
+@functools.lru_cache(maxsize=64)
+def _indexed(block: str) -> tuple[list[str], list[int | None], dict[str, int]]:
+    """``block``'s lines, each one's indent (None for a blank line), and the first line of each
+    stripped text: read once per block, since one GPU block is searched for a dozen sections."""
     lines = block.splitlines()
+    depths = [len(line) - len(line.lstrip()) if line.strip() else None for line in lines]
+    first: dict[str, int] = {}
     for i, line in enumerate(lines):
-        if line.strip() == title:
-            depth = len(line) - len(line.lstrip())
-            body = []
-            for nxt in lines[i + 1 :]:
-                if nxt.strip() and len(nxt) - len(nxt.lstrip()) <= depth:
-                    break
-                body.append(nxt)
-            return "\n".join(body)
-    return ""
+        first.setdefault(line.strip(), i)
+    return lines, depths, first
 
 
 def field(body: str, name: str) -> str | None:
     """The value of the first ``name : value`` line of ``body`` at any depth, stripped; None if absent."""
-    match = re.search(rf"^\s*{re.escape(name)}\s*:\s*(.*?)\s*$", body, re.MULTILINE)
+    match = search_from(body, name, _field_pattern(name))
     return match.group(1) if match else None
+
+
+@functools.lru_cache(maxsize=512)
+def _field_pattern(name: str) -> re.Pattern[str]:
+    return re.compile(rf"^\s*{re.escape(name)}\s*:\s*(.*?)\s*$", re.MULTILINE)
+
+
+def search_from(text: str, literal: str, pattern: str | re.Pattern[str]) -> re.Match[str] | None:
+    """The first match of the multi-line ``pattern`` (text, or compiled with ``re.MULTILINE``),
+    which opens with ``^`` and whitespace before ``literal``: searched from the line of the last
+    non-blank text before ``literal`` first appears, where any match has to start, not from the top
+    of a block of hundreds of lines."""
+    at = text.find(literal)
+    if at < 0:
+        return None
+    start = text.rfind("\n", 0, len(text[:at].rstrip())) + 1
+    compiled = pattern if isinstance(pattern, re.Pattern) else re.compile(pattern, re.MULTILINE)
+    return compiled.search(text, start)
 
 
 def _top(body: str, name: str) -> str | None:
     """Like :func:`field`, only among a GPU block's own fields (the shallowest indented lines; the
     block's first line is its bus id)."""
+    own = _own_fields(body)
+    return None if own is None else field(own, name)
+
+
+@functools.lru_cache(maxsize=64)
+def _own_fields(body: str) -> str | None:
+    """The shallowest indented lines of a GPU block (after its bus id line), None when it has none."""
     lines = [line for line in body.splitlines()[1:] if line.strip() and line[:1].isspace()]
     if not lines:
         return None
     depth = min(len(line) - len(line.lstrip()) for line in lines)
-    own = "\n".join(line for line in lines if len(line) - len(line.lstrip()) == depth)
-    return field(own, name)
+    return "\n".join(line for line in lines if len(line) - len(line.lstrip()) == depth)
 
 
 def _amount(text: str | None, unit: str) -> float | None:

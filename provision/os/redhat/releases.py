@@ -73,3 +73,46 @@ def release(version: str) -> Release | None:
     """The supported release of ``version`` (``VERSION_ID`` or the spec's), None when unsupported."""
     major = major_of(version)
     return RELEASES.get(major) if major is not None else None
+
+
+class RedHatReleases:
+    """The RHEL family's :class:`provision.os.base.FamilyReleases`: Rocky Linux and RHEL 9 and 10."""
+
+    distros: tuple[str, ...] = DISTROS
+
+    def release(self, distro: str, version: str) -> Release | None:
+        """The supported release of ``version`` (any minor of a major), for rocky and rhel alike."""
+        return release(version)
+
+    def repo_code(self, distro: str, version: str) -> str:
+        """The OS's own major (``rocky`` ``9.5`` -> ``rhel9``), also for a major not supported."""
+        major = major_of(version)
+        return f"rhel{major}" if major is not None else f"rhel{version}"
+
+    def same_release(self, spec_version: str, version_id: str) -> bool:
+        """Equal, or the same major when the spec names only the major (``9`` and ``9.5``)."""
+        if spec_version == version_id:
+            return True
+        return "." not in spec_version and major_of(version_id) == major_of(spec_version)
+
+    def unsupported(self, distro: str, version: str, architecture: str) -> str | None:
+        """Releases 9 and 10 only, x86_64 only (NVIDIA's rhel9/rhel10 repositories)."""
+        if release(version) is None:
+            return f"{distro} {version} is not supported: provision supports releases 9 and 10"
+        if architecture != "x86_64":
+            return f"{distro} is supported on x86_64 only, not {architecture}"
+        return None
+
+    def wrong_release(self, spec_code: str, machine_code: str) -> tuple[str, str] | None:
+        """Another major's repository: its packages are filtered out by modular filtering."""
+        if spec_code == machine_code:
+            return None
+        note = (
+            f"; NVIDIA's {spec_code} repository on it fails (its packages are \"filtered out by modular "
+            f"filtering\", built for another platform): use the machine's own {machine_code}"
+        )
+        return note, WRONG_MAJOR_SOURCE
+
+
+FACTS = RedHatReleases()
+"""The family's releases, as :mod:`provision.os.select` chooses them."""
