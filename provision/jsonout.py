@@ -27,6 +27,22 @@ inventory's (``detect``, ``plan``; version 1 had a bare single-host form)."""
 _written = False
 
 
+def host_rows(document: Any, what: str = "hosts") -> list[dict[str, Any]]:
+    """The per-host objects of a saved hosts-form document, whatever its version: format 2's
+    ``hosts`` list as it is, format 1's ``{host: object}`` with each object's ``host`` added, in
+    the document's order (``lock show``, ``import``, ``verify`` and ``plan`` wrote that shape).
+
+    Raises:
+        ValueError: ``document`` has no ``hosts`` in either shape (``what`` names it).
+    """
+    rows = document.get("hosts") if isinstance(document, dict) else None
+    if isinstance(rows, dict) and all(isinstance(v, dict) for v in rows.values()):
+        return [{"host": str(h), **{k: v for k, v in row.items() if k != "host"}} for h, row in rows.items()]
+    if isinstance(rows, list) and all(isinstance(r, dict) and isinstance(r.get("host"), str) for r in rows):
+        return list(rows)
+    raise ValueError(f"not a provision {what} document (hosts: a list of objects with host, or by name)")
+
+
 def begin() -> None:
     """Start a command: no document written yet."""
     global _written

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from provision import ansible
+from provision.detect.fact import Probe
 from provision.detect.raw import format_raw, read_raw
 from provision.detect.runner import host_dir_name
 from provision.errors import FactsError
@@ -78,11 +79,53 @@ def nvidia_lines(dmesg: str) -> str:
     return "".join(line + "\n" for line in dmesg.splitlines() if _NVIDIA_KERNEL_LINE.search(line))
 
 
-def collect(inventory: Path, hosts: list[str], work: Path) -> dict[str, dict[str, str]]:
-    """Per host, read there by ``support.yml``: ``dmesg-nvidia.txt``, ``dkms-status.txt``, ``lock.json``.
+SUPPORT_PROBES = (
+    Probe(id="dmesg", argv=("dmesg",), timeout=30.0),
+    Probe(id="dkms-status", argv=("dkms", "status"), timeout=60.0),
+    Probe(id="lock", argv=("cat", "--", "/var/lib/provision/lock.json"), timeout=10.0),
+)
+"""What ``support.yml`` reads, as collector probes for the direct transport (the same commands)."""
 
-    A host the play could not reach or run on gets what it did read (possibly nothing).
+
+def collect(inventory: Path, hosts: list[str], work: Path) -> dict[str, dict[str, str]]:
+    """Per host: ``dmesg-nvidia.txt``, ``dkms-status.txt``, ``lock.json``, read as root there: over
+    the direct transport (:func:`provision.detect.direct.route`, ``as_root``) where the host has
+    a command, by ``support.yml`` otherwise.
+
+    A host that could not be reached or run on gets what it did read (possibly nothing).
     """
+    from provision.detect import direct
+    from provision.detect.runner import collector_source
+
+    routes = direct.routes(str(inventory), ",".join(hosts), as_root=True) if direct.enabled() else {}
+    commands = {h: r.argv for h, r in routes.items() if h in hosts and r.argv is not None}
+    found: dict[str, dict[str, str]] = {h: {} for h in hosts}
+
+    def keep(host: str, result: str | dict[str, Any]) -> None:
+        if isinstance(result, dict):
+            found[host] = support_texts(result)
+
+    timeout = sum(p.timeout for p in SUPPORT_PROBES) + 30.0
+    direct.collect(commands, direct.payload(collector_source(), list(SUPPORT_PROBES)), timeout, None, keep)
+    rest = [h for h in hosts if h not in commands]
+    return found | (_collect_play(inventory, rest, work) if rest else {})
+
+
+def support_texts(outputs: Mapping[str, Any]) -> dict[str, str]:
+    """The bundle's ``host/`` members from the collector's outputs of :data:`SUPPORT_PROBES`."""
+    texts: dict[str, str] = {}
+    dmesg, dkms, lock = (outputs.get(p.id) or {} for p in SUPPORT_PROBES)
+    if "output" in dmesg:
+        texts["dmesg-nvidia.txt"] = nvidia_lines(str(dmesg["output"]))
+    if "output" in dkms:
+        texts["dkms-status.txt"] = f"$ dkms status (rc {dkms.get('rc', '?')})\n{dkms['output']}"
+    if lock.get("rc") == 0:
+        texts["lock.json"] = str(lock.get("output", ""))
+    return texts
+
+
+def _collect_play(inventory: Path, hosts: list[str], work: Path) -> dict[str, dict[str, str]]:
+    """:func:`collect` by ``support.yml``."""
     played = ansible.run_play(
         work, "support.yml", inventory, project_dir=data_dir("playbooks"), limit=",".join(hosts)
     )

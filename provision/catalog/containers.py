@@ -8,6 +8,7 @@ Public API::
     from provision.catalog.containers import load_containers
     ctk = load_containers()                      # cached; raises CatalogError naming the problem
     ctk.release(DottedVersion("1.18.2"))         -> ToolkitRelease | None
+    ctk.repository("rpm").urls["x86_64"]         -> "https://nvidia.github.io/.../stable/rpm/x86_64"
     ctk.runtime("podman").v070_min               -> DottedVersion("5.1.0")
     ctk.has_refresh(DottedVersion("1.17.8"))     -> False
 """
@@ -16,8 +17,10 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
+from typing import get_args
 
 from provision.catalog.models import Sourced
+from provision.catalog.packages import PackageFormat
 from provision.catalog.tables import DATA_DIR, SourcesFile, _check_sources, _load
 from provision.errors import CatalogError
 from provision.models import Frozen
@@ -32,7 +35,15 @@ class ToolkitPackages(Sourced):
 
 
 class ToolkitRepository(Sourced):
-    """NVIDIA's libnvidia-container apt repository (flat, one per architecture) and its key."""
+    """NVIDIA's libnvidia-container repository for one package format (one URL per architecture)
+    and its key.
+
+    Attributes:
+        urls: Architecture -> the repository (apt: the flat suite ``/``; dnf: the ``baseurl``).
+        keyring: Where the verified key goes on the target.
+        sources_file: The source (deb822) or repository (``.repo``) file provision writes.
+        repo_id: dnf's repository id (the ``.repo`` file's section); None for apt.
+    """
 
     urls: dict[str, str]
     key_url: str
@@ -40,6 +51,7 @@ class ToolkitRepository(Sourced):
     fingerprint: str
     keyring: str
     sources_file: str
+    repo_id: str | None = None
 
 
 class ToolkitRelease(Sourced):
@@ -86,6 +98,9 @@ class Runtime(Sourced):
         cdi_min: The first release that reads CDI specs; None where every release the toolkit
             supports does (or the catalog has no source saying otherwise).
         v070_min: The first release that reads CDI spec v0.7.0.
+        install: Package format -> where the runtime comes from, for the refusal of a host
+            without it (``the distribution's podman``; Docker CE from Docker's repository on the
+            RHEL family, whose own engine is podman).
     """
 
     name: str
@@ -94,18 +109,28 @@ class Runtime(Sourced):
     service: str | None
     cdi_min: Dotted | None
     v070_min: Dotted
+    install: dict[PackageFormat, str]
 
 
 class ContainersCatalog(Frozen):
     """``data/containers.yaml``, validated."""
 
     packages: ToolkitPackages
-    repository: ToolkitRepository
+    repositories: dict[PackageFormat, ToolkitRepository]
     releases: tuple[ToolkitRelease, ...]
     features: Features
     cdi: CdiPaths
     dev_char: DevChar
     runtimes: tuple[Runtime, ...]
+
+    def repository(self, package_format: str) -> ToolkitRepository:
+        """The toolkit's repository for ``package_format`` (``deb``, ``rpm``).
+
+        Raises:
+            KeyError: For a format the catalog has no repository for (a packaging bug: the
+                loader checks both are present).
+        """
+        return self.repositories[package_format]  # type: ignore[index]
 
     def release(self, version: DottedVersion) -> ToolkitRelease | None:
         """The catalog's row of toolkit ``version`` (exact), None when it knows no such release."""
@@ -140,4 +165,8 @@ def load_containers(directory: Path = DATA_DIR) -> ContainersCatalog:
     _check_sources("containers.yaml", data, sources)
     if len({r.version for r in data.releases}) != len(data.releases):
         raise CatalogError("catalog file containers.yaml: duplicate toolkit release")
+    if set(data.repositories) != set(get_args(PackageFormat)):
+        raise CatalogError("catalog file containers.yaml: repositories must name every package format")
+    if any(r.repo_id is None for fmt, r in data.repositories.items() if fmt != "deb"):
+        raise CatalogError("catalog file containers.yaml: a dnf repository needs its repo_id")
     return data

@@ -4,8 +4,10 @@ Steps (component ``containers``, role ``nvidia_container_toolkit``, after the pa
 and before the holds):
 
 - the toolkit's four packages at the spec's exact release, from the toolkit's own repository
-  (its own keyring, separate from the CUDA repository), pinned with the stack and held by the
-  holds step (the libnvidia-container libraries must match the toolkit exactly since 1.18.0);
+  (its own key, separate from the CUDA repository: apt's flat repository with Signed-By on
+  Debian and Ubuntu, dnf's RPM repository with its signed metadata on Rocky and RHEL), pinned
+  with the stack (apt pins, dnf versionlock entries) and held by the holds step (the
+  libnvidia-container libraries must match the toolkit exactly since 1.18.0);
 - ``nvidia-ctk runtime configure --runtime=docker|containerd`` where the runtime's file does
   not name the nvidia runtime yet (podman takes no configuration: it reads the CDI spec);
 - the CDI spec generated where it is absent, unreadable, names another driver's libraries than
@@ -34,19 +36,17 @@ from provision.components.base import (
     InstallableComponent,
     PlanContext,
     Step,
-    not_on_family,
 )
 from provision.components.dkms import driver_changes
 from provision.components.steps import change_action, noop
 from provision.detect.unknown import Unknown
 from provision.findings import Finding
 from provision.os.base import PackageManager, Pin
-from provision.os.select import package_format
 from provision.spec.models import ContainersSpec, Spec
 from provision.versions import DottedVersion
 
 if TYPE_CHECKING:
-    from provision.catalog.containers import ContainersCatalog
+    from provision.catalog.containers import ContainersCatalog, ToolkitRepository
     from provision.detect.domains.containers import CdiSpec, ContainerFacts, RuntimeConfig
 
 _TAGS = ("containers",)
@@ -76,8 +76,6 @@ class Containers(InstallableComponent):
     def spec_rules(self, spec: Spec, catalog: Catalog) -> Iterable[Finding]:
         if spec.containers is None:
             return ()
-        if package_format(spec.os.distro) != "deb":
-            return (not_on_family(spec, "containers", "the NVIDIA Container Toolkit's RPM repository"),)
         return tuple(spec_findings(spec.containers, catalog, _catalog()))
 
     def findings(self, ctx: PlanContext) -> Iterable[Finding]:
@@ -119,7 +117,7 @@ class Containers(InstallableComponent):
         wanted = ctx.spec.containers
         if wanted is None:
             return {}
-        return {"keyring_src": key_source(wanted, _catalog())}
+        return {"keyring_src": key_source(wanted, _catalog().repository(ctx.pm.package_format))}
 
 
 def spec_findings(wanted: ContainersSpec, catalog: Catalog, cat: ContainersCatalog) -> Iterator[Finding]:
@@ -147,15 +145,16 @@ def machine_findings(ctx: PlanContext, wanted: ContainersSpec) -> Iterator[Findi
             "the toolkit would have nothing to hand to containers",
         )
     found = facts.containers.runtime(wanted.runtime) if facts.containers is not None else None
+    row = cat.runtime(wanted.runtime)
     if isinstance(found, Unknown):
         yield _blocker(
             ctx,
             "containers-runtime-missing",
             f"containers.runtime {wanted.runtime} is not usable on this host ({found.unknown}); install "
-            f"the distribution's {wanted.runtime} first",
+            f"{row.install[ctx.pm.package_format]} first",  # type: ignore[index]
+            keys=(*KEYS, "DOCKER-RHEL") if ctx.pm.package_format != "deb" else KEYS,
         )
         return
-    row = cat.runtime(wanted.runtime)
     if found is not None and cat.writes_v070(wanted.toolkit) and found.version < row.v070_min:
         yield _blocker(
             ctx,
@@ -176,8 +175,8 @@ def machine_findings(ctx: PlanContext, wanted: ContainersSpec) -> Iterator[Findi
         )
 
 
-def _blocker(ctx: PlanContext, rule: str, message: str) -> Finding:
-    return Finding(rule=rule, severity="blocker", message=message, source=ctx.catalog.cite(KEYS))
+def _blocker(ctx: PlanContext, rule: str, message: str, keys: tuple[str, ...] = KEYS) -> Finding:
+    return Finding(rule=rule, severity="blocker", message=message, source=ctx.catalog.cite(keys))
 
 
 def packages_step(ctx: PlanContext, wanted: ContainersSpec) -> Step:
@@ -381,11 +380,11 @@ def dev_char_rule(cat: ContainersCatalog) -> str:
     return f"{head}{cat.dev_char.rule}\n"
 
 
-def key_source(wanted: ContainersSpec, cat: ContainersCatalog) -> dict[str, Any]:
-    """Where the controller reads the toolkit repository's key (the spec's mirror or NVIDIA's)."""
+def key_source(wanted: ContainersSpec, repo: ToolkitRepository) -> dict[str, Any]:
+    """Where the controller reads the toolkit repository's key (the spec's mirror or NVIDIA's
+    ``repo``, the host's package format's)."""
     mirror = wanted.repository
     if mirror is None:
-        repo = cat.repository
         return {
             "url": repo.key_url,
             "file": None,
@@ -406,16 +405,18 @@ def role_variables(ctx: PlanContext, wanted: ContainersSpec, cat: ContainersCata
 
     packages = packages_step(ctx, wanted)
     row, path = cat.runtime(wanted.runtime), cat.spec_file(wanted.toolkit)
+    repo = cat.repository(ctx.pm.package_format)
     mirror = wanted.repository
-    url = str(mirror.url) if mirror else cat.repository.urls[ctx.spec.os.architecture]
-    fingerprint = mirror.fingerprint if mirror else cat.repository.fingerprint
+    url = str(mirror.url) if mirror else repo.urls[ctx.spec.os.architecture]
+    fingerprint = mirror.fingerprint if mirror else repo.fingerprint
     return {
         "url": url,
         "keyring_src": "",
         "fingerprint": fingerprint,
-        "source": source_text(url, cat.repository.keyring, fingerprint),
-        "keyring": cat.repository.keyring,
-        "sources_file": cat.repository.sources_file,
+        "source": source_text(repo, url, fingerprint),
+        "keyring": repo.keyring,
+        "sources_file": repo.sources_file,
+        "repo_id": repo.repo_id or "",
         "packages": list(packages.packages) if packages.changes else [],
         "runtime": wanted.runtime,
         "configure_argv": configure_argv(ctx, wanted) if runtime_step(ctx, wanted).changes else [],
@@ -428,12 +429,28 @@ def role_variables(ctx: PlanContext, wanted: ContainersSpec, cat: ContainersCata
     }
 
 
-def source_text(url: str, keyring: str, fingerprint: str) -> str:
-    """The toolkit repository's deb822 source: the install guide's flat ``URL /`` with Signed-By."""
+def source_text(repo: ToolkitRepository, url: str, fingerprint: str) -> str:
+    """The toolkit repository's source file for ``repo``'s package format: apt's deb822 source,
+    else dnf's ``.repo`` section (:func:`repo_file_text`)."""
+    if repo.repo_id is not None:
+        return repo_file_text(repo.repo_id, url, repo.keyring, fingerprint)
     return (
         "# Managed by provision: NVIDIA's libnvidia-container repository (the container toolkit), signed,\n"
         "# fingerprint pinned in provision's catalog.\n"
-        f"Types: deb\nURIs: {url}\nSuites: /\nSigned-By: {keyring} {fingerprint}\n"
+        f"Types: deb\nURIs: {url}\nSuites: /\nSigned-By: {repo.keyring} {fingerprint}\n"
+    )
+
+
+def repo_file_text(repo_id: str, url: str, keyring: str, fingerprint: str) -> str:
+    """dnf's section for the toolkit repository, with the settings of NVIDIA's own
+    ``nvidia-container-toolkit.repo``: the metadata signature checked (``repo_gpgcheck=1``), the
+    packages not (``gpgcheck=0``: the repository signs its metadata, which carries each package's
+    checksum), the key read from the verified file (dnf.conf(5) ``gpgkey``)."""
+    return (
+        "# Managed by provision: NVIDIA's libnvidia-container repository (the container toolkit), its\n"
+        f"# metadata signed by the key {fingerprint}, fingerprint pinned in provision's catalog.\n"
+        f"[{repo_id}]\nname=NVIDIA Container Toolkit (libnvidia-container)\nbaseurl={url}\nenabled=1\n"
+        f"repo_gpgcheck=1\ngpgcheck=0\ngpgkey=file://{keyring}\n"
     )
 
 

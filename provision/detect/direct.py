@@ -18,21 +18,29 @@ host keys are refused unless the inventory or ``ansible.cfg`` turns checking off
 No ssh master is started, so nothing is left running. ``ansible_connection=local`` runs the same
 program on this machine.
 
-A host on another connection (docker, paramiko, winrm), with a password, or with a templated
-(``{{ }}``) or vaulted connection variable goes through the detection play
+Where the inventory asks for become (``ansible_become``, sudo, no become password, sudo's default
+flags), the interpreter runs under ``sudo -H -n -u USER --``, each word quoted into the remote
+string; ``-n``: a sudo that would ask fails at once with its own message, the host's cause.
+
+A host on another connection (docker, paramiko, winrm), with a password, another become method or
+flags, or with a templated (``{{ }}``) or vaulted connection variable goes through the play
 (:func:`provision.detect.runner.detect_remote`), as does every host when
-``PROVISION_REMOTE_DETECT=ansible`` is set.
+``PROVISION_REMOTE_DETECT=ansible`` is set. :func:`route` says which, and why: the one choice of
+transport for detection, verify (:mod:`provision.verify.direct`), the support bundle's reads and
+verify's lock record (these two ``as_root``, as their plays' ``become: true``).
 """
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import shlex
 import subprocess
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from provision.detect.fact import Probe
 
@@ -46,7 +54,7 @@ DEFAULT_FORKS = 5
 """Hosts detected at once when ``--forks`` is not given: Ansible's default."""
 
 _PASSWORDS = ("ansible_password", "ansible_ssh_pass", "ansible_ssh_password")
-_FAILED = "host failed at 'Run the detection collector.'"  # as the play reports a failed task
+COLLECTOR_TASK = "Run the detection collector."  # the play's task name (provision.detect.runner)
 
 
 def payload(collector_source: str, probes: list[Probe]) -> bytes:
@@ -56,9 +64,10 @@ def payload(collector_source: str, probes: list[Probe]) -> bytes:
     return (collector_source + call).encode("utf-8")
 
 
-def remote_command(python: str) -> str:
-    """The shell string ssh runs on the host: the interpreter (quoted) running :data:`BOOT`."""
-    return f"{shlex.quote(python)} -c {shlex.quote(BOOT)}"
+def remote_command(python: str, become: Sequence[str] = ()) -> str:
+    """The shell string ssh runs on the host: the interpreter (quoted) running :data:`BOOT`,
+    under ``become`` (each word quoted)."""
+    return shlex.join([*become, python, "-c", BOOT])
 
 
 def _plain(value: object) -> bool:
@@ -69,36 +78,125 @@ def _plain(value: object) -> bool:
     return isinstance(value, str) and not vaulted and "{{" not in value and "{%" not in value
 
 
-def host_argv(
-    name: str, hostvars: Mapping[str, Any], ssh_options: Callable[[Mapping[str, Any]], dict[str, Any]]
-) -> list[str] | None:
-    """The command that runs the collector for host ``name``, or None when it needs Ansible.
+@dataclass(frozen=True)
+class Route:
+    """How one host is reached: a command of this machine, or Ansible's play and why.
+
+    Attributes:
+        transport: ``local`` (a program on this machine), ``ssh`` (one ssh command) or ``play``.
+        argv: The command that runs :data:`BOOT` there; None for the play.
+        why: Why the host goes through the play (the connection, a password...); None otherwise.
+    """
+
+    transport: Literal["local", "ssh", "play"]
+    argv: list[str] | None = None
+    why: str | None = None
+
+
+def _play(why: str) -> Route:
+    return Route("play", None, why)
+
+
+def route(
+    name: str,
+    hostvars: Mapping[str, Any],
+    ssh_options: Callable[[Mapping[str, Any]], dict[str, Any]],
+    *,
+    as_root: bool = False,
+) -> Route:
+    """How host ``name`` is reached: its command, or the play with the reason.
 
     Args:
         name: The inventory hostname.
         hostvars: The host's variables as Ansible merged them.
         ssh_options: Resolves the ssh connection plugin's options for ``hostvars`` (see
             :func:`_ansible_ssh_options`).
+        as_root: Run as root, as a play with ``become: true`` does (the lock and support
+            plays): sudo unless the connection's user is root already.
     """
     from provision import connection as conn
 
     connection = hostvars.get("ansible_connection") or conn.connection_of(hostvars)
     raw = hostvars.get("ansible_python_interpreter")
-    if any(hostvars.get(k) for k in _PASSWORDS) or not _plain(raw) or not _plain(connection):
-        return None
-    python = conn.host_python(hostvars) or "python3"
-    if connection == conn.LOCAL:
-        return [str(python), "-c", BOOT]
-    if connection not in conn.SSH:
-        return None
-    options = ssh_options(hostvars)
+    if any(hostvars.get(k) for k in _PASSWORDS):
+        return _play("a password is set (ssh here runs in batch mode)")
+    if not _plain(raw) or not _plain(connection):
+        return _play("a templated or vaulted connection variable")
+    if connection != conn.LOCAL and connection not in conn.SSH:
+        return _play(f"ansible_connection={connection} (the direct transport runs local and ssh hosts)")
+    python = str(conn.host_python(hostvars) or "python3")
+    options = ssh_options(hostvars) if connection != conn.LOCAL else {}
     if not all(_plain(v) for v in options.values()):
-        return None
-    return ssh_argv(name, options, str(python))
+        return _play("a templated or vaulted ssh option")
+    root = os.geteuid() == 0 if connection == conn.LOCAL else _ssh_user(options) == "root"
+    become = become_prefix(hostvars, force=as_root and not root)
+    if isinstance(become, str):
+        return _play(become)
+    if connection == conn.LOCAL:
+        return Route("local", [*become, python, "-c", BOOT])
+    return Route("ssh", ssh_argv(name, options, python, become))
 
 
-def ssh_argv(name: str, options: Mapping[str, Any], python: str) -> list[str]:
-    """``ssh`` argv from the ssh plugin's resolved options (see the module docstring)."""
+def _ssh_user(options: Mapping[str, Any]) -> str:
+    """The user ssh logs in as: the resolved ``remote_user``, else ssh's default, this user's name
+    (``ssh_config`` may still name another: then sudo runs, as Ansible's become would)."""
+    return str(options.get("remote_user") or getpass.getuser())
+
+
+def host_argv(
+    name: str, hostvars: Mapping[str, Any], ssh_options: Callable[[Mapping[str, Any]], dict[str, Any]]
+) -> list[str] | None:
+    """The command that runs the collector for host ``name``, or None when it needs Ansible
+    (:func:`route`'s argv)."""
+    return route(name, hostvars, ssh_options).argv
+
+
+SUDO_FLAGS = ("-H", "-S", "-n")
+"""Ansible's default ``become_flags`` for sudo (the sudo become plugin's ``become_flags`` default,
+https://docs.ansible.com/ansible/latest/collections/ansible/builtin/sudo_become.html)."""
+
+
+def become_prefix(hostvars: Mapping[str, Any], *, force: bool = False) -> list[str] | str:
+    """The argv that runs a program as the become user, as Ansible's sudo become plugin would
+    (``sudo -H -n -u USER --``); ``[]`` without become; a string: why only the play can do it
+    (another method, a password, other flags). ``force``: become even where the inventory does
+    not ask (a play's ``become: true``). The user, flags, executable and password are the sudo
+    plugin's options as Ansible resolves them (inventory variables, ``ansible.cfg``,
+    ``ANSIBLE_*``).
+
+    ``-S`` (password on stdin) is left out: stdin carries the program, and ``-n`` makes sudo
+    fail at once, with its own message, instead of asking for a password.
+    """
+    from ansible import constants  # type: ignore[import-untyped]
+    from ansible.module_utils.parsing.convert_bool import boolean  # type: ignore[import-untyped]
+
+    wanted = True if force else hostvars.get("ansible_become", constants.DEFAULT_BECOME)
+    if not _plain(wanted) or not boolean(wanted, strict=False):
+        return [] if _plain(wanted) else "a templated or vaulted ansible_become"
+    method = hostvars.get("ansible_become_method") or constants.DEFAULT_BECOME_METHOD
+    if method != "sudo":
+        return f"ansible_become_method={method} (the direct transport becomes with sudo only)"
+    options = _ansible_sudo_options(hostvars)
+    if options["become_pass"]:
+        return "a become password is set (sudo here runs with -n, never asking)"
+    user, flags, exe = (options[k] for k in ("become_user", "become_flags", "become_exe"))
+    if not all(_plain(v) for v in (user, flags, exe)) or tuple(shlex.split(str(flags or ""))) != SUDO_FLAGS:
+        return f"become_flags {flags!r} or a templated become option (the direct transport runs sudo -H -n)"
+    return [str(exe or "sudo"), "-H", "-n", "-u", str(user or "root"), "--"]
+
+
+def _ansible_sudo_options(hostvars: Mapping[str, Any]) -> dict[str, Any]:
+    """The sudo become plugin's options for a host, as Ansible resolves them."""
+    from ansible.plugins.loader import become_loader  # type: ignore[import-untyped]
+
+    plugin = become_loader.get("sudo")
+    plugin.set_options(var_options=dict(hostvars))
+    return {k: plugin.get_option(k) for k in ("become_user", "become_flags", "become_exe", "become_pass")}
+
+
+def ssh_argv(name: str, options: Mapping[str, Any], python: str, become: Sequence[str] = ()) -> list[str]:
+    """``ssh`` argv from the ssh plugin's resolved options (see the module docstring); ``become``:
+    :func:`become_prefix`'s argv, shell-quoted into the remote command."""
     argv = [str(options.get("ssh_executable") or "ssh")]
     # ssh keeps the first value of an option: these come before the user's ssh_args.
     argv += ["-o", "BatchMode=yes", "-o", "ControlMaster=no", "-o", "ControlPath=none"]
@@ -113,7 +211,7 @@ def ssh_argv(name: str, options: Mapping[str, Any], python: str) -> list[str]:
         argv += ["-l", str(options["remote_user"])]
     if options.get("private_key_file"):
         argv += ["-i", os.path.expanduser(str(options["private_key_file"]))]
-    return [*argv, "--", str(options.get("host") or name), remote_command(python)]
+    return [*argv, "--", str(options.get("host") or name), remote_command(python, become)]
 
 
 _OPTIONS = ("host", "port", "remote_user", "private_key_file", "ssh_args", "ssh_common_args")
@@ -123,7 +221,7 @@ _MORE = ("ssh_extra_args", "ssh_executable", "timeout", "host_key_checking")
 def _ansible_ssh_options(hostvars: Mapping[str, Any]) -> dict[str, Any]:
     """The ssh connection plugin's options for a host, as Ansible resolves them."""
     from ansible.playbook.play_context import PlayContext  # type: ignore[import-untyped]
-    from ansible.plugins.loader import connection_loader  # type: ignore[import-untyped]
+    from ansible.plugins.loader import connection_loader
 
     plugin = connection_loader.get("ssh", PlayContext(), None)
     plugin.set_options(var_options=dict(hostvars))
@@ -134,25 +232,27 @@ def connections(inventory: str, limit: str | None) -> dict[str, list[str] | None
     """Every host ``ansible-playbook -i inventory -l limit`` would run on, in inventory order, with
     its collector command (None: detect it through the play); empty when Ansible cannot read the
     inventory (the play then reports why, in Ansible's words)."""
+    return {name: r.argv for name, r in routes(inventory, limit).items()}
+
+
+def routes(inventory: str, limit: str | None, *, as_root: bool = False) -> dict[str, Route]:
+    """Every host ``ansible-playbook -i inventory -l limit`` would run on, in inventory order, with
+    its :class:`Route` (``as_root``: see :func:`route`); empty when Ansible cannot read the
+    inventory (the play then reports why)."""
     from ansible.errors import AnsibleError  # type: ignore[import-untyped]
 
+    from provision.connection import resolved_hosts
     from provision.errors import ProvisionError
 
     try:
-        return _connections(inventory, limit)
+        hosts = resolved_hosts(inventory, limit)
+        return {name: route(name, v, _ansible_ssh_options, as_root=as_root) for name, v in hosts.items()}
     except (AnsibleError, OSError, ProvisionError):
         return {}
 
 
-def _connections(inventory: str, limit: str | None) -> dict[str, list[str] | None]:
-    from provision.connection import resolved_hosts
-
-    hosts = resolved_hosts(inventory, limit)
-    return {name: host_argv(name, hostvars, _ansible_ssh_options) for name, hostvars in hosts.items()}
-
-
 def enabled() -> bool:
-    """Whether direct detection is on (``PROVISION_REMOTE_DETECT`` is not ``ansible``)."""
+    """Whether the direct transport is on (``PROVISION_REMOTE_DETECT`` is not ``ansible``)."""
     return os.environ.get(ENV_SWITCH, "").lower() != "ansible"
 
 
@@ -173,31 +273,62 @@ def collect(
         forks: Hosts at once; None for Ansible's default (5).
         on_result: Called in this thread, one host at a time.
     """
-    if not commands:
+    run_each({h: (argv, program, timeout) for h, argv in commands.items()}, forks, on_result)
+
+
+def _hint(rc: int, said: str) -> str:
+    """What to change when the shell could not start the program (exit 126: not executable, 127:
+    not found, POSIX's ``sh``): sudo, or else the host's interpreter."""
+    if rc not in (126, 127):
+        return ""
+    return " (check the host's sudo, or ansible_become)" if "sudo" in said else INTERPRETER_HINT
+
+
+INTERPRETER_HINT = " (set ansible_python_interpreter for the host)"
+"""The play's advice for an interpreter that cannot run (:func:`provision.ansible.failure_message`)."""
+
+
+Job = tuple[list[str], bytes, float]
+"""One host's command, the program on its stdin, and its deadline in seconds."""
+
+
+def run_each(
+    jobs: Mapping[str, Job],
+    forks: int | None,
+    on_result: Callable[[str, str | dict[str, Any]], None],
+    task: str = COLLECTOR_TASK,
+) -> None:
+    """Run each host's command with its own program, ``forks`` at a time; ``on_result(host,
+    result)`` gets the program's JSON object or the reason it failed (``task`` names what
+    failed there), as each host finishes, in this thread."""
+    if not jobs:
         return
-    with ThreadPoolExecutor(max_workers=min(forks or DEFAULT_FORKS, len(commands))) as pool:
-        futures = {pool.submit(run_one, argv, program, timeout): host for host, argv in commands.items()}
+    with ThreadPoolExecutor(max_workers=min(forks or DEFAULT_FORKS, len(jobs))) as pool:
+        futures = {pool.submit(run_one, *job, task): host for host, job in jobs.items()}
         for future in as_completed(futures):
             on_result(futures[future], future.result())
 
 
-def run_one(argv: list[str], program: bytes, timeout: float) -> str | dict[str, Any]:
-    """One host's collector JSON, or why there is none (``host unreachable: ...`` for ssh's own
-    failure, exit 255; ``host failed at ...`` otherwise)."""
+def run_one(
+    argv: list[str], program: bytes, timeout: float, task: str = COLLECTOR_TASK
+) -> str | dict[str, Any]:
+    """One host's program JSON, or why there is none (``host unreachable: ...`` for ssh's own
+    failure, exit 255; ``host failed at 'TASK': ...`` otherwise)."""
+    failed = f"host failed at '{task}'"  # as the play reports a failed task
     try:
         done = subprocess.run(argv, input=program, capture_output=True, timeout=timeout, check=False)
     except FileNotFoundError:
         return f"host unreachable: {argv[0]}: not found"
     except subprocess.TimeoutExpired:
-        return f"{_FAILED}: no answer within {timeout:.0f} s"
+        return f"{failed}: no answer within {timeout:.0f} s"
     stderr = [line.strip() for line in done.stderr.decode("utf-8", "replace").splitlines() if line.strip()]
     last = stderr[-1] if stderr else "no message"
     if done.returncode == 255 and argv[-1] != BOOT:  # ssh's own failure (a local command ends in BOOT)
         return f"host unreachable: {last}"
     if done.returncode != 0:
-        return f"{_FAILED}: rc {done.returncode}: {last}"
+        return f"{failed}: rc {done.returncode}: {last}{_hint(done.returncode, last)}"
     try:
         parsed = json.loads(done.stdout)
     except (ValueError, RecursionError):  # malformed, 5000-digit numbers, nesting
-        return f"{_FAILED}: collector printed no JSON: {done.stdout[:200]!r}"
-    return parsed if isinstance(parsed, dict) else f"{_FAILED}: collector printed JSON that is not an object"
+        return f"{failed}: it printed no JSON: {done.stdout[:200]!r}"
+    return parsed if isinstance(parsed, dict) else f"{failed}: it printed JSON that is not an object"

@@ -352,11 +352,17 @@ def _files(result: Imported, out: Path) -> dict[Path, str]:
 
 
 def document(result: Imported, written: list[Path]) -> dict[str, Any]:
-    """``--json``'s document (see README, "JSON output")."""
+    """``--json``'s document (see README, "JSON output"), the hosts form
+    (:data:`provision.jsonout.HOSTS_FORMAT`): ``hosts`` is a list of ``{host, spec, summary,
+    changes, blockers, lock, error}``; format 1 keyed them by name (:func:`provision.jsonout.host_rows`
+    reads both)."""
+    from provision.jsonout import HOSTS_FORMAT
+
     hosts: dict[str, Any] = {}
     for shape in result.shapes:
         for host, plan in shape.plans.items():
             hosts[host] = {
+                "host": host,
                 "spec": shape.name,
                 "summary": summary(plan),
                 "changes": [f"{s.component.value}: {s.reason}" for s in plan.changes],
@@ -364,7 +370,7 @@ def document(result: Imported, written: list[Path]) -> dict[str, Any]:
                 "lock": result.locks.get(host),
                 "error": None,
             }
-    hosts |= {h: {"spec": None, "error": why} for h, why in result.failed.items()}
+    hosts |= {h: {"host": h, "spec": None, "error": why} for h, why in result.failed.items()}
     specs = {
         s.name: {
             "file": str(s.path) if s.path else None,
@@ -377,8 +383,9 @@ def document(result: Imported, written: list[Path]) -> dict[str, Any]:
     }
     outcome = {0: "imported", 2: "imported-with-changes"}.get(result.exit_code, "failed")
     return {
+        "format_version": HOSTS_FORMAT,
         "outcome": outcome,
-        "hosts": hosts,
+        "hosts": list(hosts.values()),
         "specs": specs,
         "fleet": result.fleet_text,
         "written": [str(p) for p in written],

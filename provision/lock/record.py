@@ -23,7 +23,7 @@ from provision.catalog import load_catalog
 from provision.detect.facts import Facts
 from provision.hosts import FleetPlan, Hosts
 from provision.lock.model import LOCK_FILE, lock_document, spec_digest
-from provision.lock.store import run_lock_play
+from provision.lock.store import record_verified, run_lock_play
 from provision.spec.models import Spec
 from provision.verify.models import Report
 
@@ -107,9 +107,8 @@ def record_verify(inventory: Path | None, results: Mapping[str, dict[str, Any]])
         return Recorded({}, {})  # no apply converged here: nothing to record in
     if inventory is None and os.geteuid() != 0:
         return Recorded({}, dict.fromkeys(results, "the lock is root's; run verify as root to record it"))
-    args = {h: {"state": "verified", "verify": result} for h, result in results.items()}
     with tempfile.TemporaryDirectory(prefix="provision-lock-") as tmp:
-        played = run_lock_play(inventory, args, Path(tmp))
+        played = record_verified(inventory, results, Path(tmp))
     return _recorded(played, no_lock=None)
 
 

@@ -7,21 +7,26 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from provision.jsonout import HOSTS_FORMAT
 from provision.lock.model import LOCK_FILE, Lock
 from provision.lock.store import HostLocks
 
 
 def lock_json(found: dict[str, HostLocks]) -> dict[str, Any]:
-    """``{hosts: {host: {current: Lock | null, history: [{number, created_at, spec, spec_digest,
-    verify_passed}]}}}``: the current lock whole, the history as one line each."""
+    """``{format_version: 2, hosts: [{host, current: Lock | null, history: [{number, created_at,
+    spec, spec_digest, verify_passed}]}]}`` (:data:`provision.jsonout.HOSTS_FORMAT`): the current
+    lock whole, the history as one line each. Format 1 keyed the hosts by name
+    (:func:`provision.jsonout.host_rows` reads both)."""
     return {
-        "hosts": {
-            host: {
+        "format_version": HOSTS_FORMAT,
+        "hosts": [
+            {
+                "host": host,
                 "current": locks.current.model_dump(mode="json") if locks.current else None,
                 "history": [_entry(lock) for lock in locks.history],
             }
             for host, locks in found.items()
-        }
+        ],
     }
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import json
 import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -112,6 +113,79 @@ def run_lock_play(
     for host in args:
         results.setdefault(host, f"no result from Ansible ({played.stdout_tail})")
     return results
+
+
+_DIRECT_CALL = """
+def _provision_lock_direct(args):
+    try:
+        changed, found = verified(Path(args["directory"]), args["verify"])
+    except (LockError, OSError) as exc:
+        return {"failed": True, "msg": "provision lock: " + str(exc)}
+    return {"changed": changed, "lock": found}
+
+
+import sys as _sys
+json.dump(_provision_lock_direct(json.loads(%r)), _sys.stdout)
+"""
+"""Appended to the lock module's text for the direct transport: ``state: verified`` as the
+module's ``main`` does it, its result (or failure) printed as JSON."""
+
+
+def record_verified(
+    inventory: Path | None,
+    results: Mapping[str, Mapping[str, Any]],
+    data_dir_: Path,
+    directory: Path = LOCK_DIRECTORY,
+) -> dict[str, dict[str, Any] | str]:
+    """Each host's verify result recorded in its current lock (the module's ``state: verified``):
+    this machine in this process, inventory hosts over the direct transport as root
+    (:func:`provision.detect.direct.route`, ``as_root``) where they have a command, by the lock
+    play otherwise; host -> the module's result, or why it failed (one line).
+
+    ``directory``: where the locks are on each host reached without the play (the play's module
+    keeps its default, the same directory).
+
+    Raises:
+        LockReadError: The lock play failed before any host reported.
+        Interrupted: Ctrl-C stopped the play.
+    """
+    from provision.detect import direct
+
+    refuse_templates({"args": dict(results)}, "lock")
+    if inventory is None:
+        return {h: _verified_here(dict(r), directory) for h, r in results.items()}
+    check_inventory(inventory)
+    routes = direct.routes(str(inventory), ",".join(results), as_root=True) if direct.enabled() else {}
+    commands = {h: r.argv for h, r in routes.items() if h in results and r.argv is not None}
+    source = (data_dir("playbooks") / "library" / "provision_lock.py").read_text(encoding="utf-8")
+    found: dict[str, dict[str, Any] | str] = {}
+
+    def keep(host: str, answer: str | dict[str, Any]) -> None:
+        failed = isinstance(answer, dict) and answer.get("failed")
+        found[host] = f"failed: {answer.get('msg')}" if isinstance(answer, dict) and failed else answer
+
+    jobs = {
+        h: (
+            argv,
+            (
+                source + _DIRECT_CALL % json.dumps({"verify": results[h], "directory": str(directory)})
+            ).encode(),
+            60.0,
+        )
+        for h, argv in commands.items()
+    }
+    direct.run_each(jobs, None, keep, LOCK_TASK)
+    rest = {h: {"state": "verified", "verify": dict(r)} for h, r in results.items() if h not in commands}
+    return found | (run_lock_play(inventory, rest, data_dir_) if rest else {})
+
+
+def _verified_here(result: dict[str, Any], directory: Path) -> dict[str, Any] | str:
+    module = _lock_module()
+    try:
+        changed, found = module.verified(directory, result)
+    except (module.LockError, OSError) as exc:
+        return f"failed: provision lock: {exc}"
+    return {"changed": changed, "lock": found}
 
 
 def _results(events: Iterable[ansible.Event]) -> dict[str, dict[str, Any] | str]:

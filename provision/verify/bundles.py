@@ -11,6 +11,7 @@ from provision.catalog import Catalog
 from provision.hosts import Hosts, plan_host
 from provision.support import Evidence, write_bundles
 from provision.verify.models import Report
+from provision.verify.remote import agent_answer_path
 from provision.verify.runs import VerifyInputs
 
 
@@ -18,7 +19,9 @@ def evidence(
     host: str, hosts: Hosts, report: Report, inputs: VerifyInputs, catalog: Catalog, kept: Path
 ) -> Evidence:
     """``verify.json`` (every check), ``facts.json`` and ``plan.json`` (the spec planned against the
-    facts verify read: what apply would still change there), and the raw outputs verify read."""
+    facts verify read: what apply would still change there), the raw outputs verify read, and
+    ``verify-agent.json`` where the verify agent read the host (its trust, host probe and GPU
+    program steps: exit status and output)."""
     planned = plan_host(host, hosts.specs[host], inputs.facts, catalog).plan
     documents = {
         "verify.json": report.model_dump_json(indent=2),
@@ -26,6 +29,9 @@ def evidence(
     }
     if planned is not None:
         documents["plan.json"] = planned.model_dump_json(indent=2)
+    agent = agent_answer_path(kept, host)
+    if agent.is_file():  # read over the direct transport: its steps, as a play's events would be
+        documents["verify-agent.json"] = agent.read_text(encoding="utf-8")
     return Evidence(documents, hosts.raw_of(kept / "raw", host))
 
 

@@ -1,10 +1,13 @@
 """Verify any set of hosts, each against its own spec: this machine is a fleet of one.
 
 Only the collection differs by where a host is: this machine runs the probes, the GPU loads and
-the all-reduce in-process (:func:`provision.verify.workflow.collect`); inventory hosts are read in
-one Ansible play (:mod:`provision.verify.remote`). The checks are the same pure
-:func:`provision.verify.workflow.evaluate` for both. A host Ansible could not reach gets every
-check failed with Ansible's reason, so it can never pass by having nothing measured.
+the all-reduce in-process (:func:`provision.verify.workflow.collect`); inventory hosts are read
+over detection's transports (:func:`provision.detect.direct.route`): one command per ``local`` or
+``ssh`` host (:mod:`provision.verify.direct`), one Ansible play for the rest
+(:mod:`provision.verify.remote`). The checks are the same pure
+:func:`provision.verify.workflow.evaluate` for all. A host that could not be read gets every check
+failed with the cause (ssh's, sudo's or Ansible's words), so it can never pass by having nothing
+measured.
 """
 
 from __future__ import annotations
@@ -18,14 +21,17 @@ from pathlib import Path
 from typing import Any
 
 from provision.catalog import Catalog, load_catalog
+from provision.detect import direct
+from provision.detect.direct import Route
 from provision.detect.facts import Unknown
 from provision.hosts import NO_RESULT, Hosts, detect_by_venv
 from provision.output import check_output_directory
 from provision.spec.models import Spec
 from provision.verify.bundles import write_verify_bundles
+from provision.verify.direct import verify_routed
 from provision.verify.limits import Limits, shipped_limits
 from provision.verify.models import CheckResult, Report
-from provision.verify.remote import REMOTE_ALLREDUCE, HostJob, verify_remote
+from provision.verify.remote import REMOTE_ALLREDUCE, HostJob
 from provision.verify.runs import VerifyInputs
 from provision.verify.workflow import collect, evaluate, save_inputs
 
@@ -45,6 +51,8 @@ class HostVerify:
         report: Every check's result (all failed with the reason when unreachable).
         unreachable: ``host unreachable: ...`` or ``host failed at ...``; None when it was read.
         bundle: The support bundle written because a check failed (:mod:`provision.support`).
+        route: How the host was read (:func:`provision.detect.direct.route`): ``local``, ``ssh``
+            or ``play`` with why; None for this machine without an inventory, or a replay.
     """
 
     host: str
@@ -52,6 +60,7 @@ class HostVerify:
     report: Report
     unreachable: str | None = None
     bundle: Path | None = None
+    route: Route | None = None
 
     @property
     def failed(self) -> bool:
@@ -84,8 +93,25 @@ def job_for(spec: Spec) -> HostJob:
     )
 
 
-def gather(hosts: Hosts, forks: int | None = None, keep: Path | None = None) -> dict[str, VerifyInputs | str]:
-    """What every host's checks read: collected here for this machine, through Ansible otherwise.
+def routes_of(hosts: Hosts) -> dict[str, Route]:
+    """How each inventory host is reached (:func:`provision.detect.direct.routes`); empty without
+    an inventory. With ``PROVISION_REMOTE_DETECT=ansible`` every host's route is the play."""
+    if hosts.inventory is None:
+        return {}
+    found = direct.routes(str(hosts.inventory), ",".join(hosts.specs))
+    if not direct.enabled():
+        return {h: Route("play", None, f"{direct.ENV_SWITCH}=ansible") for h in found}
+    return found
+
+
+def gather(
+    hosts: Hosts,
+    forks: int | None = None,
+    keep: Path | None = None,
+    routes: Mapping[str, Route] | None = None,
+) -> dict[str, VerifyInputs | str]:
+    """What every host's checks read: collected here for this machine, over each inventory host's
+    route otherwise (:func:`provision.verify.direct.verify_routed`).
 
     ``keep``: also keep each read host's raw probe outputs in ``keep/raw/<host>/`` and the play's
     events in ``keep/ansible`` (for a support bundle); None keeps nothing.
@@ -97,7 +123,7 @@ def gather(hosts: Hosts, forks: int | None = None, keep: Path | None = None) -> 
         facts = detect_by_venv(hosts.keeping_raw(keep / "raw") if keep is not None else hosts)
         return {h: collect(held.spec, facts[h]) for h, held in hosts.specs.items()}
     jobs = {h: job_for(held.spec) for h, held in hosts.specs.items()}
-    return dict(verify_remote(str(hosts.inventory), jobs, forks, keep))
+    return verify_routed(str(hosts.inventory), jobs, routes or {}, forks, keep)
 
 
 def verify_hosts(
@@ -130,10 +156,11 @@ def verify_hosts(
     cat, lim = catalog or load_catalog(), limits or shipped_limits()
     with tempfile.TemporaryDirectory(prefix="provision-verify-") as tmp:
         keep = Path(tmp) if runs_dir is not None and gathered is None else None
-        got = gathered if gathered is not None else gather(hosts, forks, keep)
+        routes = routes_of(hosts) if gathered is None else {}
+        got = gathered if gathered is not None else gather(hosts, forks, keep, routes)
         if save_raw is not None:
             _save_all(hosts, got, save_raw)
-        verified = {h: _check(h, hosts, got.get(h, NO_RESULT), cat, lim) for h in hosts.specs}
+        verified = {h: _check(h, hosts, got.get(h, NO_RESULT), cat, lim, routes.get(h)) for h in hosts.specs}
         seconds = time.monotonic() - t0
         stamped = {h: _stamped(v, started, seconds) for h, v in verified.items()}
         if keep is not None and runs_dir is not None:
@@ -144,11 +171,13 @@ def verify_hosts(
     return FleetVerify(stamped)
 
 
-def _check(host: str, hosts: Hosts, got: VerifyInputs | str, catalog: Catalog, limits: Limits) -> HostVerify:
+def _check(
+    host: str, hosts: Hosts, got: VerifyInputs | str, catalog: Catalog, limits: Limits, route: Route | None
+) -> HostVerify:
     held = hosts.specs[host]
     results = check_host(host, held.spec, got, catalog, limits)
     report = Report(host=host, spec=held.path or "", results=results)
-    return HostVerify(host, Path(held.path or ""), report, got if isinstance(got, str) else None)
+    return HostVerify(host, Path(held.path or ""), report, got if isinstance(got, str) else None, route=route)
 
 
 def _stamped(verified: HostVerify, started: datetime, seconds: float) -> HostVerify:
@@ -207,11 +236,13 @@ def fleet_verify_json(fleet: FleetVerify) -> dict[str, Any]:
     """``verify --json``'s one document, every form (:data:`provision.jsonout.HOSTS_FORMAT`).
 
     Shape: ``{"format_version": 2, "summary": {"hosts": {host: counts}, "failed": [hosts]},
-    "hosts": [{"host", "spec", "unreachable", "counts", "failed", "report", "support_bundle"}]}``
+    "hosts": [{"host", "spec", "unreachable", "counts", "failed", "report", "support_bundle",
+    "transport"}]}``
     in inventory order (one machine, or one ``--inputs`` replay, is a list of one); ``counts`` is
     ``{pass, warn, fail, skip}`` (check counts), ``report`` the host's report (every check's result,
     :class:`provision.verify.models.Report`), ``support_bundle`` the archive of a host that failed a
-    check (or null).
+    check (or null), ``transport`` how the host was read (:func:`route_json`: null for this
+    machine without an inventory, and for a replay).
     """
     from provision.jsonout import HOSTS_FORMAT
 
@@ -234,4 +265,10 @@ def _host_json(host: HostVerify) -> dict[str, Any]:
         "failed": host.failed,
         "report": host.report.model_dump(mode="json"),
         "support_bundle": str(host.bundle) if host.bundle else None,
+        "transport": route_json(host.route),
     }
+
+
+def route_json(route: Route | None) -> dict[str, str | None] | None:
+    """``{"kind": "local" | "ssh" | "play", "why": reason for the play | null}``; null without one."""
+    return None if route is None else {"kind": route.transport, "why": route.why}

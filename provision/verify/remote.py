@@ -1,4 +1,6 @@
-"""Collect verify inputs on remote hosts: one ansible-runner play over every host, results from its events.
+"""Collect verify inputs on remote hosts through one ansible-runner play, results from its events:
+the hosts without a direct route (:mod:`provision.verify.direct` reads the others with the verify
+agent, which does on the host what this play does).
 
 The play copies the detection collector (with the verify probe ``nv-fabricmanager --version``
 added to the host's probe list) and the GPU load program to a temporary directory on each host,
@@ -109,7 +111,8 @@ class GpuOutcome:
 def verify_remote(
     inventory: str, jobs: Mapping[str, HostJob], forks: int | None = None, keep: Path | None = None
 ) -> dict[str, VerifyInputs | str]:
-    """Verify inputs of every host in ``jobs``, gathered in one ansible-runner run.
+    """Verify inputs of every host in ``jobs``, gathered in one ansible-runner run (the hosts
+    without a direct route: :func:`provision.verify.direct.verify_routed` decides).
 
     Args:
         inventory: The inventory file (or INI text) the hosts come from.
@@ -145,7 +148,7 @@ def verify_remote(
     checked = gpu_outcomes(played.events, TRUST_TASK)
     raw = keep / "raw" if keep is not None else None
     return {
-        host: _host_inputs(
+        host: host_inputs(
             host, result, (gpu.get(host), asked.get(host), checked.get(host)), jobs[host], started, raw
         )
         for host, result in collected.items()
@@ -153,7 +156,13 @@ def verify_remote(
     }
 
 
-def _host_inputs(
+def agent_answer_path(keep: Path, host: str) -> Path:
+    """Where the direct transport keeps a host's verify agent steps (trust, host probe, GPU
+    program: their exit status and output) under ``keep``."""
+    return keep / "agent" / f"{host_dir_name(host)}.json"
+
+
+def host_inputs(
     host: str,
     result: str | dict[str, Any],
     ran: tuple[GpuOutcome | None, GpuOutcome | None, GpuOutcome | None],
@@ -161,7 +170,8 @@ def _host_inputs(
     started: datetime,
     raw: Path | None,
 ) -> VerifyInputs | str:
-    """``ran``: the host's GPU program, host probe and trust check outcomes."""
+    """One host's inputs from its collector result (or why there is none); ``ran``: its GPU
+    program, host probe and trust check outcomes; ``raw``: where its raw outputs are kept."""
     if isinstance(result, str):
         return result
     outputs = outputs_from_json(result)

@@ -129,11 +129,11 @@ def test_hosts_come_back_in_inventory_order_whatever_order_they_finish(mocker: M
     real = direct.run_one
     started: list[str] = []
 
-    def slow_first(argv: list[str], program: bytes, timeout: float) -> Any:
+    def slow_first(argv: list[str], program: bytes, timeout: float, task: str) -> Any:
         started.append(argv[0])
         if len(started) == 1:
             time.sleep(1.0)  # the first host finishes last
-        return real(argv, program, timeout)
+        return real(argv, program, timeout, task)
 
     mocker.patch.object(direct, "run_one", side_effect=slow_first)
     assert list(detect_remote(inventory, forks=6)) == names

@@ -24,7 +24,7 @@ from provision.fleet.mapping import load_fleet
 from provision.importing.draft import NotImportable, updated
 from provision.importing.workflow import Source, chosen_venv, import_one
 from provision.spec.models import Spec
-from tests.unit.factories import CATALOG, ROOT, fresh_ubuntu, invoke, locked, one_plan, pkg
+from tests.unit.factories import CATALOG, ROOT, by_host, fresh_ubuntu, invoke, locked, one_plan, pkg
 
 pytestmark = pytest.mark.usefixtures("no_colour")
 
@@ -274,7 +274,8 @@ def test_json_is_one_document_with_the_spec_its_reasons_and_the_plan(tmp_path: P
     doc = json.loads(result.stdout)
     assert result.exit_code == 0
     assert (doc["outcome"], doc["written"], doc["fleet"]) == ("imported", [], None)
-    host = doc["hosts"][H200_RAW.name]
+    assert doc["format_version"] == 2 and [h["host"] for h in doc["hosts"]] == [H200_RAW.name]
+    host = by_host(doc)[H200_RAW.name]
     assert (host["spec"], host["summary"], host["changes"]) == (
         "h200-sxm-x1-ubuntu2404",
         "No changes. The machine matches the spec.",

@@ -17,6 +17,7 @@ from pytest_mock import MockerFixture
 from rich.console import Console
 from typer.testing import CliRunner
 
+from provision import jsonout
 from provision.cli import cli
 from provision.errors import ProvisionError
 from provision.hosts import FleetPlan, HostPlan, HostState
@@ -25,7 +26,7 @@ from provision.lock.show import lock_json, render_locks
 from provision.lock.store import HostLocks
 from provision.plan.planner import make_plan
 from provision.rollback import MISSING_RULE, choose, locked_spec, missing, refuse_missing
-from tests.unit.factories import CATALOG, ROOT, fresh_ubuntu, pkg, spec
+from tests.unit.factories import CATALOG, ROOT, by_host, fresh_ubuntu, pkg, spec
 
 
 def _module() -> ModuleType:
@@ -233,13 +234,24 @@ def test_lock_show_prints_the_current_lock_and_history(mocker: MockerFixture) ->
     text = console.export_text()
     assert "gpu01: lock 2," in text and "nvidia-open 580.95.05-1 (held)" in text
     assert "    2: 2026-12-01T10:00:00Z spec dual-a100x" in text and "(current)" in text
-    document = lock_json(found)["hosts"]["gpu01"]
+    whole = lock_json(found)
+    assert whole["format_version"] == 2
+    document = by_host(whole)["gpu01"]
     assert document["current"]["number"] == 2 and [h["number"] for h in document["history"]] == [1, 2]
 
     mocker.patch("provision.lock.store.read_locks", return_value=found)
     shown = CliRunner().invoke(cli, ["lock", "show", "--json"])
     assert shown.exit_code == 0, shown.output
-    assert json.loads(shown.stdout)["format_version"] == 1
+    shown_doc = json.loads(shown.stdout)
+    assert shown_doc["format_version"] == 2 and shown_doc["hosts"][0]["host"] == "gpu01"
+    # A saved format 1 document (hosts by name) reads as the same rows.
+    old = {
+        "format_version": 1,
+        "hosts": {r["host"]: {k: v for k, v in r.items() if k != "host"} for r in shown_doc["hosts"]},
+    }
+    assert (
+        jsonout.host_rows(old, "lock show") == jsonout.host_rows(shown_doc, "lock show") == shown_doc["hosts"]
+    )
 
 
 def test_rollback_without_a_lock_is_one_line_and_one_json_document(mocker: MockerFixture) -> None:
@@ -285,9 +297,18 @@ def test_this_machines_locks_are_read_by_the_module_in_process_without_a_play(
         here.current == store._host_locks("x", {"current": MODULE.read_json(directory / "lock.json")}).current
     )
     shown = CliRunner().invoke(cli, ["lock", "show", "--json"])
-    assert json.loads(shown.stdout)["hosts"]["localhost"]["current"]["number"] == 2, shown.output
+    assert by_host(json.loads(shown.stdout))["localhost"]["current"]["number"] == 2, shown.output
     play.assert_not_called()
     mocker.patch.object(MODULE, "history", side_effect=PermissionError(13, "Permission denied"))
     mocker.patch.object(store, "_lock_module", return_value=MODULE)
     with pytest.raises(store.LockReadError, match="localhost: cannot read the lock: failed: provision lock"):
         store.read_locks(None)
+
+
+@pytest.mark.parametrize(
+    "document",
+    [{"hosts": [{"spec": "x"}]}, {"hosts": {"a": "not an object"}}, {"format_version": 2}, ["hosts"]],
+)
+def test_a_document_without_host_rows_is_refused_by_name(document: Any) -> None:
+    with pytest.raises(ValueError, match="not a provision lock show document"):
+        jsonout.host_rows(document, "lock show")

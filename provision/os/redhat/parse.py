@@ -497,6 +497,12 @@ _NO_MATCH = re.compile(r"^No match for argument: (?P<arg>\S+)|No package (?P<pkg
 _FETCH = re.compile(r"(?:Status code: (?P<code>\d+)|Curl error \((?P<curl>\d+)\)[^\n]*?) for (?P<url>\S+)")
 _NOT_SIGNED = re.compile(r"Package (?P<file>\S+) is not signed")
 _NO_PUBKEY = re.compile(r"Public key for (?P<file>\S+) is not installed")
+_REPO_SIGNATURE = re.compile(
+    r"Failed to download metadata for repo '(?P<repo>[^']+)': repomd\.xml GPG signature verification error: "
+    r"(?P<why>[^\n]+)"
+)
+"""librepo's words when ``repo_gpgcheck=1`` and ``repomd.xml.asc`` does not verify with the repository's
+``gpgkey`` (captured: tests/fixtures/redhat/dnf-repo-bad-metadata-signature.txt)."""
 _REPO_DOWN = re.compile(r"Failed to download metadata for repo '(?P<repo>[^']+)'|Cannot download repomd\.xml")
 _NVIDIA_GUIDE = "NVIDIA Driver Installation Guide, RHEL section"
 
@@ -589,6 +595,13 @@ def _unresolvable(text: str) -> str | None:
 
 
 def _gpg(text: str) -> str | None:
+    signature = _REPO_SIGNATURE.search(text)
+    if signature is not None:
+        return (
+            f"the metadata of {signature['repo']} does not verify with its gpgkey (repo_gpgcheck=1: "
+            f"{signature['why'].strip()}): the repository is not the one that key signs; point the "
+            "repository and its key (and the fingerprint the spec pins) at the same source"
+        )
     fetch = _FETCH.search(text)
     if fetch is not None and "/repodata/" not in fetch["url"] and "Failed to download metadata" not in text:
         why = f"HTTP status {fetch['code']}" if fetch["code"] else f"curl error {fetch['curl']}"

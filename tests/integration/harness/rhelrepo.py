@@ -1,8 +1,9 @@
 """Stand-ins of NVIDIA's ``rhel9`` and ``rhel10`` CUDA repositories (and of EPEL's ``dkms``).
 
 NVIDIA's repositories cannot be reached from CI, so the harness builds tiny RPMs
-(:mod:`tests.integration.harness.rpms`, empty payloads) whose *names, epochs, versions,
-releases and dependency relations* follow the real ones, indexes them with real
+(:mod:`tests.integration.harness.rpms`, empty payloads but one: ``nvidia-driver-cuda-libs``
+carries a stand-in ``/usr/lib64/libcuda.so.<version>`` for the containers tests) whose *names,
+epochs, versions, releases and dependency relations* follow the real ones, indexes them with real
 ``createrepo_c``, and for ``rhel9`` adds a real modulemd document set with ``modifyrepo_c
 --mdtype=modules``. Real dnf then resolves, filters and locks them exactly as it would NVIDIA's.
 Each fact mirrored, and where it comes from. Short names used below:
@@ -98,8 +99,9 @@ def driver_release(version: str, dist: str) -> list[Rpm]:
         requires: tuple[str, ...] = (),
         provides: tuple[str, ...] = (),
         conflicts: tuple[str, ...] = (),
+        files: tuple[tuple[str, int, str], ...] = (),
     ) -> Rpm:
-        return Rpm(name, version, rel, arch, DRIVER_EPOCH, requires, provides, conflicts)
+        return Rpm(name, version, rel, arch, DRIVER_EPOCH, requires, provides, conflicts, files=files)
 
     kmods = set(FLAVOUR_KMODS.values())
     return [
@@ -108,7 +110,12 @@ def driver_release(version: str, dist: str) -> list[Rpm]:
         drv(
             "nvidia-driver-cuda", requires=(f"nvidia-driver-cuda-libs = {ev}", f"nvidia-persistenced = {ev}")
         ),
-        drv("nvidia-driver-cuda-libs"),
+        # The one payload of the driver stand-in: the library nvidia-ctk cdi generate looks for
+        # (YPD %files cuda-libs: %{_libdir}/libcuda.so.%{version}), for the containers tests.
+        drv(
+            "nvidia-driver-cuda-libs",
+            files=((f"/usr/lib64/libcuda.so.{version}", 0o644, f"stand-in {version}\n"),),
+        ),
         drv("nvidia-persistenced"),
         drv("nvidia-kmod-common", arch="noarch", requires=(f"nvidia-kmod = {ev}",)),
         *(

@@ -61,6 +61,11 @@ INCLUDE = (
     "ca-certificates",
     "gnupg",
 )
+CONTAINERS_INCLUDE = ("podman", "runc", "busybox-static")
+"""For the containers tests' variant of the root (:func:`ensure_rockylike_root` ``containers``): a
+real container engine, as on the Debian 13 root (harness/golden.py: runc, since crun refuses this
+build machine's hybrid cgroup hierarchy; busybox-static for a container root filesystem). Podman
+is the RHEL family's own engine; this one is Debian 12's podman 4.3.1, not Rocky's build."""
 RPM_DBPATH = "var/lib/rpm"
 ROCKY_RELEASE = "Rocky Linux release 9.5 (Blue Onyx)\n"
 KERNEL = ("5.14.0", "503.14.1.el9_5")
@@ -135,18 +140,23 @@ RELEASE_RPM = Rpm(
 )
 
 
-def ensure_rockylike_root(cache: Path | None = None) -> golden.GoldenRoot:
+def ensure_rockylike_root(cache: Path | None = None, *, containers: bool = False) -> golden.GoldenRoot:
     """The cached Rocky-like root, built first when missing or stale (~70 s + download).
+
+    Args:
+        containers: The variant with :data:`CONTAINERS_INCLUDE` (its own cached root,
+            ``golden-rockylike9-containers``, so the plain root stays as it is).
 
     Raises:
         HarnessError: when debootstrap or a customisation step fails.
     """
     cache = cache or golden.cache_dir()
-    root = cache / "golden-rockylike9"
+    root = cache / ("golden-rockylike9-containers" if containers else "golden-rockylike9")
+    recipe = f"{RECIPE_VERSION}+containers" if containers else RECIPE_VERSION
     key = golden.ensure_ssh_key(cache)
     with file_lock(cache / "golden.lock"):
         stamp = root / golden.STAMP
-        if stamp.exists() and stamp.read_text().strip() == RECIPE_VERSION:
+        if stamp.exists() and stamp.read_text().strip() == recipe:
             return golden.GoldenRoot(root, key, 0.0)
         started = time.monotonic()
         tmp = root.with_name(f"{root.name}.tmp-{os.getpid()}")
@@ -162,7 +172,9 @@ def ensure_rockylike_root(cache: Path | None = None) -> golden.GoldenRoot:
                     golden.MIRROR,
                 ]
             )
-            _customise(tmp, key, cache)
+            if containers:
+                _install_debs(tmp, CONTAINERS_INCLUDE)
+            _customise(tmp, key, cache, recipe)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
@@ -172,7 +184,19 @@ def ensure_rockylike_root(cache: Path | None = None) -> golden.GoldenRoot:
         return golden.GoldenRoot(root, key, time.monotonic() - started)
 
 
-def _customise(root: Path, key: Path, cache: Path) -> None:
+def _install_debs(root: Path, names: tuple[str, ...]) -> None:
+    """Install Debian packages into the fresh root with its own apt (before its apt source is moved
+    aside): debootstrap's own ordering fails to configure podman's containers-common in minbase,
+    apt's does not."""
+    policy = root / "usr/sbin/policy-rc.d"
+    policy.write_text("#!/bin/sh\nexit 101\n")
+    policy.chmod(0o755)
+    env = ["env", "DEBIAN_FRONTEND=noninteractive", "LC_ALL=C"]
+    run(["chroot", root, *env, "apt-get", "-q", "-y", "--no-install-recommends", "install", *names])
+    run(["chroot", root, "apt-get", "clean"])
+
+
+def _customise(root: Path, key: Path, cache: Path, recipe: str = RECIPE_VERSION) -> None:
     policy = root / "usr/sbin/policy-rc.d"
     policy.write_text("#!/bin/sh\n# provision tests: never start services inside the chroot.\nexit 101\n")
     policy.chmod(0o755)
@@ -209,7 +233,7 @@ def _customise(root: Path, key: Path, cache: Path) -> None:
     )
     if probe.returncode != 0:
         raise HarnessError(f"rocky-like root lacks python3-dnf for ansible.builtin.dnf: {probe.stderr}")
-    (root / golden.STAMP).write_text(RECIPE_VERSION + "\n")
+    (root / golden.STAMP).write_text(recipe + "\n")
 
 
 ROCKY_DNF_CONF = (

@@ -54,7 +54,8 @@ class Rpm:
     obsoletes: tuple[str, ...] = ()
     summary: str = "Stand-in for an NVIDIA package (empty payload, test data only)"
     files: tuple[tuple[str, int, str], ...] = ()
-    """Payload, ``(path, mode, content)``: empty for every NVIDIA stand-in; only the OS
+    """Payload, ``(path, mode, content)``: empty for the NVIDIA stand-ins but the few a test runs
+    or reads (the container toolkit's ``nvidia-ctk``, the driver's ``libcuda.so``); the OS
     stand-ins that must answer a command (``dracut``) or configure dnf carry a file."""
 
     @property

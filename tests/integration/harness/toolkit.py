@@ -26,7 +26,7 @@ the real command the tests need, with the real command's arguments:
   shares the host's ``/dev``, where no test may create nodes); the spec injects each as
   ``/dev/nvidiaN`` in the container (``deviceNodes[].hostPath``), and mounts the driver's
   ``libcuda.so.<version>`` and ``libnvidia-ml.so.<version>`` found in the library directory, and
-  ``/usr/bin/nvidia-smi``, as the real generator does; no driver library: exit 1.
+  ``/usr/bin/nvidia-smi`` where it exists, as the real generator does; no driver library: exit 1.
 - ``cdi list``: the ``nvidia.com/gpu=NAME`` devices of the specs in /etc/cdi and /var/run/cdi.
 - ``runtime configure --runtime=docker|containerd [--cdi.enabled]``: the nvidia runtime in
   ``/etc/docker/daemon.json``, or containerd's ``conf.d/99-nvidia.toml`` imported by its config.
@@ -77,7 +77,8 @@ def generate():
         return 1
     mounts = [dict(hostPath=p, containerPath=p, options=["ro", "nosuid", "nodev", "bind"]) for p in libs]
     smi = "/usr/bin/nvidia-smi"
-    mounts.append(dict(hostPath=smi, containerPath=smi, options=["ro", "bind"]))
+    if os.path.exists(smi):  # as the real generator, only what it finds
+        mounts.append(dict(hostPath=smi, containerPath=smi, options=["ro", "bind"]))
     devices = []
     for node in gpus():
         n = node.rsplit("nvidia", 1)[1]

@@ -234,6 +234,10 @@ CAUSES = {
     "dnf-gpg-wrong-key.txt": ("not the repository's configured gpgkey", "D42D0685"),
     "dnf-gpg-no-key.txt": ("no GPG key", "gpgkey"),
     "dnf-repo-down.txt": ("cuda-rhel10-x86_64", "metadata"),
+    "dnf-repo-bad-metadata-signature.txt": (
+        "metadata of provision-nvidia-container-toolkit does not verify with its gpgkey",
+        "Bad GPG signature",
+    ),
 }
 
 
