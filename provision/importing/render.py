@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ruamel.yaml import YAML
-from ruamel.yaml.comments import CommentedMap
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from provision.importing.draft import has
 
@@ -41,13 +41,26 @@ def _commented(
     node = CommentedMap()
     for key, value in data.items():
         path = f"{prefix}{key}"
-        node[key] = _commented(value, notes, f"{path}.", indent + 2) if isinstance(value, Mapping) else value
+        node[key] = _node(value, notes, path, indent)
         said = [n for n in notes.get(path, ()) if n]
         if said:
             node.yaml_set_comment_before_after_key(
                 key, before="\n".join(_wrapped(said, indent)), indent=indent
             )
     return node
+
+
+def _node(value: Any, notes: Mapping[str, Sequence[str]], path: str, indent: int) -> Any:
+    """A mapping with its notes; a list of mappings item by item; a list of scalars in flow style
+    (``gpus: [0, 1]``)."""
+    if isinstance(value, Mapping):
+        return _commented(value, notes, f"{path}.", indent + 2)
+    if isinstance(value, list):
+        seq = CommentedSeq(_node(v, notes, path, indent + 4) if isinstance(v, Mapping) else v for v in value)
+        if all(not isinstance(v, Mapping | list) for v in value):
+            seq.fa.set_flow_style()
+        return seq
+    return value
 
 
 def _wrapped(lines: Sequence[str], indent: int = 0) -> list[str]:

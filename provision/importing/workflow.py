@@ -22,6 +22,7 @@ from provision.detect.facts import Facts, OsRelease, Unknown
 from provision.errors import ProvisionError
 from provision.hosts import unreachable_reason
 from provision.importing.draft import Draft, NotImportable, updated
+from provision.importing.gpu import gpu_section
 from provision.importing.lock import imported_lock
 from provision.importing.machine import fabric_manager_section, gpus_section, os_section
 from provision.importing.render import render
@@ -140,6 +141,7 @@ def import_one(
     fabric_manager_section(draft, facts)
     repository_note(draft, facts, catalog)
     python_section(draft, facts, options.venv)
+    gpu_section(draft, facts)
     if venv_note is not None:
         draft.note(*venv_note)
     return settle(draft, facts, catalog)

@@ -3,6 +3,8 @@ real ansible-playbook over ssh) runs the ``gpu_settings`` role planned from the 
 the role runs exactly the planned nvidia-smi argv lists in the GPU's order and writes the boot
 unit, which the root's real ``systemd-analyze verify`` accepts, and which detection's own probe
 reads back as the planned text; with the gpu: section dropped, the next run removes the unit.
+After apply, ``provision import`` of the machine (the unit read back from the root, the GPU's side
+edited into the capture as apply leaves it) writes the applied section and plans no change.
 
 Stand-ins and what could not run here (say so, do not hide it):
 - the GPU: no GPU is here, so ``/usr/local/bin/nvidia-smi`` in the root is a stand-in that only
@@ -148,3 +150,66 @@ def test_the_role_runs_the_planned_argv_lists_in_order_and_writes_a_unit_systemd
     again.mkdir(mode=0o700)
     assert run_playbook({"target": later}, trixie.inventory, again).succeeded
     assert not unit.exists()
+
+
+def test_after_apply_the_import_reads_the_applied_gpu_section_back_and_its_plan_is_empty(
+    trixie: Target, tmp_path: Path, runs: Path
+) -> None:
+    """The role writes the unit in the root; detection's probe reads it back there; the import of
+    the machine as apply left it (the GPU's side edited into the capture: the stand-in has no GPU)
+    writes the applied settings, the locked clocks read from that unit, and plans no change."""
+    from provision.importing.workflow import import_one
+
+    plan = make_plan(edited_spec(CASE), edited_facts(CASE), load_catalog())
+    run_dir = tmp_path / "run"
+    run_dir.mkdir(mode=0o700)
+    assert run_playbook({"target": plan}, trixie.inventory, run_dir).succeeded
+    probe = trixie.run(list(BootUnitFact.argv))
+    enabled = IDLE.replace(
+        "ActiveState=inactive\nUnitFileState=disabled", "ActiveState=active\nUnitFileState=enabled"
+    ).replace(
+        "Id=provision-gpu-settings.service\nLoadState=not-found\nActiveState=inactive\nUnitFileState=",
+        "Id=provision-gpu-settings.service\nLoadState=loaded\nActiveState=active\nUnitFileState=enabled",
+    )
+    rows = [("3g.71gb", 9, "4:4"), ("1g.18gb", 19, "0:1"), ("1g.18gb", 19, "1:1")]
+    lgi = "+----+\n| GPU instances: |\n" + "".join(
+        f"|   0  MIG {p:<16}{pid:>4}{7 + i:>9}{at:>12}     |\n+----+\n" for i, (p, pid, at) in enumerate(rows)
+    )
+    after = {
+        "edits": {
+            "nvidia-smi-q": [
+                ["Virtualization Mode                            : Pass-Through",
+                 "Virtualization Mode                            : None"],
+                ["Current Power Limit                            : 700.00 W",
+                 "Current Power Limit                            : 450.00 W"],
+                ["Requested Power Limit                          : 700.00 W",
+                 "Requested Power Limit                          : 450.00 W"],
+                ["    ECC Mode\n        Current                                        : Enabled\n"
+                 "        Pending                                        : Enabled",
+                 "    ECC Mode\n        Current                                        : Enabled\n"
+                 "        Pending                                        : Disabled"],
+                ["    MIG Mode\n        Current                                        : Disabled\n"
+                 "        Pending                                        : Disabled",
+                 "    MIG Mode\n        Current                                        : Enabled\n"
+                 "        Pending                                        : Enabled"],
+            ]
+        },
+        "add": {
+            "nvidia-modules": {"command": "sh", "output": "nvidia\nnvidia_uvm\n", "rc": 0},
+            "gpu-services": {"command": SVC, "output": enabled, "rc": 0},
+            "mig-lgi": {"command": "nvidia-smi mig -lgi", "output": lgi, "rc": 0},
+            "gpu-settings-unit": {"command": " ".join(BootUnitFact.argv), "output": probe.stdout, "rc": 0},
+        },
+    }  # fmt: skip
+    imported = import_one(edited_facts(after), load_catalog())
+    assert imported.data["gpu"]["persistence"] is True
+    assert imported.data["gpu"]["settings"] == [  # CASE's, the locked clocks from the unit in the root
+        {
+            "gpus": "all",
+            "power_limit_w": 450,
+            "ecc": False,
+            "locked_gpu_clocks": {"min_mhz": 1200, "max_mhz": 1980},
+        }
+    ]
+    assert [g["layout"] for g in imported.data["gpu"]["mig"]] == [{"1g.18gb": 2, "3g.71gb": 1}]
+    assert not imported.plan.changes and not imported.plan.blockers, [s.reason for s in imported.plan.changes]
