@@ -7,7 +7,11 @@ precedence; Ansible's ``InventoryManager`` and ``VariableManager`` give exactly 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import contextlib
+import io
+import re
+import sys
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -174,7 +178,39 @@ def _manager(inventory: Path, error: type[ProvisionError]) -> tuple[Any, Any]:
     from ansible.parsing.dataloader import DataLoader  # type: ignore[import-untyped]
 
     loader = DataLoader()
-    return InventoryManager(loader=loader, sources=[str(inventory)]), loader
+    return _parsed(
+        lambda: InventoryManager(loader=loader, sources=[str(inventory)]), inventory, error
+    ), loader
+
+
+_PLUGIN_FAILED = re.compile(
+    r"^\[WARNING\]: Failed to parse inventory with '([\w.]+)' plugin: (.+)$", re.MULTILINE
+)
+
+
+def _parsed(build: Callable[[], Any], inventory: Path, error: type[ProvisionError]) -> Any:
+    """``build()`` (Ansible's InventoryManager over ``inventory``) with a source no plugin can parse
+    refused in one line naming each plugin's reason, instead of Ansible's warnings followed by an
+    empty inventory (``inventory_any_unparsed_is_failed``, Ansible's configuration reference).
+    Ansible's other warnings pass through to stderr as it printed them."""
+    from ansible import constants
+    from ansible.errors import AnsibleError  # type: ignore[import-untyped]
+
+    said = io.StringIO()
+    before = constants.INVENTORY_ANY_UNPARSED_IS_FAILED
+    constants.INVENTORY_ANY_UNPARSED_IS_FAILED = True
+    try:
+        with contextlib.redirect_stderr(said):
+            manager = build()
+    except AnsibleError:
+        reasons = "; ".join(f"{plugin}: {why}" for plugin, why in _PLUGIN_FAILED.findall(said.getvalue()))
+        raise error(
+            f"{inventory}: Ansible cannot parse it as an inventory ({reasons or 'no plugin accepts it'})"
+        ) from None
+    finally:
+        constants.INVENTORY_ANY_UNPARSED_IS_FAILED = before
+    sys.stderr.write(said.getvalue())
+    return manager
 
 
 def _refuse_unmatched(manager: Any, inventory: Path, limit: str, error: type[ProvisionError]) -> None:

@@ -19,6 +19,8 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
+from pydantic import field_validator
+
 from provision import trust
 from provision.errors import FactsError
 from provision.files import read_bytes, untrusted_message
@@ -26,6 +28,25 @@ from provision.models import Frozen
 from provision.unknown import MISSING_RC as MISSING_RC  # re-exported: rc of a probe that never ran
 
 _EXIT = re.compile(r"^\[exit (-?\d+)\]$")
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+"""C0 and C1 control characters but tab and newline: ESC, CSI and OSC start the terminal sequences a
+planted probe output (a support bundle, a remote host) could send to the user's terminal through a
+message that quotes it (ECMA-48 sections 5.2-5.3: the C0 and C1 sets)."""
+
+
+_SEQUENCE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]{0,4096}(?:\x07|\x1b\\)")
+"""A whole CSI (``ESC [`` parameters, intermediates, final byte) or OSC (``ESC ]`` ... BEL or ST)
+sequence, ECMA-48 section 5.4 and 8.3.89: nvidia-smi topo -m underlines its header with CSI."""
+
+
+def printable(text: str) -> str:
+    """``text`` without CSI and OSC sequences, CR LF as LF, and every other control character but tab
+    and newline replaced by U+FFFD, so that no output a machine printed reaches a terminal as a
+    control sequence."""
+    if _CONTROL.search(text) is None:
+        return text
+    return _CONTROL.sub("\ufffd", _SEQUENCE.sub("", text.replace("\r\n", "\n")))
 
 
 class ProbeOutput(Frozen):
@@ -40,6 +61,11 @@ class ProbeOutput(Frozen):
     command: str
     output: str
     rc: int
+
+    @field_validator("command", "output")
+    @classmethod
+    def _printable(cls, value: str) -> str:
+        return printable(value)
 
     @classmethod
     def missing(cls, probe_id: str) -> ProbeOutput:

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from provision.detect.domains.gpu import _fabric, _section_total
 from provision.detect.domains.gpu_state import field, search_from
 from provision.detect.facts import Facts
-from provision.detect.raw import parse_raw, read_raw
+from provision.detect.raw import parse_raw, printable, read_raw
 from provision.detect.runner import facts_from_raw
 from provision.errors import FactsError
 
@@ -26,7 +26,8 @@ _EXIT = re.compile(r"^\[exit (-?\d+)\]$")
 
 
 def plain_parse_raw(text: str) -> tuple[str, str, int] | None:
-    """The line-splitting reader parse_raw replaced: (command, output, rc), None when refused."""
+    """The line-splitting reader parse_raw replaced: (command, output, rc), None when refused; both
+    made printable as every ProbeOutput is."""
     lines = text.rstrip("\n").split("\n")
     while len(lines) > 1 and lines[0].startswith("#"):
         lines = lines[1:]
@@ -34,7 +35,8 @@ def plain_parse_raw(text: str) -> tuple[str, str, int] | None:
     if not lines[0].startswith("$") or match is None:
         return None
     body = lines[1:-1]
-    return lines[0][1:].strip(), "\n".join(body) + "\n" if body else "", int(match.group(1))
+    output = "\n".join(body) + "\n" if body else ""
+    return printable(lines[0][1:].strip()), printable(output), int(match.group(1))
 
 
 def fast_parse_raw(text: str) -> tuple[str, str, int] | None:

@@ -65,3 +65,5 @@ def test_debian_accepts_any_release_in_the_spec_and_adds_nothing_to_a_mismatch()
     assert debian.FACTS.wrong_release("ubuntu2404", "ubuntu2204") is None
     note = redhat.FACTS.wrong_release("rhel9", "rhel10")
     assert note is not None and "own rhel10" in note[0] and "modularity" in note[1]
+    # Another family's repository is no dnf repository: the distributions' mismatch says it all.
+    assert redhat.FACTS.wrong_release("ubuntu2404", "rhel9") is None

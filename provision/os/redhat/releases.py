@@ -104,8 +104,10 @@ class RedHatReleases:
         return None
 
     def wrong_release(self, spec_code: str, machine_code: str) -> tuple[str, str] | None:
-        """Another major's repository: its packages are filtered out by modular filtering."""
-        if spec_code == machine_code:
+        """Another major's repository: its packages are filtered out by modular filtering. None for the
+        same major, and for another family's repository (``ubuntu2404``: not a dnf repository at all,
+        which the mismatch of distributions already says)."""
+        if spec_code == machine_code or not spec_code.startswith("rhel"):
             return None
         note = (
             f"; NVIDIA's {spec_code} repository on it fails (its packages are \"filtered out by modular "

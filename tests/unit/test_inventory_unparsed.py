@@ -1,0 +1,39 @@
+"""An inventory no Ansible plugin can parse is refused in one line with each plugin's reason, not
+Ansible's warnings followed by "no host matches 'all'"."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from provision.errors import ProvisionError
+from provision.inventory import forget, read_inventory
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "reason"),
+    [
+        ("bad.ini", "[gpu\nhost1 ansible_host=192.0.2.1\n", "ini: Failed to parse inventory"),
+        ("bad.yml", "all:\n  hosts: [a\n", "yaml: YAML parsing failed"),
+    ],
+)
+def test_an_unparsable_inventory_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, text: str, reason: str
+) -> None:
+    forget()
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(ProvisionError) as raised:
+        read_inventory(path)
+    message = str(raised.value)
+    assert message.startswith(f"{path}: Ansible cannot parse it as an inventory (")
+    assert reason in message and "\n" not in message
+    assert "[WARNING]" not in capsys.readouterr().err
+
+
+def test_a_good_inventory_still_reads(tmp_path: Path) -> None:
+    forget()
+    path = tmp_path / "hosts.ini"
+    path.write_text("[gpu]\ngpu1 ansible_host=192.0.2.1\ngpu2 ansible_host=192.0.2.2\n")
+    assert [h.name for h in read_inventory(path).hosts] == ["gpu1", "gpu2"]
