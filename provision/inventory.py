@@ -193,7 +193,7 @@ def _parsed(build: Callable[[], Any], inventory: Path, error: type[ProvisionErro
     refused in one line naming each plugin's reason, instead of Ansible's warnings followed by an
     empty inventory (``inventory_any_unparsed_is_failed``, Ansible's configuration reference).
     Ansible's other warnings pass through to stderr as it printed them."""
-    from ansible import constants
+    from ansible import constants  # type: ignore[import-untyped]
     from ansible.errors import AnsibleError  # type: ignore[import-untyped]
 
     said = io.StringIO()
@@ -229,7 +229,7 @@ def _refuse_unmatched(manager: Any, inventory: Path, limit: str, error: type[Pro
 def _quiet() -> Iterator[None]:
     """Ansible's ``host_pattern_mismatch`` set to ``ignore`` meanwhile: :func:`_refuse_unmatched` says it
     in one line, instead of Ansible's ``[WARNING]: Could not match supplied host pattern``."""
-    from ansible import constants  # type: ignore[import-untyped]
+    from ansible import constants
 
     before = constants.HOST_PATTERN_MISMATCH
     constants.HOST_PATTERN_MISMATCH = "ignore"
