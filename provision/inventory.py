@@ -191,14 +191,14 @@ _PLUGIN_FAILED = re.compile(
 def _parsed(build: Callable[[], Any], inventory: Path, error: type[ProvisionError]) -> Any:
     """``build()`` (Ansible's InventoryManager over ``inventory``) with a source no plugin can parse
     refused in one line naming each plugin's reason, instead of Ansible's warnings followed by an
-    empty inventory (``inventory_any_unparsed_is_failed``, Ansible's configuration reference).
+    empty inventory (``inventory_unparsed_is_failed``, Ansible's configuration reference).
     Ansible's other warnings pass through to stderr as it printed them."""
     from ansible import constants  # type: ignore[import-untyped]
     from ansible.errors import AnsibleError  # type: ignore[import-untyped]
 
     said = io.StringIO()
-    before = constants.INVENTORY_ANY_UNPARSED_IS_FAILED
-    constants.INVENTORY_ANY_UNPARSED_IS_FAILED = True
+    before = constants.INVENTORY_UNPARSED_IS_FAILED
+    constants.INVENTORY_UNPARSED_IS_FAILED = True
     try:
         with contextlib.redirect_stderr(said):
             manager = build()
@@ -208,7 +208,7 @@ def _parsed(build: Callable[[], Any], inventory: Path, error: type[ProvisionErro
             f"{inventory}: Ansible cannot parse it as an inventory ({reasons or 'no plugin accepts it'})"
         ) from None
     finally:
-        constants.INVENTORY_ANY_UNPARSED_IS_FAILED = before
+        constants.INVENTORY_UNPARSED_IS_FAILED = before
     sys.stderr.write(said.getvalue())
     return manager
 

@@ -37,3 +37,12 @@ def test_a_good_inventory_still_reads(tmp_path: Path) -> None:
     path = tmp_path / "hosts.ini"
     path.write_text("[gpu]\ngpu1 ansible_host=192.0.2.1\ngpu2 ansible_host=192.0.2.2\n")
     assert [h.name for h in read_inventory(path).hosts] == ["gpu1", "gpu2"]
+
+
+def test_a_directory_with_one_unparsable_file_still_reads_its_hosts(tmp_path: Path) -> None:
+    """Only a source no plugin parses at all is refused (``inventory_unparsed_is_failed``); Ansible
+    warns about the stray file and reads the rest, as it does without provision."""
+    forget()
+    (tmp_path / "hosts.ini").write_text("[gpu]\ngpu1 ansible_host=192.0.2.1\n")
+    (tmp_path / "notes.txt").write_text("[[[ not an inventory\n")
+    assert [h.name for h in read_inventory(tmp_path).hosts] == ["gpu1"]
