@@ -36,6 +36,9 @@ class Verdict(Frozen):
     """The plan repairs this violation with steps (shown as steps, not as a warning)."""
     reboots: bool = False
     """A reboot makes it hold once what the next boot reads is right (nothing else to change)."""
+    source: str = ""
+    """The public document for this machine where it differs from the invariant's own ``source``
+    (the OS family's tool); empty: the invariant's."""
 
     @property
     def violated(self) -> bool:

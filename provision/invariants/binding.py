@@ -136,6 +136,10 @@ def _unbound(facts: Facts, expected: str) -> tuple[str, str, bool]:
     return "no nvidia kernel module is installed for the running kernel", "provision apply installs it", True
 
 
+DRACUT_SOURCE = "dracut(8) (https://man.archlinux.org/man/dracut.8); " + DIG_NOUVEAU
+"""The RHEL family's initramfs tool (dracut, lsinitrd) in place of initramfs-tools."""
+
+
 class BootEffect(Invariant):
     """Module blacklists in /etc/modprobe.d are inside the initramfs the next boot reads."""
 
@@ -150,6 +154,12 @@ class BootEffect(Invariant):
     repaired_by_plan = True
 
     def judge(self, spec: Spec, facts: Facts, catalog: Catalog) -> Verdict:
+        verdict = self._judge(spec, facts)
+        if facts.os_family(spec.os.distro) == "RedHat":
+            return verdict.model_copy(update={"source": DRACUT_SOURCE})
+        return verdict
+
+    def _judge(self, spec: Spec, facts: Facts) -> Verdict:
         image = facts.initramfs
         if isinstance(image, Unknown):
             return self.unknown(image)

@@ -29,21 +29,21 @@ def _violation(invariant: Invariant, verdict: Verdict) -> Finding:
         rule=f"invariant-{invariant.id}",
         severity=invariant.severity,
         message=f"{invariant.title}: {verdict.observed}: {verdict.cause}; {verdict.fix}",
-        source=invariant.source,
+        source=verdict.source or invariant.source,
     )
 
 
 def _unconfirmed(unknown: list[tuple[Invariant, Verdict]]) -> list[Finding]:
-    by_cause: dict[str, list[Invariant]] = {}
+    by_cause: dict[str, list[tuple[Invariant, Verdict]]] = {}
     for invariant, verdict in unknown:
-        by_cause.setdefault(verdict.cause, []).append(invariant)
+        by_cause.setdefault(verdict.cause, []).append((invariant, verdict))
     return [
         Finding(
             rule=UNCONFIRMED,
             severity="warning",
-            message=f"cannot confirm {', '.join(i.id for i in invariants)}: {cause}",
-            source="; ".join(dict.fromkeys(i.source for i in invariants)),
+            message=f"cannot confirm {', '.join(i.id for i, _ in judged)}: {cause}",
+            source="; ".join(dict.fromkeys(v.source or i.source for i, v in judged)),
             unconfirmed=True,
         )
-        for cause, invariants in by_cause.items()
+        for cause, judged in by_cause.items()
     ]

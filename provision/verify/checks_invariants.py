@@ -30,7 +30,7 @@ def _check(invariant: Invariant, verdict: Verdict) -> CheckResult:
         invariant.title,
         status,
         measured=Measured(value=verdict.observed) if verdict.observed else None,
-        threshold=Threshold(op="==", value="holds", source=invariant.source),
+        threshold=Threshold(op="==", value="holds", source=verdict.source or invariant.source),
         detail=verdict.cause if status != "pass" else "",
         hint=verdict.fix or None,
     )
