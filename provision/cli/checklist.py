@@ -32,9 +32,14 @@ def checklist(
     spec: MappedSpecArg = None,
     *,
     fmt: Annotated[
-        str,
-        typer.Option("--format", "-f", help="md (terminal), html (printable) or pdf (headless Chromium)."),
-    ] = "md",
+        str | None,
+        typer.Option(
+            "--format",
+            "-f",
+            help="md (terminal), html (printable) or pdf (headless Chromium); default: from the "
+            "--output file's extension (.pdf, .html), else md.",
+        ),
+    ] = None,
     output: Annotated[
         Path | None,
         typer.Option(
@@ -82,10 +87,11 @@ def checklist(
     from provision.checklist import Format, render_documents, write_documents
     from provision.checklist.sources import checklist_facts
 
+    fmt = _format(fmt, output)
     if fmt not in ("md", "html", "pdf") or paper not in ("a4", "letter"):
         raise ProvisionError("--format must be md, html or pdf, --paper a4 or letter")
     if output is None and fmt == "pdf":
-        raise ProvisionError("--format pdf needs --output FILE")
+        raise ProvisionError("--format pdf needs -o/--output FILE")
     _check_checklist_output(output, several=inventory is not None or fleet is not None)
     if inventory is not None or fleet is not None:
         if facts is not None:
@@ -131,6 +137,24 @@ def checklist(
             out.print(Markdown(str(text)))
         else:  # piped Markdown stays Markdown, for a file or another renderer
             sys.stdout.write(str(text))
+
+
+_BY_SUFFIX = {".pdf": "pdf", ".html": "html", ".htm": "html", ".md": "md"}
+
+
+def _format(fmt: str | None, output: Path | None) -> str:
+    """The format given, else the one the output file's extension names (md without either).
+
+    Raises:
+        ProvisionError: ``--format`` contradicts the extension (``-f md -o list.pdf``), which would
+            write one format under another's name.
+    """
+    named = _BY_SUFFIX.get(output.suffix.lower()) if output is not None else None
+    if fmt is None:
+        return named or "md"
+    if named is not None and named != fmt:
+        raise ProvisionError(f"--format {fmt} but --output {output} names {named}: give one that agrees")
+    return fmt
 
 
 def _check_checklist_output(output: Path | None, several: bool) -> None:

@@ -361,7 +361,7 @@ def test_cli_unknown_host_in_facts_and_pdf_without_output(tmp_path: Path) -> Non
     )
     assert typo.exit_code == 1 and "it has: ws02; did you mean 'ws02'?" in typo.output
     result = CliRunner().invoke(cli, ["checklist", SPEC_FILE, "-f", "pdf"])
-    assert result.exit_code == 1 and "--format pdf needs --output FILE" in result.output
+    assert result.exit_code == 1 and "--format pdf needs -o/--output FILE" in result.output
 
 
 def test_cli_other_host_name_is_refused_not_a_blank_checklist(tmp_path: Path) -> None:
