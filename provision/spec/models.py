@@ -16,6 +16,8 @@ from pydantic import (
     AfterValidator,
     Field,
     GetCoreSchemaHandler,
+    StrictBool,
+    StrictInt,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -200,7 +202,7 @@ class GpuSpec(Frozen):
     model: Identifier = Field(
         description="Catalog GPU id, e.g. a100x or h200-sxm (`provision catalog gpus`)."
     )
-    count: int = Field(ge=1, le=16, description="Number of GPUs expected by nvidia-smi.")
+    count: StrictInt = Field(ge=1, le=16, description="Number of GPUs expected by nvidia-smi.")
     max_path: Literal["NV", "PIX", "PXB", "PHB", "NODE", "SYS"] | None = Field(
         None,
         description="Worst acceptable nvidia-smi topo -m path between any two GPUs "
@@ -217,7 +219,7 @@ class GpuSpec(Frozen):
 class DriverSpec(Frozen):
     """NVIDIA driver: branch, kernel module flavour, where it comes from, and the lock."""
 
-    branch: int = Field(ge=450, le=999, description="Driver branch, e.g. 580 (R580).")
+    branch: StrictInt = Field(ge=450, le=999, description="Driver branch, e.g. 580 (R580).")
     flavor: Literal["open", "proprietary", "auto"] = Field(
         "auto", description="Kernel module flavour; auto picks open for Turing and newer."
     )
@@ -229,15 +231,15 @@ class DriverSpec(Frozen):
         description="nvidia-repo: NVIDIA's CUDA repository; distro: the distribution's archive; "
         "preinstalled: provided by the host image, checked but never installed.",
     )
-    hold: bool = Field(
+    hold: StrictBool = Field(
         True, description="Hold the NVIDIA stack packages and keep unattended-upgrades away from them."
     )
-    console: bool = Field(
+    console: StrictBool = Field(
         True,
         description="Someone can answer the firmware console at the next boot (MOK enrollment under "
         "Secure Boot); false for headless VMs and remote fleets, where such steps are refused.",
     )
-    replace_held: bool = Field(
+    replace_held: StrictBool = Field(
         False,
         description="Let apply replace an installed, held driver that the spec changes (a flavour or branch "
         "switch removes its packages; a version change releases their holds for one transaction); "
@@ -358,7 +360,7 @@ class VerifySpec(Frozen):
     min_allreduce_busbw_gbps: float | None = Field(
         None, gt=0, description="NCCL all-reduce bus bandwidth (nccl-tests busbw), GB/s."
     )
-    pcie_gen: int | None = Field(None, ge=1, le=6, description="PCIe generation required under load.")
+    pcie_gen: StrictInt | None = Field(None, ge=1, le=6, description="PCIe generation required under load.")
     pcie_width: Literal[1, 2, 4, 8, 16] | None = Field(None, description="PCIe lanes required under load.")
     load_seconds: float = Field(5.0, ge=1, le=60, description="bf16 load per GPU (thermals, TFLOP/s).")
     allreduce_timeout_s: float = Field(
@@ -470,21 +472,21 @@ class ServeSpec(Frozen):
     kv_cache_dtype: Literal["auto", "fp8"] = Field(
         "auto", description="vLLM --kv-cache-dtype.", examples=["auto", "fp8"]
     )
-    max_context: int | None = Field(
+    max_context: StrictInt | None = Field(
         None,
         ge=16,
         le=100_000_000,
         description="vLLM --max-model-len, tokens; default the model's trained context.",
         examples=[32768],
     )
-    sequences: int = Field(
+    sequences: StrictInt = Field(
         1,
         ge=1,
         le=4096,
         description="Concurrent sequences at full context the KV cache must hold (--max-num-seqs).",
         examples=[8],
     )
-    tensor_parallel_size: int | None = Field(
+    tensor_parallel_size: StrictInt | None = Field(
         None,
         ge=1,
         le=64,
@@ -508,7 +510,7 @@ class ServeSpec(Frozen):
         description="Address the server listens on; 0.0.0.0 exposes it to the network.",
         examples=["127.0.0.1", "0.0.0.0"],
     )
-    port: int = Field(8000, ge=1, le=65535, description="TCP port of the server.", examples=[8000])
+    port: StrictInt = Field(8000, ge=1, le=65535, description="TCP port of the server.", examples=[8000])
     restart: Literal["always", "on-failure"] = Field(
         "on-failure", description="systemd Restart= policy.", examples=["on-failure"]
     )
@@ -535,7 +537,7 @@ class ServeSpec(Frozen):
         return self.config_json or f"{self.model}/config.json"
 
 
-Port = Annotated[int, Field(ge=1, le=65535)]
+Port = Annotated[StrictInt, Field(ge=1, le=65535)]
 """A TCP port number."""
 
 
@@ -563,7 +565,7 @@ class MonitoringSpec(Frozen):
         description='DCGM 4 release, e.g. "4.5.3"; the dcgm-exporter release paired with it comes from '
         "the catalog (provision catalog monitoring)."
     )
-    dcgm_cuda: int | None = Field(
+    dcgm_cuda: StrictInt | None = Field(
         None,
         ge=11,
         le=13,
@@ -575,7 +577,7 @@ class MonitoringSpec(Frozen):
     )
     exporter_port: Port = Field(9400, description="dcgm-exporter's port.")
     node_exporter_port: Port = Field(9100, description="node exporter's port.")
-    prometheus: bool = Field(
+    prometheus: StrictBool = Field(
         False,
         description="Install Prometheus here with scrape configuration and alert rules (a workstation, "
         "or the fleet's monitoring server); false where a Prometheus already exists.",
@@ -661,7 +663,7 @@ class ContainersSpec(Frozen):
 _UUID = r"GPU-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 _BUS_ID = r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
 
-GpuSelector = Annotated[int, Field(ge=0, le=15)] | Annotated[str, Field(pattern=f"^({_UUID}|{_BUS_ID})$")]
+GpuSelector = Annotated[StrictInt, Field(ge=0, le=15)] | Annotated[str, Field(pattern=f"^({_UUID}|{_BUS_ID})$")]
 """One GPU: nvidia-smi's index, its UUID (``GPU-...``) or its PCI bus id (``0000:41:00.0``)."""
 
 MigProfile = Annotated[str, Field(pattern=r"^[1-8]g\.[0-9]{1,4}gb([+-](me|gfx|me\.all))?$")]
@@ -675,8 +677,8 @@ MigConfigName = Annotated[
 class ClockRange(Frozen):
     """A locked clock range in MHz (``nvidia-smi -lgc MIN,MAX`` / ``-lmc MIN,MAX``)."""
 
-    min_mhz: int = Field(ge=1, le=10000, description="Lowest clock, MHz.", examples=[1200])
-    max_mhz: int = Field(ge=1, le=10000, description="Highest clock, MHz.", examples=[1410])
+    min_mhz: StrictInt = Field(ge=1, le=10000, description="Lowest clock, MHz.", examples=[1200])
+    max_mhz: StrictInt = Field(ge=1, le=10000, description="Highest clock, MHz.", examples=[1410])
 
     @model_validator(mode="after")
     def _ordered(self) -> ClockRange:
@@ -689,8 +691,8 @@ class ApplicationClocks(Frozen):
     """Application clocks in MHz (``nvidia-smi -ac MEMORY,GRAPHICS``; deprecated by NVML in favour
     of locked clocks, which docs/gpu-settings.md prefers)."""
 
-    memory_mhz: int = Field(ge=1, le=10000, description="Memory clock, MHz.", examples=[1512])
-    graphics_mhz: int = Field(ge=1, le=10000, description="Graphics clock, MHz.", examples=[1410])
+    memory_mhz: StrictInt = Field(ge=1, le=10000, description="Memory clock, MHz.", examples=[1512])
+    graphics_mhz: StrictInt = Field(ge=1, le=10000, description="Graphics clock, MHz.", examples=[1410])
 
 
 class GpuSettings(Frozen):
@@ -699,7 +701,7 @@ class GpuSettings(Frozen):
     gpus: Literal["all"] | tuple[GpuSelector, ...] = Field(
         "all", description='"all", or GPUs by index, UUID or PCI bus id.', examples=["all", [0, 1]]
     )
-    power_limit_w: int | None = Field(
+    power_limit_w: StrictInt | None = Field(
         None,
         ge=1,
         le=5000,
@@ -724,7 +726,7 @@ class GpuSettings(Frozen):
     compute_mode: Literal["Default", "Exclusive_Process", "Prohibited"] | None = Field(
         None, description="nvidia-smi -c; unset: not managed.", examples=["Exclusive_Process"]
     )
-    ecc: bool | None = Field(
+    ecc: StrictBool | None = Field(
         None, description="ECC on or off (nvidia-smi -e; takes effect at the next reboot).", examples=[True]
     )
 
@@ -746,8 +748,8 @@ class MigLayout(Frozen):
     gpus: Literal["all"] | tuple[GpuSelector, ...] = Field(
         "all", description='"all", or GPUs by index, UUID or PCI bus id.', examples=[[0, 1]]
     )
-    enabled: bool = Field(True, description="MIG mode on; false: whole GPUs (MIG mode off).", examples=[True])
-    layout: dict[MigProfile, Annotated[int, Field(ge=1, le=8)]] = Field(
+    enabled: StrictBool = Field(True, description="MIG mode on; false: whole GPUs (MIG mode off).", examples=[True])
+    layout: dict[MigProfile, Annotated[StrictInt, Field(ge=1, le=8)]] = Field(
         default_factory=dict,
         description='GPU instance profile -> count, e.g. {"1g.18gb": 7}; empty with enabled: MIG mode on, '
         "no instances.",
@@ -783,7 +785,7 @@ class GpuSection(Frozen):
     own NVML limits read by detection. See docs/gpu-settings.md.
     """
 
-    persistence: bool | None = Field(
+    persistence: StrictBool | None = Field(
         None,
         description="nvidia-persistenced enabled and running (true) or stopped and disabled (false); unset: "
         "not managed. NVIDIA recommends the daemon over the legacy nvidia-smi -pm.",
