@@ -663,7 +663,9 @@ class ContainersSpec(Frozen):
 _UUID = r"GPU-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 _BUS_ID = r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
 
-GpuSelector = Annotated[StrictInt, Field(ge=0, le=15)] | Annotated[str, Field(pattern=f"^({_UUID}|{_BUS_ID})$")]
+GpuSelector = (
+    Annotated[StrictInt, Field(ge=0, le=15)] | Annotated[str, Field(pattern=f"^({_UUID}|{_BUS_ID})$")]
+)
 """One GPU: nvidia-smi's index, its UUID (``GPU-...``) or its PCI bus id (``0000:41:00.0``)."""
 
 MigProfile = Annotated[str, Field(pattern=r"^[1-8]g\.[0-9]{1,4}gb([+-](me|gfx|me\.all))?$")]
@@ -748,7 +750,9 @@ class MigLayout(Frozen):
     gpus: Literal["all"] | tuple[GpuSelector, ...] = Field(
         "all", description='"all", or GPUs by index, UUID or PCI bus id.', examples=[[0, 1]]
     )
-    enabled: StrictBool = Field(True, description="MIG mode on; false: whole GPUs (MIG mode off).", examples=[True])
+    enabled: StrictBool = Field(
+        True, description="MIG mode on; false: whole GPUs (MIG mode off).", examples=[True]
+    )
     layout: dict[MigProfile, Annotated[StrictInt, Field(ge=1, le=8)]] = Field(
         default_factory=dict,
         description='GPU instance profile -> count, e.g. {"1g.18gb": 7}; empty with enabled: MIG mode on, '
