@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, ClassVar, Generic, TypeVar
 
 from provision.detect.raw import ProbeOutput
+from provision.memo import by_identity
 from provision.models import Frozen
 from provision.unknown import Unknown as Unknown  # re-exported: parsers return it
 from provision.unknown import failure as failure
@@ -126,10 +127,13 @@ PARSE_CACHE_SIZE = 4096
 """Parsed outputs kept by :func:`parse_once`: a fleet's hosts mostly print the same outputs."""
 
 _parse_cache: OrderedDict[tuple[FactType, int, bytes], Any] = OrderedDict()
-_parse_by_id: dict[tuple[FactType, int, int], tuple[str, tuple[FactType, int, bytes]]] = {}
-"""The digest key of an output object seen before (raw files of the same bytes share one,
-detect/raw.py), found by its identity instead of hashing it again; the output is kept beside its
-key, so its id stays its own."""
+
+
+@by_identity(PARSE_CACHE_SIZE)
+def _digest(output: str) -> bytes:
+    """The output's 128-bit BLAKE2b digest, once per output object (raw files of the same bytes share
+    one ProbeOutput, detect/raw.py, so a fleet's hosts hand the same object again)."""
+    return hashlib.blake2b(output.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 def parse_once(fact: FactType, output: str, rc: int) -> Any:
@@ -140,14 +144,7 @@ def parse_once(fact: FactType, output: str, rc: int) -> Any:
     cache keys on a 128-bit BLAKE2b digest of the output, never the text itself, and keeps the
     :data:`PARSE_CACHE_SIZE` most recent values.
     """
-    seen = _parse_by_id.get((fact, rc, id(output)))
-    if seen is not None and seen[0] is output and seen[1] in _parse_cache:
-        key = seen[1]
-    else:
-        key = (fact, rc, hashlib.blake2b(output.encode("utf-8", "surrogatepass"), digest_size=16).digest())
-        if len(_parse_by_id) >= PARSE_CACHE_SIZE:
-            del _parse_by_id[next(iter(_parse_by_id))]
-        _parse_by_id[(fact, rc, id(output))] = (output, key)
+    key = (fact, rc, _digest(output))
     if key in _parse_cache:
         _parse_cache.move_to_end(key)
         return _parse_cache[key]
