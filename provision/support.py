@@ -97,8 +97,7 @@ def collect(inventory: Path, hosts: list[str], work: Path) -> dict[str, dict[str
     from provision.detect import direct
     from provision.detect.runner import collector_source
 
-    routes = direct.routes(str(inventory), ",".join(hosts), as_root=True) if direct.enabled() else {}
-    commands = {h: r.argv for h, r in routes.items() if h in hosts and r.argv is not None}
+    commands = direct.root_commands(str(inventory), hosts)
     found: dict[str, dict[str, str]] = {h: {} for h in hosts}
 
     def keep(host: str, result: str | dict[str, Any]) -> None:

@@ -37,7 +37,7 @@ import json
 import os
 import shlex
 import subprocess
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -143,14 +143,6 @@ def _ssh_user(options: Mapping[str, Any]) -> str:
     return str(options.get("remote_user") or getpass.getuser())
 
 
-def host_argv(
-    name: str, hostvars: Mapping[str, Any], ssh_options: Callable[[Mapping[str, Any]], dict[str, Any]]
-) -> list[str] | None:
-    """The command that runs the collector for host ``name``, or None when it needs Ansible
-    (:func:`route`'s argv)."""
-    return route(name, hostvars, ssh_options).argv
-
-
 SUDO_FLAGS = ("-H", "-S", "-n")
 """Ansible's default ``become_flags`` for sudo (the sudo become plugin's ``become_flags`` default,
 https://docs.ansible.com/ansible/latest/collections/ansible/builtin/sudo_become.html)."""
@@ -251,6 +243,15 @@ def routes(inventory: str, limit: str | None, *, as_root: bool = False) -> dict[
         return {}
 
 
+def root_commands(inventory: str, hosts: Iterable[str]) -> dict[str, list[str]]:
+    """The command that runs :data:`BOOT` as root on each of ``hosts`` the direct transport
+    reaches (:func:`route` with ``as_root``, as a play's ``become: true``); the others, and every
+    host when the transport is off (:func:`enabled`), are left to the caller's play."""
+    wanted = list(hosts)
+    found = routes(inventory, ",".join(wanted), as_root=True) if enabled() else {}
+    return {h: r.argv for h, r in found.items() if h in wanted and r.argv is not None}
+
+
 def enabled() -> bool:
     """Whether the direct transport is on (``PROVISION_REMOTE_DETECT`` is not ``ansible``)."""
     return os.environ.get(ENV_SWITCH, "").lower() != "ansible"
@@ -267,7 +268,7 @@ def collect(
     result)`` gets the collector's JSON or the reason it failed, as each host finishes.
 
     Args:
-        commands: Host -> the command of :func:`host_argv`.
+        commands: Host -> its command (:func:`route`'s argv).
         program: :func:`payload`, written to each command's stdin.
         timeout: Seconds before a host's command is killed and the host reported failed.
         forks: Hosts at once; None for Ansible's default (5).

@@ -155,8 +155,7 @@ def record_verified(
     if inventory is None:
         return {h: _verified_here(dict(r), directory) for h, r in results.items()}
     check_inventory(inventory)
-    routes = direct.routes(str(inventory), ",".join(results), as_root=True) if direct.enabled() else {}
-    commands = {h: r.argv for h, r in routes.items() if h in results and r.argv is not None}
+    commands = direct.root_commands(str(inventory), results)
     source = (data_dir("playbooks") / "library" / "provision_lock.py").read_text(encoding="utf-8")
     found: dict[str, dict[str, Any] | str] = {}
 
