@@ -183,9 +183,13 @@ def _manager(inventory: Path, error: type[ProvisionError]) -> tuple[Any, Any]:
     ), loader
 
 
+# ansible-core 2.19: "[WARNING]: Failed to parse inventory with 'ini' plugin: <why>"; 2.16 to 2.18:
+# "[WARNING]:  * Failed to parse <path> with ini plugin: <why>", wrapped at the terminal's width.
 _PLUGIN_FAILED = re.compile(
-    r"^\[WARNING\]: Failed to parse inventory with '([\w.]+)' plugin: (.+)$", re.MULTILINE
+    r"^\[WARNING\]:\s+(?:\*\s+)?Failed to parse (?:inventory|.+?) with '?([\w.]+)'? plugin: (.+)$",
+    re.MULTILINE,
 )
+_WRAPPED = re.compile(r"\n(?!\[)")
 
 
 def _parsed(build: Callable[[], Any], inventory: Path, error: type[ProvisionError]) -> Any:
@@ -203,7 +207,9 @@ def _parsed(build: Callable[[], Any], inventory: Path, error: type[ProvisionErro
         with contextlib.redirect_stderr(said):
             manager = build()
     except AnsibleError:
-        reasons = "; ".join(f"{plugin}: {why}" for plugin, why in _PLUGIN_FAILED.findall(said.getvalue()))
+        reasons = "; ".join(
+            f"{plugin}: {why}" for plugin, why in _PLUGIN_FAILED.findall(_WRAPPED.sub(" ", said.getvalue()))
+        )
         raise error(
             f"{inventory}: Ansible cannot parse it as an inventory ({reasons or 'no plugin accepts it'})"
         ) from None

