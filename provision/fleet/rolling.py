@@ -158,6 +158,8 @@ def rolling_apply(
         limit=limit,
         forks=fleet.forks,
         replace_held=options.replace_held,
+        reboot=options.reboot.enabled,
+        reboot_timeout_s=options.reboot.timeout_s,
     )
     hooks = hooks_of(fleet.inventory, fleet.hosts, fleet_file)
     return _start(ApplyAction(fleet), hooks, record, planned, limit_value, options, console, as_json)
@@ -199,6 +201,8 @@ def rolling_rollback(
         to=to,
         locks=locks,
         replace_held=options.replace_held,
+        reboot=options.reboot.enabled,
+        reboot_timeout_s=options.reboot.timeout_s,
     )
     action = RollbackAction(inventory, locks, options.forks, dict(done.hosts.specs))
     hooks = hooks_of(inventory, list(done.planned.hosts), fleet_file)
@@ -563,8 +567,8 @@ def resume_rollout(path: Path, options: ApplyOptions, console: Console, *, as_js
     """Continue the rollout of the record at ``path`` (see the module docstring); the exit code.
 
     The inventory and fleet file it names are read again through the trust rule; a host of the
-    record no longer in them is refused (one line), nothing touched. The rollout's
-    ``--replace-held`` holds for its resume (the record keeps it).
+    record no longer in them is refused (one line), nothing touched. The first run's choices
+    hold for its resume, as the record keeps them (:func:`resumed_options`).
 
     Raises:
         ProvisionError: The record, inventory or fleet file cannot be used, or no confirmation.
@@ -582,10 +586,18 @@ def resume_rollout(path: Path, options: ApplyOptions, console: Console, *, as_js
     console.print(f"Resuming {_noun(record).lower()} {record.id}: {escape(record.summary())}.")
     confirm(options.yes, console)
     hooks = hooks_of(inventory, [h for w in record.waves for h in w], fleet_file)
-    consent = record.replace_held or options.replace_held  # given with the rollout's confirmation
-    resumed = dataclasses.replace(options, yes=True, replace_held=consent)
-    rollout = Rollout(action, hooks, resumed, console, path)
+    rollout = Rollout(action, hooks, resumed_options(record, options), console, path)
     return run_waves(rollout, record, as_json)
+
+
+def resumed_options(record: RolloutRecord, options: ApplyOptions) -> ApplyOptions:
+    """The apply options of a resume: ``options`` (its runs directory, confirmed) with the first
+    run's ``--forks``, ``--replace-held`` (its consent was given with the rollout's confirmation),
+    ``--reboot`` and ``--reboot-timeout`` from the record; the fleet file, spec, ``-l`` and
+    rollback's locks come back through :func:`_action_of`."""
+    consent = record.replace_held or options.replace_held
+    reboot = dataclasses.replace(options.reboot, enabled=record.reboot, timeout_s=record.reboot_timeout_s)
+    return dataclasses.replace(options, yes=True, forks=record.forks, replace_held=consent, reboot=reboot)
 
 
 def _action_of(record: RolloutRecord, path: Path) -> HostAction:

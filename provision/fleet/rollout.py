@@ -27,6 +27,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from provision.errors import ProvisionError
+from provision.reboot.remote import DEFAULT_TIMEOUT_S
 
 RECORD_FORMAT = 1
 """The rollout record's ``format_version``; a record of another version is refused, not guessed."""
@@ -256,6 +257,10 @@ class RolloutRecord(BaseModel):
             would then name another).
         replace_held: ``--replace-held`` was given: the consent, confirmed with the rollout,
             holds for its resume too (the hosts of later waves move their held driver then).
+        reboot: ``--reboot`` was given: resume reboots the later waves' hosts that need it, as
+            the first run would have. A record written before this field reads as False, which
+            is what its resume did.
+        reboot_timeout_s: ``--reboot-timeout``: seconds a remote host has to come back.
         waves: The hosts of each wave.
         baseline: Host -> check id -> status, verified before the first wave.
         hosts: Host -> its record, inventory order.
@@ -278,6 +283,8 @@ class RolloutRecord(BaseModel):
     to: int | None = None
     locks: dict[str, int] = {}
     replace_held: bool = False
+    reboot: bool = False
+    reboot_timeout_s: int = Field(DEFAULT_TIMEOUT_S, ge=30, le=7200)
     waves: list[list[str]]
     baseline: dict[str, dict[str, str]] = {}
     hosts: dict[str, HostRecord]
@@ -316,6 +323,8 @@ def new_record(
     to: int | None = None,
     locks: Mapping[str, int] | None = None,
     replace_held: bool = False,
+    reboot: bool = False,
+    reboot_timeout_s: int = DEFAULT_TIMEOUT_S,
 ) -> RolloutRecord:
     """A record before the first wave: the ``pending`` hosts in their waves, untouched; each of
     ``left_out`` (host -> why) named."""
@@ -333,6 +342,8 @@ def new_record(
         to=to,
         locks=dict(locks or {}),
         replace_held=replace_held,
+        reboot=reboot,
+        reboot_timeout_s=reboot_timeout_s,
         max_unavailable=str(max_unavailable),
         waves=cut,
         hosts=hosts,

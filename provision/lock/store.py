@@ -1,18 +1,20 @@
 """Run ``playbooks/lock.yml`` (the ``provision_lock`` module) on hosts: write, update, read locks.
 
 One module for this machine and for an inventory. Writes always run the play (this machine is the
-inventory ``localhost ansible_connection=local``, as apply's). Reading this machine's locks runs
-the module's own read functions in this process instead (:func:`read_local`): the play costs
-~2 s of ansible-playbook start-up around reading two files, as the same user either way. Each
-host's arguments travel as data in the extravar ``provision_lock_args`` (never inside a template
-or a shell string).
+inventory ``localhost ansible_connection=local``, as apply's). Reads, and verify's record, do not
+where they need not: this machine's locks are read by the module's own functions in this process
+(:func:`read_local`, as the same user either way), and an inventory host that
+:func:`provision.detect.direct.route` reaches by one command runs the module's text there, as
+root (:mod:`provision.lock.transport`); only the other hosts go through the play, which costs
+~2 s of ansible-playbook start-up around reading two files. Each host's arguments travel as
+data: in the play's extravar ``provision_lock_args``, or a JSON literal on the direct
+transport's stdin (never inside a template or a shell string).
 """
 
 from __future__ import annotations
 
 import functools
 import importlib.util
-import json
 import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -115,22 +117,6 @@ def run_lock_play(
     return results
 
 
-_DIRECT_CALL = """
-def _provision_lock_direct(args):
-    try:
-        changed, found = verified(Path(args["directory"]), args["verify"])
-    except (LockError, OSError) as exc:
-        return {"failed": True, "msg": "provision lock: " + str(exc)}
-    return {"changed": changed, "lock": found}
-
-
-import sys as _sys
-json.dump(_provision_lock_direct(json.loads(%r)), _sys.stdout)
-"""
-"""Appended to the lock module's text for the direct transport: ``state: verified`` as the
-module's ``main`` does it, its result (or failure) printed as JSON."""
-
-
 def record_verified(
     inventory: Path | None,
     results: Mapping[str, Mapping[str, Any]],
@@ -150,30 +136,15 @@ def record_verified(
         Interrupted: Ctrl-C stopped the play.
     """
     from provision.detect import direct
+    from provision.lock import transport
 
     refuse_templates({"args": dict(results)}, "lock")
     if inventory is None:
         return {h: _verified_here(dict(r), directory) for h, r in results.items()}
     check_inventory(inventory)
     commands = direct.root_commands(str(inventory), results)
-    source = (data_dir("playbooks") / "library" / "provision_lock.py").read_text(encoding="utf-8")
-    found: dict[str, dict[str, Any] | str] = {}
-
-    def keep(host: str, answer: str | dict[str, Any]) -> None:
-        failed = isinstance(answer, dict) and answer.get("failed")
-        found[host] = f"failed: {answer.get('msg')}" if isinstance(answer, dict) and failed else answer
-
-    jobs = {
-        h: (
-            argv,
-            (
-                source + _DIRECT_CALL % json.dumps({"verify": results[h], "directory": str(directory)})
-            ).encode(),
-            60.0,
-        )
-        for h, argv in commands.items()
-    }
-    direct.run_each(jobs, None, keep, LOCK_TASK)
+    programs = {h: transport.verified_program(results[h], directory) for h in commands}
+    found = transport.run(commands, programs, LOCK_TASK)
     rest = {h: {"state": "verified", "verify": dict(r)} for h, r in results.items() if h not in commands}
     return found | (run_lock_play(inventory, rest, data_dir_) if rest else {})
 
@@ -203,8 +174,15 @@ def _results(events: Iterable[ansible.Event]) -> dict[str, dict[str, Any] | str]
     return results
 
 
-def read_locks(inventory: Path | None, limit: str | None = None) -> dict[str, HostLocks]:
-    """Every host's locks (the inventory's hosts matching ``limit``, or this machine).
+def read_locks(
+    inventory: Path | None, limit: str | None = None, *, directory: Path | None = None
+) -> dict[str, HostLocks]:
+    """Every host's locks (the inventory's hosts matching ``limit``, in inventory order, or this
+    machine): each host over the direct transport where :func:`provision.detect.direct.route`
+    gives it a command, through the lock play otherwise.
+
+    ``directory``: where the locks are on the hosts reached without the play (default
+    :data:`LOCK_DIRECTORY`; the play's module keeps that default).
 
     Raises:
         LockReadError: A host could not be read, or holds a lock this version cannot read.
@@ -216,27 +194,75 @@ def read_locks(inventory: Path | None, limit: str | None = None) -> dict[str, Ho
         check_limit(inventory, limit, error=FactsError)  # Ansible would only warn and read the others
     if inventory is None and limit in (None, LOCAL):
         return {LOCAL: _host_locks(LOCAL, read_local())}
-    with tempfile.TemporaryDirectory(prefix="provision-lock-") as tmp:
-        results = run_lock_play(
-            inventory, {}, Path(tmp), default={"state": "read"}, limit=limit, become=inventory is not None
-        )
+    if inventory is not None:
+        results = _read_hosts(inventory, limit, None, directory or LOCK_DIRECTORY)
+    else:
+        results = _played(None, {}, default={"state": "read"}, limit=limit)
     if not results:
         raise LockReadError("no host to read the lock from (check the inventory and --limit)")
     return {h: _host_locks(h, r) for h, r in results.items()}
 
 
-def served_versions(inventory: Path | None, names: Mapping[str, list[str]]) -> dict[str, HostLocks]:
-    """Per host, its locks and the versions apt can install of the package ``names[host]``.
+def served_versions(
+    inventory: Path | None, names: Mapping[str, list[str]], *, directory: Path | None = None
+) -> dict[str, HostLocks]:
+    """Per host, its locks and the versions apt can install of the package ``names[host]``, over
+    the transport of :func:`read_locks` (``directory`` as there).
 
     Raises:
         LockReadError: A host could not be read.
     """
     if inventory is None and set(names) <= {LOCAL}:
         return {h: _host_locks(h, read_local(list(n))) for h, n in names.items()}
-    args = {h: {"state": "read", "served": list(n)} for h, n in names.items()}
-    with tempfile.TemporaryDirectory(prefix="provision-lock-") as tmp:
-        results = run_lock_play(inventory, args, Path(tmp), become=inventory is not None)
+    if not names:
+        return {}
+    if inventory is not None:
+        results = _read_hosts(inventory, ",".join(names), names, directory or LOCK_DIRECTORY)
+    else:
+        results = _played(None, {h: {"state": "read", "served": list(n)} for h, n in names.items()})
     return {h: _host_locks(h, results[h]) for h in names}
+
+
+def _read_hosts(
+    inventory: Path, pattern: str | None, served: Mapping[str, list[str]] | None, directory: Path
+) -> dict[str, dict[str, Any] | str]:
+    """``state: read`` on the hosts of ``pattern``: host -> the module's result or why it failed,
+    in inventory order. ``served``: host -> package names (only those hosts); None: every host
+    of ``pattern``, no names.
+
+    The hosts without a command go through one lock play; so does every host when Ansible cannot
+    resolve the inventory here (the play then says why, in Ansible's words).
+    """
+    from provision.detect import direct
+    from provision.lock import transport
+
+    check_inventory(inventory)
+    found = direct.routes(str(inventory), pattern, as_root=True) if direct.enabled() else {}
+    if not found and served is None:
+        return _played(inventory, {}, default={"state": "read"}, limit=pattern)
+    wanted = dict(served) if served is not None else {h: [] for h in found}
+    commands = {h: r.argv for h, r in found.items() if r.argv is not None and h in wanted}
+    programs = {h: transport.read_program(wanted[h], directory) for h in commands}
+    results = transport.run(commands, programs, LOCK_TASK)
+    rest = {h: {"state": "read", "served": list(n)} for h, n in wanted.items() if h not in commands}
+    if rest:
+        results |= _played(inventory, rest)
+    return {h: results[h] for h in found if h in results} | results
+
+
+def _played(
+    inventory: Path | None,
+    args: Mapping[str, dict[str, Any]],
+    *,
+    default: dict[str, Any] | None = None,
+    limit: str | None = None,
+) -> dict[str, dict[str, Any] | str]:
+    """:func:`run_lock_play` in a scratch run directory, as root on an inventory's hosts (the
+    locks are root's), as this user on this machine."""
+    with tempfile.TemporaryDirectory(prefix="provision-lock-") as tmp:
+        return run_lock_play(
+            inventory, args, Path(tmp), default=default, limit=limit, become=inventory is not None
+        )
 
 
 def read_local(names: list[str] | None = None) -> dict[str, Any] | str:
