@@ -165,7 +165,9 @@ def gather(source: Source) -> tuple[dict[str, Facts], dict[str, tuple[str, str]]
         hosts = [h.name for h in read_inventory(source.inventory, source.limit, error=ProvisionError).hosts]
         return runner.facts_from_raw_hosts(source.from_raw, hosts, dict.fromkeys(hosts, source.venv)), {}
     if source.from_raw is not None:
-        facts = runner.facts_from_raw(source.from_raw, host=runner.raw_host(source.from_raw), venv=source.venv)
+        facts = runner.facts_from_raw(
+            source.from_raw, host=runner.raw_host(source.from_raw), venv=source.venv
+        )
         return {facts.host: facts}, {}
     if source.inventory is not None:
         from provision.hosts import detect_hosts
