@@ -24,8 +24,9 @@ def checklist_facts(
         facts_file: ``provision detect --json`` output: one host's object or a list of hosts.
         from_raw: A raw probe directory (``detect --save-raw`` or a capture).
         host: The host the document is for. It selects one host of a facts file, names the
-            host a raw directory was captured on (else the directory's name, as ``plan --from-raw``), and without either must name this machine
-            (``localhost`` or its host name), which is probed.
+            host a raw directory was captured on (else the directory's name, as ``plan
+            --from-raw``), and without either must name this machine (``localhost`` or its host
+            name), which is probed.
 
     Returns:
         ``({host: facts}, origin)``; ``({}, None)`` for the blank checklist.
