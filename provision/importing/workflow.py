@@ -30,6 +30,7 @@ from provision.importing.settle import Settled, plan_of, settle
 from provision.importing.stack import cuda_section, driver_section, python_section, repository_note
 from provision.plan.models import Plan
 from provision.plan.render import summary
+from provision.unknown import because
 
 NOT_IMPORTED = "bios, verify, monitoring, serve"
 """Sections import leaves to their defaults (nothing to read them from, or a choice only a person makes)."""
@@ -193,7 +194,7 @@ def chosen_venv(found: Any) -> tuple[str | None, tuple[str, str]]:
     """The venv to import from a :class:`~provision.detect.domains.python.VenvSearch` (or an
     Unknown), and the note (path, text) saying why."""
     if isinstance(found, Unknown):
-        return None, ("python", f"venvs not searched ({found.unknown}); give --venv PATH")
+        return None, ("python", because("venvs not searched", found.unknown) + "; give --venv PATH")
     roots = " and ".join(found.roots)
     with_torch = found.with_torch()
     if not with_torch:

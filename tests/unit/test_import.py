@@ -52,7 +52,7 @@ def test_every_real_capture_imports_to_a_spec_whose_plan_is_empty(capture: Path,
     if capture.name == PARTIAL and capture.parent.name == "detect":
         assert result.exit_code == 1
         assert result.stderr.strip() == (
-            "error: cannot import: the OS was not read (no output from the os-release probe): a spec names "
+            "error: cannot import: the OS was not read: no output from the os-release probe; a spec names "
             "its distribution"
         )
         assert not out.exists()
@@ -173,7 +173,7 @@ def test_a_machine_without_a_driver_gets_the_catalogs_long_term_branch_and_a_pla
         ),
         (
             {"os": Unknown(unknown="cat: /etc/os-release: No such file")},
-            "the OS was not read (cat: /etc/os-release: No such file): a spec names its distribution",
+            "the OS was not read: cat: /etc/os-release: No such file; a spec names its distribution",
         ),
     ],
 )
