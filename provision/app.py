@@ -51,7 +51,7 @@ def gather(spec: Spec | None, target: Target, save_raw: Path | None = None) -> d
     if target.facts_file is not None:
         return {f.host: f for f in [read_facts(target.facts_file)]}
     if target.from_raw is not None:
-        facts = detect.facts_from_raw(target.from_raw, host=target.from_raw.resolve().name)
+        facts = detect.facts_from_raw(target.from_raw, host=detect.raw_host(target.from_raw))
         return {facts.host: facts}
     venv = spec.python.venv if spec and spec.python else None
     if target.inventory is not None and target.limit is not None:

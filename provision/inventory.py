@@ -19,6 +19,7 @@ from typing import Any
 
 from provision.errors import ProvisionError, did_you_mean, name_list
 from provision.files import check_inventory
+from provision.unknown import because
 
 SPEC_VAR = "provision_spec"
 
@@ -211,7 +212,9 @@ def _parsed(build: Callable[[], Any], inventory: Path, error: type[ProvisionErro
             f"{plugin}: {why}" for plugin, why in _PLUGIN_FAILED.findall(_WRAPPED.sub(" ", said.getvalue()))
         )
         raise error(
-            f"{inventory}: Ansible cannot parse it as an inventory ({reasons or 'no plugin accepts it'})"
+            because(
+                f"{inventory}: Ansible cannot parse it as an inventory", reasons or "no plugin accepts it"
+            )
         ) from None
     finally:
         constants.INVENTORY_UNPARSED_IS_FAILED = before

@@ -61,3 +61,38 @@ class NotRun(Unknown):
     as its hint instead of a guess at a hardware cause that nothing measured."""
 
     fix: str = Field(description="What to do so that the program runs (one line).")
+
+
+def because(statement: str, reason: str) -> str:
+    """``statement`` and the ``reason`` for it as one flat clause: ``not observed: no venv given;
+    torch is read from the spec's python.venv``, never ``not observed (no venv given (torch ...))``.
+
+    Every place that says why something is so composes with this, so that a reason handed up
+    through several layers (a probe's Unknown, a component's state, a check's detail) reads as one
+    sentence however many layers add to it: see :func:`flat_reason`.
+    """
+    return f"{statement}: {flat_reason(reason)}"
+
+
+def flat_reason(reason: str) -> str:
+    """``reason`` with its trailing parenthesised asides as ``; `` clauses (``A (B (C))`` -> ``A; B;
+    C``); an aside inside the text (``nvidia-smi(1)``, ``(x) y``) or ending an enumeration (``(a) and
+    (b)``) stays. Never raises."""
+    text = reason.strip()
+    if not text.endswith(")"):
+        return text
+    start = _aside_start(text)
+    if start is None or text[:start].rstrip().endswith((" and", " or", ",")):  # an enumeration's last item
+        return text
+    head, aside = flat_reason(text[:start]), flat_reason(text[start + 1 : -1])
+    return f"{head}; {aside}" if head and aside else head or aside
+
+
+def _aside_start(text: str) -> int | None:
+    """Where the parenthesis that the final ``)`` closes opens, when a space (or nothing) precedes it."""
+    depth = 0
+    for i in range(len(text) - 1, -1, -1):
+        depth += {")": 1, "(": -1}.get(text[i], 0)
+        if depth == 0:
+            return i if i == 0 or text[i - 1] == " " else None
+    return None

@@ -43,6 +43,7 @@ from provision.errors import ProvisionError
 from provision.hosts import FleetPlan, HostPlan, Hosts, HostState, plan_hosts_with_facts
 from provision.plan.models import Action, Plan
 from provision.reboot import mok, record, remote, unit
+from provision.unknown import because
 
 INTERRUPTED = 130
 """Exit code when Ctrl-C stopped the reboot play (as apply's: 128 + SIGINT)."""
@@ -145,15 +146,18 @@ def preflight(hosts: Hosts, options: RebootOptions, runs_dir: Path) -> None:
         )
     if (why := unit.run_as_root_problem() or unit.other_package_problem()) is not None:
         raise ProvisionError(
-            f"--reboot: the resume unit would run as root what another user could change ({why}); install "
+            because("--reboot: the resume unit would run as root what another user could change", why)
+            + "; install "
             "provision root-owned (e.g. a venv under /opt made by root) or reboot by hand and apply again; "
             "nothing was changed"
         )
     for held in hosts.specs.values():
         if held.path and (why := trust.problem("file", held.path)) is not None:
-            raise ProvisionError(f"--reboot: the spec is not trusted ({why}); nothing was changed")
+            raise ProvisionError(because("--reboot: the spec is not trusted", why) + "; nothing was changed")
     if (why := trust.problem("dir", str(runs_dir), missing_ok=True)) is not None:
-        raise ProvisionError(f"--reboot: the runs directory is not trusted ({why}); nothing was changed")
+        raise ProvisionError(
+            because("--reboot: the runs directory is not trusted", why) + "; nothing was changed"
+        )
 
 
 def after_apply(
@@ -350,7 +354,7 @@ def _schedule_local(
         return RebootOutcome(
             host,
             "failed",
-            f"could not schedule the reboot ({why[0]}); reboot by hand: "
+            because("could not schedule the reboot", why[0]) + "; reboot by hand: "
             f"{unit.UNIT_NAME} finishes after the boot",
         )
     console.print(

@@ -118,7 +118,8 @@ class Catalog(Frozen):
         return found[0] if len(found) == 1 else None
 
     def gpu_by_pci_device(self, device_id: str) -> GpuModel | None:
-        """The model with PCI device id ``device_id`` (``0x2335``), where a capture recorded it."""
+        """The model with PCI device id ``device_id`` (``0x2335``), where a public source gives it
+        (:attr:`GpuModel.pci`)."""
         wanted = device_id.lower()
         return next((g for g in self.gpus.values() if wanted in g.pci_device_ids), None)
 

@@ -143,23 +143,47 @@ def listing(cat: Catalog, tables: tuple[Table, ...] = TABLES) -> dict[str, Any]:
 
 def render_listing(data: dict[str, Any], console: Console) -> None:
     """Each table of :func:`listing` as a rich table titled with the spec field it feeds, then the
-    source keys with their citations and URLs."""
+    source keys with their citations and URLs.
+
+    The first column (what a spec or a finding names: a GPU id, a branch, a source key) is never
+    wrapped or cut. A table wider than the console is shown in two columns, that one and the row's
+    other values as ``field: value`` clauses that wrap at words, so that an 80-column terminal reads
+    every value whole (rich would cut all eight of the GPU table's columns to a few letters)."""
     for name, table in data.items():
         if name == "sources":
-            view = RichTable(title="sources (the keys above)", title_justify="left")
-            for column in ("key", "cite", "url"):
-                view.add_column(column)
-            for key, source in table.items():
-                view.add_row(escape(key), escape(source["cite"]), escape(_cell(source["url"])))
-            console.print(view)
-            continue
-        rows = table["rows"]
-        view = RichTable(title=f"{name} ({table['spec_field']})", title_justify="left")
-        for column in rows[0] if rows else ():
-            view.add_column(column)
-        for row in rows:
-            view.add_row(*(escape(_cell(v)) for v in row.values()))
-        console.print(view)
+            rows = [{"key": k, "cite": v["cite"], "url": v["url"]} for k, v in table.items()]
+            title = "sources (the keys above)"
+        else:
+            rows, title = table["rows"], f"{name} ({table['spec_field']})"
+        wide = _wide_view(title, rows)
+        console.print(wide if _natural_width(console, wide) <= console.width else _narrow_view(title, rows))
+
+
+def _natural_width(console: Console, view: RichTable) -> int:
+    """Columns ``view`` takes with no cell wrapped (rich's measure of the console caps it at its width)."""
+    return console.measure(view, options=console.options.update_width(1_000_000)).maximum
+
+
+def _wide_view(title: str, rows: list[dict[str, Any]]) -> RichTable:
+    """One column per field, the first never wrapped."""
+    view = RichTable(title=title, title_justify="left")
+    for i, column in enumerate(rows[0] if rows else ()):
+        view.add_column(column, no_wrap=i == 0)
+    for row in rows:
+        view.add_row(*(escape(_cell(v)) for v in row.values()))
+    return view
+
+
+def _narrow_view(title: str, rows: list[dict[str, Any]]) -> RichTable:
+    """The first field whole, then the others as ``field: value`` clauses in one wrapping column."""
+    view = RichTable(title=title, title_justify="left")
+    fields = list(rows[0]) if rows else []
+    view.add_column(fields[0] if fields else "", no_wrap=True)
+    view.add_column(", ".join(fields[1:]), overflow="fold")
+    for row in rows:
+        first, *rest = row.items()
+        view.add_row(escape(_cell(first[1])), escape("; ".join(f"{k}: {_cell(v)}" for k, v in rest)))
+    return view
 
 
 def _cell(value: Any) -> str:

@@ -276,13 +276,25 @@ class Support(Sourced):
     supported: bool | None
 
 
+class PciIds(Sourced):
+    """A GPU model's PCI device ids (vendor ``0x10de``), with the public list that names them.
+
+    Attributes:
+        device_ids: Lower-case ``0x`` ids, e.g. ``0x2335``; each one in the cited list under this
+            model's name (the PCI ID Repository, NVIDIA's driver README "supported chips").
+    """
+
+    device_ids: tuple[Annotated[str, Field(pattern=r"^0x[0-9a-f]{4}$")], ...] = Field(min_length=1)
+
+
 class GpuModel(Sourced):
     """One GPU model. Units in field names; ``None`` where no source gives the value.
 
     Attributes:
         id: Stable lower-case id used by spec ``gpus.model``, e.g. ``h200-sxm``.
         smi_names: Names ``nvidia-smi --query-gpu=name`` prints; ``smi_conf`` rates them.
-        pci_device_ids: PCI device ids (vendor 0x10de) seen in captures, e.g. ``0x2335``.
+        pci: Its PCI device ids with their public source; None where no public source gives one:
+            then the model is recognised by name only (``smi_names``), never by an id from memory.
         compute_capability: ``9.0``.
         name: Display name, e.g. ``NVIDIA H200 SXM 141GB``.
         memory_gib: Nominal memory of the SKU name used as GiB; nvidia-smi's memory.total is within
@@ -301,7 +313,7 @@ class GpuModel(Sourced):
     name: str
     smi_names: tuple[str, ...]
     smi_conf: Conf
-    pci_device_ids: tuple[Annotated[str, Field(pattern=r"^0x[0-9a-f]{4}$")], ...] = ()
+    pci: PciIds | None = None
     architecture: Architecture
     chip: str
     compute_capability: Dotted
@@ -318,6 +330,11 @@ class GpuModel(Sourced):
     nvlink: NvLink
     p2p: Support
     forward_compat: Support
+
+    @property
+    def pci_device_ids(self) -> tuple[str, ...]:
+        """The sourced PCI device ids (``0x2335``); empty where none is public."""
+        return self.pci.device_ids if self.pci is not None else ()
 
 
 class VariantProjects(Sourced):

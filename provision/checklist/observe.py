@@ -14,6 +14,7 @@ from typing import Literal
 
 from provision.detect.facts import Facts, Gpu, GpuHardware, Hardware, Topology, Unknown
 from provision.models import Frozen
+from provision.unknown import because
 
 Status = Literal["confirmed", "not-confirmed", "observed", "not-observable"]
 
@@ -118,7 +119,7 @@ def pcie_link(facts: Facts, hw: Hardware) -> Observation:
     """Current PCIe generation and width (nvidia-smi) equal to the maximum on every GPU (FF-16)."""
     if isinstance(facts.gpus, Unknown):
         maxima = _sysfs_maxima(hw)
-        return _unobservable(f"current link needs nvidia-smi ({facts.gpus.unknown}){maxima}")
+        return _unobservable(because("current link needs nvidia-smi", facts.gpus.unknown) + maxima)
     problems: list[str] = []
     good: list[str] = []
     for gpu in facts.gpus:

@@ -24,8 +24,9 @@ def checklist_facts(
         facts_file: ``provision detect --json`` output: one host's object or a list of hosts.
         from_raw: A raw probe directory (``detect --save-raw`` or a capture).
         host: The host the document is for. It selects one host of a facts file, names the
-            host a raw directory was captured on, and without either must name this machine
-            (``localhost`` or its host name), which is probed.
+            host a raw directory was captured on (else the directory's name, as ``plan
+            --from-raw``), and without either must name this machine (``localhost`` or its host
+            name), which is probed.
 
     Returns:
         ``({host: facts}, origin)``; ``({}, None)`` for the blank checklist.
@@ -38,9 +39,9 @@ def checklist_facts(
     if facts_file is not None:
         return _select(read_facts_documents(facts_file), host), str(facts_file)
     if from_raw is not None:
-        from provision.detect.runner import facts_from_raw
+        from provision.detect.runner import facts_from_raw, raw_host
 
-        facts = facts_from_raw(from_raw, host=host or "localhost")
+        facts = facts_from_raw(from_raw, host=raw_host(from_raw, host))
         return {facts.host: facts}, f"raw probe outputs in {from_raw}"
     if host is not None:
         refuse_other_host(host)

@@ -191,6 +191,7 @@ def _fleet_checklist(
 ) -> None:
     from provision.fleet import commands as fleet_commands
     from provision.fleet.checklist import write_fleet_checklists
+    from provision.fleet.summary import print_unreachable
 
     if output is None:
         raise ProvisionError("a fleet checklist is one document per host: give --output DIR")
@@ -198,7 +199,9 @@ def _fleet_checklist(
     written = write_fleet_checklists(hosts, fmt, cast(Literal["a4", "letter"], paper), output)
     for path in written.paths:
         err.print(f"Wrote {path}")
+    for host, reason in written.unreachable.items():  # its document observes nothing: as plan says it
+        print_unreachable(err, host, reason)
     for host, reason in written.failed.items():  # no document: its spec could not be loaded
         err.print(f"[red]{escape(host)}: {escape(reason)}[/]", soft_wrap=True)
-    if written.failed:
+    if written.failed or written.unreachable:
         raise typer.Exit(1)

@@ -43,6 +43,7 @@ from provision.detect.unknown import Unknown
 from provision.findings import Finding
 from provision.os.base import PackageManager, Pin
 from provision.spec.models import ContainersSpec, Spec
+from provision.unknown import because
 from provision.versions import DottedVersion
 
 if TYPE_CHECKING:
@@ -150,7 +151,8 @@ def machine_findings(ctx: PlanContext, wanted: ContainersSpec) -> Iterator[Findi
         yield _blocker(
             ctx,
             "containers-runtime-missing",
-            f"containers.runtime {wanted.runtime} is not usable on this host ({found.unknown}); install "
+            because(f"containers.runtime {wanted.runtime} is not usable on this host", found.unknown)
+            + "; install "
             f"{row.install[ctx.pm.package_format]} first",  # type: ignore[index]
             keys=(*KEYS, "DOCKER-RHEL") if ctx.pm.package_format != "deb" else KEYS,
         )
@@ -235,7 +237,7 @@ def runtime_step(ctx: PlanContext, wanted: ContainersSpec) -> Step:
         )
     config = _runtime_config(ctx.facts.containers, wanted.runtime)
     if isinstance(config, Unknown):
-        state = f"not observed ({config.unknown})"
+        state = because("not observed", config.unknown)
     elif config.problem is not None:
         state = f"unreadable ({config.problem})"
     elif config.nvidia_runtime and (config.cdi_enabled or "--cdi.enabled" not in configure_argv(ctx, wanted)):
@@ -316,7 +318,7 @@ def _stale(ctx: PlanContext, wanted: ContainersSpec, path: str, toolkit_changes:
     if driver_changes(ctx):
         return "the driver changes in this plan"
     if found is None or isinstance(found.cdi, Unknown):
-        return f"not observed ({found.cdi.unknown if found is not None else 'not probed'})"  # type: ignore[union-attr]
+        return because("not observed", found.cdi.unknown if found is not None else "not probed")  # type: ignore[union-attr]
     spec = _nvidia_spec(found, path, _catalog().cdi.kind)
     if spec is None:
         return "absent"

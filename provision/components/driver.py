@@ -22,6 +22,7 @@ from provision.fieldfailures import ff_ref
 from provision.findings import Finding
 from provision.os.base import PackageManager, Pin, name_regex
 from provision.spec.models import Spec
+from provision.unknown import because
 
 TAGS = ("repository", "packages")
 DRIVER_METAS = ("cuda", "cuda-[0-9]*-[0-9]*", "cuda-drivers*")
@@ -276,7 +277,7 @@ def _preinstalled(ctx: PlanContext) -> Step | Finding:
     if isinstance(loaded, Unknown):
         return _blocker(
             "driver-preinstalled-missing",
-            f"driver.source is preinstalled but no NVIDIA driver is loaded ({loaded.unknown})",
+            because("driver.source is preinstalled but no NVIDIA driver is loaded", loaded.unknown),
         )
     wanted = spec.driver.version
     if loaded.version.branch != spec.driver.branch or (wanted and loaded.version != wanted):

@@ -33,6 +33,7 @@ from provision.components.steps import noop
 from provision.detect.unknown import Unknown
 from provision.findings import Finding
 from provision.spec.models import GpuSection, Spec
+from provision.unknown import because
 
 if TYPE_CHECKING:
     from provision.detect.domains.gpu_state import GpuState
@@ -227,8 +228,8 @@ def limit_findings(ctx: PlanContext) -> Iterator[Finding]:
                     rule="gpu-settings-unchecked",
                     severity="warning",
                     message=f"gpu.settings for {want.target.label} not checked against the card's limits: "
-                    f"nvidia-smi -q was not read ({_why(ctx)}); nvidia-smi refuses a value outside them "
-                    "at apply",
+                    + because("nvidia-smi -q was not read", _why(ctx))
+                    + "; nvidia-smi refuses a value outside them at apply",
                     source=ctx.catalog.cite(KEYS),
                     unconfirmed=True,
                 )
@@ -479,7 +480,7 @@ def boot_unit_step(ctx: PlanContext) -> Step:
     text = unit_text(ctx)
     if runtime is None or isinstance(runtime.boot_unit, Unknown):
         why = "not probed" if runtime is None else runtime.boot_unit.unknown  # type: ignore[union-attr]
-        current = f"not observed ({why})"
+        current = because("not observed", why)
     elif not runtime.boot_unit.present:
         current = "absent"
     elif runtime.boot_unit.text != text:

@@ -15,6 +15,7 @@ from provision.components.distro import hold_patterns
 from provision.components.steps import noop
 from provision.detect.unknown import Unknown
 from provision.os.base import name_regex
+from provision.unknown import because
 
 if TYPE_CHECKING:
     from provision.detect.facts import Facts
@@ -95,7 +96,7 @@ def _guard_state(ctx: PlanContext, guard: str) -> str | None:
     """Why the unattended-upgrades guard must be written, or None when it is in place."""
     locks = ctx.pm.lock_state(ctx.facts.package_locks)
     if isinstance(locks, Unknown):
-        return f"write the {ctx.pm.guard_noun} ({locks.unknown})"
+        return because(f"write the {ctx.pm.guard_noun}", locks.unknown)
     if locks.upgrade_guard is None:
         return f"write the {ctx.pm.guard_noun} (FF-01: unattended-upgrade moved userspace under the module)"
     if locks.upgrade_guard != guard:

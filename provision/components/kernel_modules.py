@@ -18,6 +18,7 @@ from provision.components.base import Action, Built, Component, InstallableCompo
 from provision.components.steps import noop
 from provision.detect.unknown import Unknown
 from provision.spec.models import Spec
+from provision.unknown import because
 
 if TYPE_CHECKING:
     from provision.detect.facts import Facts, NouveauState
@@ -125,7 +126,7 @@ def _noop_reason(bound: Verdict, boot: Verdict) -> str:
 def _legacy_nouveau(state: NouveauState | Unknown, boot: Verdict) -> Step:
     """Blacklist nouveau when it is loaded (captures without the GPU's bound driver)."""
     if isinstance(state, Unknown):
-        return noop(Component.KERNEL_MODULES, reason=f"nouveau state not observable ({state.unknown})")
+        return noop(Component.KERNEL_MODULES, reason=because("nouveau state not observable", state.unknown))
     if not state.loaded:
         return noop(Component.KERNEL_MODULES, reason="nouveau is not loaded")
     if state.blacklisted_by and not boot.violated:

@@ -34,6 +34,7 @@ from provision.findings import Finding
 from provision.os.base import PackageManager, Pin
 from provision.os.select import package_format
 from provision.spec.models import MonitoringSpec, Spec
+from provision.unknown import because
 from provision.versions import DottedVersion
 
 if TYPE_CHECKING:
@@ -342,7 +343,7 @@ def files_step(ctx: PlanContext, mon: MonitoringSpec) -> Step:
     files = _files(ctx, mon)
     if isinstance(on_disk, Unknown):
         stale = files
-        why = f"monitoring files unread ({on_disk.unknown})"
+        why = because("monitoring files unread", on_disk.unknown)
     else:
         stale = tuple(f for f in files if on_disk.sha256.get(f.dest) != f.sha256)
         why = ""

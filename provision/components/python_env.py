@@ -20,6 +20,7 @@ from provision.components.base import Action, Built, Component, InstallableCompo
 from provision.components.steps import noop
 from provision.findings import Finding
 from provision.spec.models import PythonSpec, Spec
+from provision.unknown import because
 from provision.versions import DottedVersion
 
 if TYPE_CHECKING:
@@ -94,7 +95,7 @@ def venv_step(py: PythonSpec, facts: Facts) -> Step | Finding:
         return Step(
             component=Component.PYTHON_VENV,
             action=Action.INSTALL,
-            current="absent" if why is None else f"not observed ({why})",
+            current="absent" if why is None else because("not observed", why),
             target=f"{py.venv} (Python {py.interpreter})",
             tags=_TAGS,
             reason=f"create the virtual environment {py.venv} with python{py.interpreter}"
@@ -218,7 +219,7 @@ def wheels_step(py: PythonSpec, facts: Facts) -> Step:
 
 def _absent(py: PythonSpec, facts: Facts) -> str:
     why = unobserved(py, facts)
-    return "absent" if why is None else f"not observed ({why})"
+    return "absent" if why is None else because("not observed", why)
 
 
 def _distributions(py: PythonSpec, facts: Facts) -> dict[str, str]:

@@ -22,6 +22,7 @@ from provision.components.steps import noop
 from provision.detect.unknown import Unknown
 from provision.findings import Finding
 from provision.spec.models import ServeSpec, Spec
+from provision.unknown import because
 
 if TYPE_CHECKING:
     from provision.catalog.serving import ServingData, VllmRelease
@@ -365,5 +366,5 @@ def _unit_state(current: UnitFile | Unknown | None) -> str:
     if current is None:
         return "not probed"
     if isinstance(current, Unknown):
-        return f"unknown ({current.unknown})"
+        return because("unknown", current.unknown)
     return "another unit" if current.present else "absent"

@@ -7,8 +7,10 @@ it to run the same probes in-process. Keep it free of project imports.
 
 Input (stdin, or a file named as the first argument): a JSON list of probes,
 ``[{"id": "uname", "argv": ["uname", "-a"], "timeout": 10}, ...]`` (timeout in
-seconds). Output (stdout): ``{"uname": {"command": "uname -a", "output": "...",
-"rc": 0}, ...}``. Output is stdout and stderr interleaved, as a terminal shows it.
+seconds); an OS family's probe also carries ``"os_ids"``, the ``/etc/os-release`` IDs
+of that family, and runs only on a host of it (:func:`for_this_os`). Output (stdout):
+``{"uname": {"command": "uname -a", "output": "...", "rc": 0}, ...}``.
+Output is stdout and stderr interleaved, as a terminal shows it.
 Annotations use ``list[...]``; ``from __future__ import annotations`` keeps that 3.8-safe.
 A missing executable gives rc 127 and ``X: not found``; a timeout gives rc 124.
 """
@@ -29,6 +31,9 @@ NOT_FOUND_RC = 127
 TIMEOUT_RC = 124
 """Exit status for a probe that ran past its timeout (as coreutils ``timeout``)."""
 NOT_EXECUTABLE_RC = 126
+
+OS_RELEASE = "/etc/os-release"
+"""Where the host names its OS (os-release(5)): ``ID`` and ``ID_LIKE`` choose the family probes."""
 
 # C locale so that tools print the untranslated text the parsers expect.
 _ENV_OVERRIDES = {"LC_ALL": "C", "LANG": "C"}
@@ -103,16 +108,49 @@ def _wait(proc: subprocess.Popen[bytes], argv: list[str], timeout: float) -> dic
     return _result(argv, out.decode("utf-8", "replace"), proc.returncode)
 
 
-def collect(probes: list[dict[str, Any]], workers: int = 0) -> dict[str, dict[str, Any]]:
-    """Run every probe concurrently.
+def os_ids(path: str = "") -> list[str]:
+    """``ID`` then ``ID_LIKE``'s entries of the os-release file at ``path`` (default
+    :data:`OS_RELEASE`); ``[]`` when it is unreadable or names no ID. Never raises."""
+    try:
+        with open(path or OS_RELEASE, encoding="utf-8", errors="replace") as handle:
+            text = handle.read(65536)
+    except (OSError, ValueError):
+        return []
+    fields = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            fields[key.strip()] = value.strip().strip("\"'")
+    first = fields.get("ID", "").split()
+    return first[:1] + fields.get("ID_LIKE", "").split() if first else []
+
+
+def for_this_os(probes: list[dict[str, Any]], ids: list[str]) -> list[dict[str, Any]]:
+    """The probes a host whose os-release names ``ids`` runs: each probe without ``os_ids``, and the
+    family probes of its family, the first of ``ids`` that any probe's ``os_ids`` holds (as
+    ``provision.os.family_of`` reads it). A host of no known family (or no readable os-release)
+    runs no family probe: detection says why (``packages``: no OS family)."""
+    named = {i for p in probes for i in p.get("os_ids", ())}
+    family = next((i for i in ids if i in named), None)
+    return [p for p in probes if not p.get("os_ids") or family in p["os_ids"]]
+
+
+def collect(
+    probes: list[dict[str, Any]], workers: int = 0, os_release: str = ""
+) -> dict[str, dict[str, Any]]:
+    """Run every probe of this host's OS concurrently (:func:`for_this_os`).
 
     Args:
-        probes: ``[{"id": str, "argv": [str, ...], "timeout": float}, ...]``.
+        probes: ``[{"id": str, "argv": [str, ...], "timeout": float, "os_ids"?: [str, ...]}, ...]``.
         workers: Thread count; 0 means one per probe (probes mostly wait on I/O).
+        os_release: The os-release file to read the host's family from (default :data:`OS_RELEASE`).
 
     Returns:
-        ``{id: {"command": str, "output": str, "rc": int}}`` in the input order.
+        ``{id: {"command": str, "output": str, "rc": int}}`` in the input order; another OS family's
+        probes are left out (never run).
     """
+    if any(p.get("os_ids") for p in probes):
+        probes = for_this_os(probes, os_ids(os_release))
     if not probes:
         return {}
     # Here, not at the top: parsers import this module's exit codes, and concurrent.futures (with

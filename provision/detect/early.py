@@ -78,6 +78,8 @@ def _is_probe(item: object) -> bool:
         and isinstance(item.get("argv"), list)
         and all(isinstance(a, str) for a in item["argv"])
         and isinstance(item.get("timeout"), (int, float))
+        and isinstance(item.get("os_ids", []), list)
+        and all(isinstance(i, str) for i in item.get("os_ids", []))
     )
 
 
@@ -127,7 +129,8 @@ def stop() -> None:
 
 
 def collect(probes: list[dict[str, Any]]) -> tuple[dict[str, dict[str, Any]], datetime | None]:
-    """Outputs of ``probes`` (collector input form), in their order, and when the early run started.
+    """Outputs of ``probes`` (collector input form), in their order, and when the early run started;
+    another OS family's probes are left out, as :func:`provision.detect.collector.collect` leaves them.
 
     Probes an early run holds exactly (id, argv, timeout) are taken from it; the others run now,
     concurrently. Without an early run everything runs now and the time is None.
@@ -147,7 +150,8 @@ def collect(probes: list[dict[str, Any]]) -> tuple[dict[str, dict[str, Any]], da
         done.update(run.wait())
     lacking = [p for p in probes if p["id"] not in fresh and p["id"] not in done]  # an early run failed
     merged = {**done, **fresh, **(collector.collect(lacking) if lacking else {})}
-    return {p["id"]: merged[p["id"]] for p in probes}, early[0].started
+    # Another OS family's probes are in no result: the collector never runs them on this host.
+    return {p["id"]: merged[p["id"]] for p in probes if p["id"] in merged}, early[0].started
 
 
 __all__ = ["PROBES", "VENV", "collect", "read_probes", "start", "start_venv", "stop"]

@@ -36,15 +36,19 @@ class Probe(Frozen):
         id: Probe id and raw file stem, e.g. ``query-gpu``.
         argv: The command; run without a shell.
         timeout: Seconds before the collector kills it (rc 124).
+        os_ids: For an OS family's probe (dpkg, rpm), the ``/etc/os-release`` IDs of that family: the
+            collector runs it only on a host of that family; empty for a probe every host runs.
     """
 
     id: str
     argv: tuple[str, ...]
     timeout: float = 10.0
+    os_ids: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        """The collector's input form: ``{"id", "argv", "timeout"}``."""
-        return {"id": self.id, "argv": list(self.argv), "timeout": self.timeout}
+        """The collector's input form: ``{"id", "argv", "timeout"}``, and ``"os_ids"`` when set."""
+        data: dict[str, Any] = {"id": self.id, "argv": list(self.argv), "timeout": self.timeout}
+        return data | ({"os_ids": list(self.os_ids)} if self.os_ids else {})
 
 
 def sh(script: str, *args: str) -> tuple[str, ...]:
@@ -87,6 +91,8 @@ class Fact(Generic[T]):
         requires: The binary the command needs, when it is not ``argv[0]``.
         aliases: Older file stems of captures this parser also reads (e.g. ``lspci-nv``).
         needs_venv: The command reads the spec's venv and only runs when one is given.
+        os_ids: An OS family's fact: the ``/etc/os-release`` IDs of the hosts it runs on (see
+            :class:`Probe`).
     """
 
     id: ClassVar[str]
@@ -99,6 +105,7 @@ class Fact(Generic[T]):
             cls.parse = staticmethod(_with_bounded_lines(cls.__dict__["parse"].__func__))  # type: ignore[method-assign,assignment]
 
     timeout: ClassVar[float] = 10.0
+    os_ids: ClassVar[tuple[str, ...]] = ()
     requires: ClassVar[str | None] = None
     aliases: ClassVar[tuple[str, ...]] = ()
     needs_venv: ClassVar[bool] = False
@@ -118,7 +125,7 @@ class Fact(Generic[T]):
         """The probe to run, or None for a venv fact when no venv is given."""
         if cls.needs_venv:
             return None if venv is None else Probe(id=cls.id, argv=cls.command(venv), timeout=cls.timeout)
-        return Probe(id=cls.id, argv=cls.argv, timeout=cls.timeout)
+        return Probe(id=cls.id, argv=cls.argv, timeout=cls.timeout, os_ids=cls.os_ids)
 
 
 FactType = type[Fact[Any]]

@@ -30,6 +30,7 @@ __all__ = [
     "facts_from_raw_hosts",
     "host_dir_name",
     "outputs_from_json",
+    "raw_host",
     "run_probes",
     "unknown_facts",
 ]
@@ -90,6 +91,13 @@ def detect_local(venv: str | None = None, save_raw: Path | None = None) -> Facts
     if save_raw is not None:
         write_raw(save_raw, outputs)
     return facts_from_outputs(outputs, collected_at=started)
+
+
+def raw_host(directory: Path, named: str | None = None) -> str:
+    """The host a single raw directory's facts are of: ``named`` when the user gave one (checklist
+    ``--host``), else the directory's own name (``--save-raw DIR`` names it, and a capture is named
+    after its machine), which every ``--from-raw DIR`` command prints (plan, detect, checklist, import)."""
+    return named if named is not None else directory.resolve().name
 
 
 def facts_from_raw(directory: Path, host: str = "localhost", venv: str | None = None) -> Facts:

@@ -2,15 +2,16 @@
 
 Each host's document is rendered exactly as a single host's (:func:`provision.checklist.render_documents`
 with that host's facts and spec); the index lists the hosts with their counts of confirmed, not
-confirmed, observed and not observable items. A host Ansible could not reach still gets its
-document: every item is not observable, with Ansible's reason.
+confirmed, observed and not observable items. A host Ansible could not reach (or, offline, without
+its saved outputs) still gets its document: every item is not observable, with the reason; the
+command names it as ``plan`` does and exits 1 (:func:`provision.fleet.summary.print_unreachable`).
 """
 
 from __future__ import annotations
 
 import html
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 
@@ -77,11 +78,13 @@ def observation_counts(spec: Spec, facts: Facts) -> dict[str, int]:
 
 @dataclass(frozen=True)
 class Written:
-    """What :func:`write_fleet_checklists` wrote: the paths (the index last), and host -> why it has
-    no document (its spec could not be loaded)."""
+    """What :func:`write_fleet_checklists` wrote: the paths (the index last), host -> why it has
+    no document (its spec could not be loaded), and host -> why nothing could be read from it
+    (unreachable, or no saved outputs under ``--from-raw``: its document shows nothing observed)."""
 
     paths: list[Path]
     failed: dict[str, str]
+    unreachable: dict[str, str] = field(default_factory=dict)
 
 
 def write_fleet_checklists(fleet: Fleet, fmt: Format, paper: Paper, output: Path) -> Written:
@@ -117,7 +120,8 @@ def write_fleet_checklists(fleet: Fleet, fmt: Format, paper: Paper, output: Path
         rows.append(IndexRow(host, path, target.name, observation_counts(spec, facts), reason))
     index = output / f"index.{EXTENSIONS[fmt]}"
     _write(index, render_index(rows, fmt, paper, fleet.inventory))
-    return Written([*written, index], failed)
+    lost = {row.host: row.unreachable for row in rows if row.unreachable is not None}
+    return Written([*written, index], failed, lost)
 
 
 def _render(spec: Spec, fmt: Format, paper: Paper, facts: Facts, origin: str) -> str | bytes:

@@ -27,10 +27,14 @@ def render_fleet_plan(fleet_plan: FleetPlan, console: Console) -> None:
         if host.plan is not None and host.unreachable is None:
             render_plan(host.plan, console)
         else:
-            console.print(
-                f"[bold]{escape(host.host)}[/]: [red]{escape(host.unreachable or 'unreachable')}[/]"
-            )
+            print_unreachable(console, host.host, host.unreachable or "unreachable")
     console.print(summary_table(fleet_plan))
+
+
+def print_unreachable(console: Console, host: str, reason: str) -> None:
+    """The one line for a host nothing could be read from (``h2: host unreachable: no saved outputs
+    in DIR/h2``): fleet ``plan`` and ``checklist`` print it alike, and both exit 1 for it."""
+    console.print(f"[bold]{escape(host)}[/]: [red]{escape(reason)}[/]", soft_wrap=True)
 
 
 def summary_table(fleet_plan: FleetPlan) -> Table:

@@ -24,6 +24,7 @@ from provision.errors import first_error
 from provision.importing.boot_unit import BootUnit, in_unit_order, read_boot_unit
 from provision.importing.draft import DROP, Draft
 from provision.spec.models import GpuSection, GpuSettings
+from provision.unknown import because
 
 PERSISTENCED = "nvidia-persistenced.service"
 _COMPUTE_MODES = tuple(
@@ -41,7 +42,7 @@ def gpu_section(draft: Draft, facts: Facts) -> None:
     states = facts.gpu_state
     if isinstance(states, Unknown) or not states:
         why = states.unknown if isinstance(states, Unknown) else "nvidia-smi -q shows no GPU"
-        draft.note("gpu", f"gpu: not imported: the GPUs' settings were not read ({why})")
+        draft.note("gpu", because("gpu: not imported: the GPUs' settings were not read", why))
         return
     runtime = facts.gpu_runtime
     _persistence(draft, runtime, states)
@@ -75,7 +76,7 @@ def _persistence(draft: Draft, runtime: GpuRuntime | None, states: Sequence[GpuS
     if isinstance(services, Unknown):
         draft.note(
             "gpu.persistence",
-            f"gpu.persistence left out: {PERSISTENCED} was not read ({services.unknown})"
+            because(f"gpu.persistence left out: {PERSISTENCED} was not read", services.unknown)
             + _mode(states, "by the daemon or by nvidia-smi -pm 1"),
         )
         return
@@ -308,7 +309,7 @@ def _mig_layout(runtime: GpuRuntime | None, state: GpuState, model: str) -> tupl
     if isinstance(instances, Unknown):
         return (
             None,
-            f"MIG Mode Current Enabled, but its GPU instances were not read ({instances.unknown})",
+            because("MIG Mode Current Enabled, but its GPU instances were not read", instances.unknown),
         )
     layout = instances.layout(state.index)
     shown = ", ".join(f"{n} x{c}" for n, c in layout.items()) or "no GPU instances"

@@ -14,6 +14,7 @@ from provision.detect.facts import Facts, Gpu, Kernel, OsRelease, Unknown
 from provision.errors import did_you_mean
 from provision.importing.draft import Draft, NotImportable
 from provision.spec.models import GpuSpec, OsSpec
+from provision.unknown import because
 
 
 def _allowed(model: Any, name: str) -> tuple[str, ...]:
@@ -29,7 +30,7 @@ def os_section(draft: Draft, facts: Facts) -> None:
     """
     os, kernel = facts.os, facts.kernel
     if not isinstance(os, OsRelease):
-        raise NotImportable(f"the OS was not read ({os.unknown}): a spec names its distribution")
+        raise NotImportable(because("the OS was not read", os.unknown) + "; a spec names its distribution")
     distros = _allowed(OsSpec, "distro")
     if os.id not in distros:
         raise NotImportable(
@@ -41,7 +42,11 @@ def os_section(draft: Draft, facts: Facts) -> None:
     if machine in _allowed(OsSpec, "architecture"):
         draft.put("os.architecture", machine)
     else:
-        draft.put("os.architecture", "x86_64", f"uname -m not read ({_why(kernel, machine)}): x86_64 assumed")
+        draft.put(
+            "os.architecture",
+            "x86_64",
+            because("uname -m not read", _why(kernel, machine)) + "; x86_64 assumed",
+        )
 
 
 def _why(value: object, machine: str | None) -> str:

@@ -28,6 +28,7 @@ from provision.detect.facts import (
 from provision.importing.draft import DROP, Draft, Option
 from provision.os.base import PackageManager, numeric_upstream
 from provision.spec.paths import absolute_path, venv_path
+from provision.unknown import because
 from provision.versions import DottedVersion, DriverVersion
 
 _VARIANT = re.compile(r"^cu\d{3}$")
@@ -248,17 +249,18 @@ def _no_venv(venv: NoVenv | Unknown, torch: Torch | Unknown, given: str | None) 
         return f"no venv at {venv.path} (no pyvenv.cfg): python: left out"
     if isinstance(torch, Torch) and given is None:
         return (
-            f"torch {torch.version} was read, but not the venv it is in ({venv.unknown}): python: left out; "
+            because(f"torch {torch.version} was read, but not the venv it is in", venv.unknown)
+            + "; python: left out; "
             "give --venv PATH"
         )
-    return f"no venv found ({venv.unknown}): python: left out"
+    return because("no venv found", venv.unknown) + "; python: left out"
 
 
 def _torch(draft: Draft, torch: Torch | Unknown, path: str) -> None:
     """``python.torch`` and ``cuda_variant`` from torch's version (``2.11.0+cu130``)."""
     if not isinstance(torch, Torch) or torch.venv != path:
         why = torch.unknown if isinstance(torch, Unknown) else f"read in {torch.venv}"
-        draft.note("python.venv", f"torch not found in the venv ({why}): python.torch left out")
+        draft.note("python.venv", because("torch not found in the venv", why) + "; python.torch left out")
         return
     try:
         version = Version(torch.version)

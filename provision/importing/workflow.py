@@ -30,6 +30,7 @@ from provision.importing.settle import Settled, plan_of, settle
 from provision.importing.stack import cuda_section, driver_section, python_section, repository_note
 from provision.plan.models import Plan
 from provision.plan.render import summary
+from provision.unknown import because
 
 NOT_IMPORTED = "bios, verify, monitoring, serve"
 """Sections import leaves to their defaults (nothing to read them from, or a choice only a person makes)."""
@@ -165,7 +166,9 @@ def gather(source: Source) -> tuple[dict[str, Facts], dict[str, tuple[str, str]]
         hosts = [h.name for h in read_inventory(source.inventory, source.limit, error=ProvisionError).hosts]
         return runner.facts_from_raw_hosts(source.from_raw, hosts, dict.fromkeys(hosts, source.venv)), {}
     if source.from_raw is not None:
-        facts = runner.facts_from_raw(source.from_raw, host=source.from_raw.resolve().name, venv=source.venv)
+        facts = runner.facts_from_raw(
+            source.from_raw, host=runner.raw_host(source.from_raw), venv=source.venv
+        )
         return {facts.host: facts}, {}
     if source.inventory is not None:
         from provision.hosts import detect_hosts
@@ -191,7 +194,7 @@ def chosen_venv(found: Any) -> tuple[str | None, tuple[str, str]]:
     """The venv to import from a :class:`~provision.detect.domains.python.VenvSearch` (or an
     Unknown), and the note (path, text) saying why."""
     if isinstance(found, Unknown):
-        return None, ("python", f"venvs not searched ({found.unknown}); give --venv PATH")
+        return None, ("python", because("venvs not searched", found.unknown) + "; give --venv PATH")
     roots = " and ".join(found.roots)
     with_torch = found.with_torch()
     if not with_torch:

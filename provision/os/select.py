@@ -31,10 +31,22 @@ PACKAGE_MANAGER_CREDENTIALS = ", to ".join(pm.credentials_note for pm in MANAGER
 credentials in a URL: ``apt in ..., to dnf as ...`` (it reads "give them to <this>, or to pip in")."""
 
 
+def family_of(ids: Sequence[str]) -> str | None:
+    """The OS family ``/etc/os-release``'s ``ids`` (ID, then ID_LIKE's entries) name: the first one
+    known; None when none is."""
+    return next((FAMILY_OF_ID[i] for i in ids if i in FAMILY_OF_ID), None)
+
+
+def family_ids(family: str) -> tuple[str, ...]:
+    """The ``/etc/os-release`` IDs of ``family`` (``debian``, ``ubuntu`` for Debian), as the probe
+    collector matches a family probe against the host (:func:`provision.detect.collector.for_this_os`)."""
+    return tuple(i for i, f in FAMILY_OF_ID.items() if f == family)
+
+
 def os_family(ids: Sequence[str], distro: str) -> str:
     """The OS family from ``/etc/os-release``'s ``ids`` (ID, then ID_LIKE), else from the spec's
     ``distro``; ``Debian`` when neither names a known one."""
-    return next((FAMILY_OF_ID[i] for i in (*ids, distro) if i in FAMILY_OF_ID), "Debian")
+    return family_of((*ids, distro)) or "Debian"
 
 
 def failure_cause(output: str) -> str | None:

@@ -16,6 +16,7 @@ from provision.os import PackageManager, repo_code, same_release
 from provision.os.select import RELEASES
 from provision.plan.models import Finding
 from provision.spec.models import Spec
+from provision.unknown import because, flat_reason
 
 Severity = Literal["blocker", "warning"]
 _ARCH_ALIASES = {"x86_64": {"x86_64", "amd64"}, "aarch64": {"aarch64", "arm64"}}
@@ -29,7 +30,7 @@ def check_facts(spec: Spec, facts: Facts, catalog: Catalog) -> tuple[Finding, ..
 
 def _os(spec: Spec, facts: Facts) -> Iterator[Finding]:
     if isinstance(facts.os, Unknown):
-        yield _f("os-unknown", "blocker", f"cannot tell which OS the machine runs ({facts.os.unknown})")
+        yield _f("os-unknown", "blocker", because("cannot tell which OS the machine runs", facts.os.unknown))
         return
     os: OsRelease = facts.os
     if os.id != spec.os.distro or not same_release(spec.os.distro, spec.os.version, os.version_id):
@@ -40,7 +41,7 @@ def _os(spec: Spec, facts: Facts) -> Iterator[Finding]:
             "os-mismatch",
             "blocker",
             f"the spec is for {spec.os.distro} {spec.os.version}, the machine runs {os.id} {os.version_id}"
-            f" ({os.pretty_name or 'from /etc/os-release'})" + note,
+            f" ({flat_reason(os.pretty_name or 'from /etc/os-release')})" + note,
             source=source,
         )
 
@@ -59,7 +60,7 @@ def _broken(facts: Facts, pm: PackageManager) -> Iterator[Finding]:
         yield _f(
             "packages-unknown",
             "warning",
-            f"installed packages unknown ({facts.packages.unknown})",
+            because("installed packages unknown", facts.packages.unknown),
             unconfirmed=True,
         )
         return
@@ -84,7 +85,7 @@ def _gpus(spec: Spec, facts: Facts, catalog: Catalog) -> Iterator[Finding]:
         yield _f(
             "gpus-not-visible",
             "warning",
-            f"no GPU visible ({facts.gpus.unknown}); "
+            because("no GPU visible", facts.gpus.unknown) + "; "
             "GPU count and model are checked by verify after the driver loads",
             unconfirmed=True,
         )

@@ -26,6 +26,7 @@ from provision.detect.domains.driver import LoadedDriver
 from provision.detect.unknown import Unknown
 from provision.models import Frozen
 from provision.spec.models import ContainersSpec, Spec
+from provision.unknown import because
 from provision.verify.context import Context, result
 from provision.verify.models import CheckResult, Measured, Threshold
 from provision.verify.observe import Observer
@@ -163,7 +164,7 @@ def _listed(answer: Any, what: str) -> tuple[str, ...] | str:
     back by ``cat``; its absence means the process never got there."""
     why = _failed(answer, what)
     if why is not None:
-        return f"{what}: the container wrote no listing within {WAIT_S} s ({why})"
+        return because(f"{what}: the container wrote no listing within {WAIT_S} s", why)
     lines = str(answer.get("stdout", "")).rstrip("\n").splitlines()
     rc = lines[-1].removeprefix("rc=") if lines and lines[-1].startswith("rc=") else "?"
     body = "\n".join(lines[:-1])
@@ -269,7 +270,9 @@ def cdi_driver(ctx: Context) -> list[CheckResult]:
         ]
     if not isinstance(loaded, LoadedDriver):
         return [
-            result(check_id, title, "skip", detail=f"no driver loaded to compare with ({loaded.unknown})")
+            result(
+                check_id, title, "skip", detail=because("no driver loaded to compare with", loaded.unknown)
+            )
         ]
     stale = [f"{s.path} names {s.driver or 'no driver'}" for s in specs if s.driver != str(loaded.version)]
     return [

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from provision.detect.facts import LoadedDriver, Unknown
 from provision.fieldfailures import ff_ref
+from provision.unknown import because
 from provision.verify.context import Context, result, unknown
 from provision.verify.models import CheckResult, Measured, Status, Threshold
 
@@ -47,7 +48,7 @@ def driver_consistency(ctx: Context) -> list[CheckResult]:
     on_disk = ctx.facts.driver_on_disk
     if on_disk is not None and not isinstance(on_disk, Unknown):
         versions["on-disk"] = on_disk.text
-    unknowns = f"; on-disk unknown ({on_disk.unknown})" if isinstance(on_disk, Unknown) else ""
+    unknowns = "; " + because("on-disk unknown", on_disk.unknown) if isinstance(on_disk, Unknown) else ""
     differ = {k: v for k, v in versions.items() if v != loaded.version.text}
     measured = ", ".join(f"{k} {v}" for k, v in versions.items()) + unknowns
     hint = (

@@ -170,11 +170,13 @@ def default(limits: Limits, name: str) -> Resolved:
 
 
 def link_fraction(limits: Limits, name: str, gen: int, width: int) -> Resolved:
-    """``defaults.<name>`` x the PCIe Gen ``gen`` x ``width`` rate, with the formula as source."""
+    """``defaults.<name>`` x the PCIe Gen ``gen`` x ``width`` rate, with the formula as source:
+    ``derived: 0.80 x PCIe Gen4 x16 31.5 GB/s; pcie_efficiency: <its sources>``, as
+    :func:`fraction_of` writes it (a source's own aside, ``(PCI-SIG)``, is never inside another)."""
     row: Row = getattr(limits.defaults, name)
     rate = pcie_gbps(gen, width)
-    cited = f"{row.value:.2f} ({name}: {_cite(limits, row)})"
-    source = f"derived: {cited} x PCIe Gen{gen} x{width} {rate:.1f} GB/s"
+    formula = f"{row.value:.2f} x PCIe Gen{gen} x{width} {rate:.1f} GB/s"
+    source = f"derived: {formula}; {name}: {_cite(limits, row)}"
     return Resolved(value=row.value * rate, source=source)
 
 

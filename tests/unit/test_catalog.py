@@ -257,6 +257,30 @@ def test_h200_identified_from_capture(cat: Catalog) -> None:
     assert cat.gpu_by_smi_name("NVIDIA Nonexistent") is None
 
 
+PCI_ID_LISTS = ("https://pci-ids.ucw.cz/", "https://download.nvidia.com/XFree86/Linux-x86_64/")
+"""The public lists a GPU's PCI device id may be taken from (the PCI ID Repository, NVIDIA's driver
+README "supported chips")."""
+
+
+def test_every_gpu_pci_id_carries_a_public_source(cat: Catalog) -> None:
+    """No id from memory: each model's ids cite a public id list; a model without one has none, and
+    is matched by name only."""
+    with_ids = [g for g in cat.gpus.values() if g.pci is not None]
+    assert {g.id for g in with_ids} >= {"h200-sxm", "a100x", "rtx-5090"}
+    for gpu in with_ids:
+        assert gpu.pci is not None and gpu.pci.device_ids == gpu.pci_device_ids
+        urls = [cat.sources[k].url or "" for k in gpu.pci.source]
+        assert any(u.startswith(PCI_ID_LISTS) for u in urls), (gpu.id, urls)
+    assert all(g.pci_device_ids == () for g in cat.gpus.values() if g.pci is None)
+
+
+def test_a100x_matched_by_its_public_pci_id(cat: Catalog) -> None:
+    """10de:20b8 is "GA100 [A100X]" in the PCI ID Repository; nvidia-smi's name for it is unsourced."""
+    a100x = cat.gpu_by_pci_device("0x20B8")
+    assert a100x is not None and a100x.id == "a100x" and a100x.smi_names == ()
+    assert cat.gpu_by_pci_device("0x20b9") is None
+
+
 def test_architecture_order() -> None:
     order = list(Architecture)
     assert order == sorted(order)

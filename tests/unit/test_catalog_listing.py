@@ -54,3 +54,24 @@ def test_text_prints_each_key_with_its_url() -> None:
     fmug = load_catalog().sources["FMUG"]
     line = next(ln for ln in result.stdout.splitlines() if " FMUG " in ln and fmug.cite in ln)
     assert fmug.url is not None and fmug.url in line
+
+
+def test_an_80_column_terminal_reads_every_first_column_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    """COLUMNS=80: no line is wider, and each row's first value (the GPU id a spec names, the source
+    key a finding names) stands whole at the start of its row: rich cut the GPU table's ids to
+    ``a100-p…`` before."""
+    from typer.testing import CliRunner
+
+    from provision.cli import base, cli
+    from provision.cli import spec as spec_cli
+
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setattr(spec_cli, "out", base.console())  # as a process started with COLUMNS=80 builds it
+    result = CliRunner().invoke(cli, ["catalog"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert max(map(len, lines)) <= 80
+    data = listing(load_catalog())
+    firsts = [str(next(iter(row.values()))) for t in TABLES for row in data[t]["rows"]]
+    for first in [*firsts, *data["sources"]]:
+        assert any(line.startswith(f"│ {first} ") for line in lines), first

@@ -328,6 +328,25 @@ def test_cli_from_raw_html(tmp_path: Path) -> None:
     assert "NOT confirmed" in target.read_text(encoding="utf-8")
 
 
+RAW_CAPTURE = Path(__file__).parents[2] / "tests" / "fixtures" / "raw" / "h200-ubuntu2404-2026-12-01"
+
+
+def test_cli_from_raw_names_the_host_as_plan_does(tmp_path: Path) -> None:
+    """`checklist SPEC --from-raw DIR` and `plan SPEC --from-raw DIR` name the host alike (the
+    directory's name, runner.raw_host); --host still names it explicitly."""
+    raw = tmp_path / "gpu-node-7"
+    raw.mkdir()
+    for f in RAW_CAPTURE.glob("*.txt"):
+        (raw / f.name).write_bytes(f.read_bytes())
+    plan = CliRunner().invoke(cli, ["plan", SPEC_FILE, "--from-raw", str(raw), "--json"])
+    hosts = [h["host"] for h in json.loads(plan.stdout)["hosts"]]
+    listing = CliRunner().invoke(cli, ["checklist", SPEC_FILE, "--from-raw", str(raw), "-f", "md"])
+    named = CliRunner().invoke(cli, ["checklist", SPEC_FILE, "--from-raw", str(raw), "--host", "ws9"])
+    assert hosts == ["gpu-node-7"], plan.output
+    assert listing.exit_code == 0 and "- **Host:** gpu-node-7\n" in listing.stdout, listing.output
+    assert named.exit_code == 0 and "- **Host:** ws9\n" in named.stdout, named.output
+
+
 def test_cli_facts_with_two_hosts_writes_one_document_each(tmp_path: Path) -> None:
     docs = [
         facts_from_raw(HARDWARE / name, host=host).model_dump(mode="json")

@@ -247,7 +247,7 @@ def test_a_host_without_nvidia_gpus_is_refused() -> None:
 def test_a_runtime_that_is_not_installed_is_refused() -> None:
     message = _blockers(plan_of(machine(), runtime="docker"))["containers-runtime-missing"]
     assert message == (
-        "containers.runtime docker is not usable on this host (docker: not found); install the "
+        "containers.runtime docker is not usable on this host: docker: not found; install the "
         "distribution's docker first"
     )
 
@@ -275,7 +275,7 @@ def test_a_capture_without_the_container_probes_is_not_refused_and_is_planned() 
     facts = machine().model_copy(update={"containers": None})
     plan = plan_of(facts)
     assert not plan.blockers
-    assert steps(plan)[2].current == "not observed (not probed)"
+    assert steps(plan)[2].current == "not observed: not probed"
 
 
 def test_a_toolkit_without_refresh_units_writes_the_persistent_spec() -> None:

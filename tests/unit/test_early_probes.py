@@ -59,7 +59,9 @@ def test_venv_probes_start_with_the_spec_venv_and_are_taken_over(probes_file: Pa
     asked = [p.to_json() for p in all_probes(venv)]
     results, _ = early.collect(asked)
     assert results["torch"]["output"].startswith(f"venv {venv}\n")
-    assert list(results) == [p["id"] for p in asked]
+    # every probe asked for, but another OS family's (the collector never runs those here)
+    assert list(results) == [p["id"] for p in collector.for_this_os(asked, collector.os_ids())]
+    assert len(results) < len(asked)
 
 
 def test_a_venv_holding_a_nul_or_a_placeholder_inside_an_argument_is_not_substituted(

@@ -193,3 +193,22 @@ def test_a_saved_plan_with_a_fleet_file_is_one_line_not_a_spec_error_per_key(
         assert result.exit_code == 1, result.output
         assert f"{out} is a saved plan: it names its one host; give it without --fleet" in result.output
         assert "Field required" not in result.output
+
+
+def test_checklist_inventory_from_raw_reports_a_missing_host_as_plan_does(
+    saved: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """A host without DIR/<host>/: `checklist -i INV --from-raw DIR` exits 1 with plan's very line
+    (fleet.summary.print_unreachable), and still writes the host's document, nothing observed."""
+    inventory, raw = saved
+    plan = invoke("plan", H200, "-i", str(inventory), "--from-raw", str(raw))
+    checklist = invoke(
+        "checklist", H200, "-i", str(inventory), "--from-raw", str(raw), "-o", str(tmp_path / "out")
+    )
+    line = f"gpu03: host unreachable: no saved outputs in {raw / 'gpu03'}"
+    plan_lines = [ln for ln in plan.stdout.splitlines() if ln.startswith("gpu03:")]
+    checklist_lines = [ln for ln in checklist.stderr.splitlines() if ln.startswith("gpu03:")]
+    assert (plan.exit_code, checklist.exit_code) == (1, 1), checklist.output
+    assert plan_lines == checklist_lines == [line]
+    assert "host unreachable" in (tmp_path / "out" / "gpu03.md").read_text(encoding="utf-8")
+    assert "host unreachable" not in (tmp_path / "out" / "gpu01.md").read_text(encoding="utf-8")

@@ -52,7 +52,7 @@ def test_every_real_capture_imports_to_a_spec_whose_plan_is_empty(capture: Path,
     if capture.name == PARTIAL and capture.parent.name == "detect":
         assert result.exit_code == 1
         assert result.stderr.strip() == (
-            "error: cannot import: the OS was not read (no output from the os-release probe): a spec names "
+            "error: cannot import: the OS was not read: no output from the os-release probe; a spec names "
             "its distribution"
         )
         assert not out.exists()
@@ -173,7 +173,7 @@ def test_a_machine_without_a_driver_gets_the_catalogs_long_term_branch_and_a_pla
         ),
         (
             {"os": Unknown(unknown="cat: /etc/os-release: No such file")},
-            "the OS was not read (cat: /etc/os-release: No such file): a spec names its distribution",
+            "the OS was not read: cat: /etc/os-release: No such file; a spec names its distribution",
         ),
     ],
 )
@@ -352,3 +352,14 @@ def test_gpus_the_facts_cannot_name_are_given_with_the_option_and_checked_agains
     assert invoke("import", "--gpus", "a100x:0").stderr.strip() == (
         "error: --gpus a100x:0: COUNT must be a whole number from 1 to 16"
     )
+
+
+def test_import_names_the_a100x_from_its_lspci_id_alone(tmp_path: Path) -> None:
+    """A fresh Rocky box with two A100X and no driver: no nvidia-smi name, only lspci's 10de:20b8,
+    which the catalog takes from the PCI ID Repository (catalog gpus.yaml a100x pci)."""
+    capture = Path(__file__).resolve().parents[1] / "fixtures" / "raw" / "rocky9-dual-a100x-fresh"
+    out = tmp_path / "a100x.yaml"
+    result = invoke("import", "--from-raw", str(capture), "--out", str(out))
+    assert result.exit_code == 2, result.output  # written; a plan on it installs the missing stack
+    gpus = YAML(typ="safe").load(out.read_text(encoding="utf-8"))["gpus"]
+    assert (gpus["model"], gpus["count"]) == ("a100x", 2)

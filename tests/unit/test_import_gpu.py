@@ -245,7 +245,7 @@ def test_the_real_captures_at_their_defaults_get_no_gpu_section_and_say_why(capt
     ]
     every = "GPU 0" if capture.startswith("h200-") else "every GPU"
     assert settled.notes["gpu.persistence"] == [
-        "gpu.persistence left out: nvidia-persistenced.service was not read (not probed); nvidia-smi -q "
+        "gpu.persistence left out: nvidia-persistenced.service was not read: not probed; nvidia-smi -q "
         f"shows Persistence Mode Enabled on {every} (by the daemon or by nvidia-smi -pm 1)"
     ]
     assert not settled.plan.changes
@@ -255,7 +255,7 @@ def test_a_capture_without_nvidia_smi_q_gets_no_gpu_section() -> None:
     facts = edited_facts({"drop": ["nvidia-smi-q"]})
     settled = import_one(facts, CATALOG)
     assert "gpu" not in settled.data
-    assert settled.notes["gpu"][0].startswith("gpu: not imported: the GPUs' settings were not read (")
+    assert settled.notes["gpu"][0].startswith("gpu: not imported: the GPUs' settings were not read: ")
 
 
 def test_the_command_writes_the_values_with_their_comments_and_exits_2_naming_the_boot_unit(

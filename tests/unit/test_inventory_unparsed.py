@@ -27,7 +27,7 @@ def test_an_unparsable_inventory_is_one_line(
     with pytest.raises(ProvisionError) as raised:
         read_inventory(path)
     message = str(raised.value)
-    assert message.startswith(f"{path}: Ansible cannot parse it as an inventory (")
+    assert message.startswith(f"{path}: Ansible cannot parse it as an inventory: ")
     assert reason in message and "\n" not in message
     assert "[WARNING]" not in capsys.readouterr().err
 

@@ -361,7 +361,7 @@ def test_a_venv_nobody_read_is_not_called_absent_and_is_still_made(venv_fact: st
     plan = make_plan(spec(), unread, CATALOG)
     for component in (Component.PYTHON_VENV, Component.PYTHON_WHEELS):
         assert step(plan, component).action is Action.INSTALL
-        assert step(plan, component).current == f"not observed ({venv_fact})"
+        assert step(plan, component).current == f"not observed: {venv_fact}"
     absent = make_plan(spec(), fresh_ubuntu(venv=NoVenv(path="/opt/provision/venv")), CATALOG)
     assert step(absent, Component.PYTHON_VENV).current == "absent"
     assert step(absent, Component.PYTHON_WHEELS).current == "absent"
@@ -372,7 +372,7 @@ def test_a_venv_read_at_another_path_is_not_the_specs() -> None:
     plan = make_plan(spec(), fresh_ubuntu(venv=other), CATALOG)
     venv = step(plan, Component.PYTHON_VENV)
     assert venv.action is Action.INSTALL
-    assert venv.current == "not observed (the facts read the venv /opt/other, not /opt/provision/venv)"
+    assert venv.current == "not observed: the facts read the venv /opt/other, not /opt/provision/venv"
 
 
 def test_a_venv_observed_absent_stays_absent_through_a_facts_file() -> None:

@@ -92,7 +92,7 @@ def test_h200_figures_and_sources(spec: Spec, inputs: VerifyInputs) -> None:
 def test_h200_driver_consistency_names_the_unknown_on_disk_module(spec: Spec, inputs: VerifyInputs) -> None:
     res = _results(spec, inputs)["driver-consistency"]
     assert res.status == "pass"
-    assert "on-disk unknown (modinfo: not found)" in str(res.measured)
+    assert "on-disk unknown: modinfo: not found" in str(res.measured)
 
 
 # ---- synthesized faults --------------------------------------------------------------------------
@@ -184,7 +184,7 @@ def test_unknown_model_falls_back_to_the_derived_pcie_formula(spec: Spec, inputs
     other = spec.model_copy(update={"gpus": spec.gpus.model_copy(update={"model": "h200-nvl"})})
     res = _results(other, inputs)["pcie-h2d[gpu0]"]
     assert res.threshold is not None and res.threshold.value == pytest.approx(0.8 * 63.015, abs=0.01)
-    assert res.threshold.source.startswith("derived: 0.80 (pcie_efficiency")
+    assert res.threshold.source.startswith("derived: 0.80 x PCIe Gen5 x16 63.0 GB/s; pcie_efficiency: ")
 
 
 def test_wheel_without_the_gpu_arch_fails(spec: Spec, inputs: VerifyInputs) -> None:

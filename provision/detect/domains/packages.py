@@ -9,18 +9,19 @@ The commands and their parsers live in the families (:mod:`provision.os.debian.p
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from provision.detect.domains.os_kernel import OsRelease, OsReleaseFact
 from provision.detect.fact import Derive, Fact, FactType, Parsed, Unknown
-from provision.os import MANAGERS, FamilyProbe, os_family
+from provision.os import MANAGERS, FamilyProbe, family_ids, family_of
 from provision.os.models import Package, PackageLocks, PackageOrigins
 
 __all__ = ["FACTS", "FIELDS", "Package", "PackageLocks", "PackageOrigins"]
 
 
-def _fact(probe: FamilyProbe, name: str) -> FactType:
-    """The :class:`Fact` class of one family probe (its parser bounded like every fact's)."""
+def _fact(probe: FamilyProbe, name: str, family: str) -> FactType:
+    """The :class:`Fact` class of one family probe (its parser bounded like every fact's), run only
+    on hosts of ``family`` (its ``os_ids``)."""
     attrs: dict[str, Any] = {
         "__doc__": probe.doc,
         "__module__": __name__,
@@ -28,6 +29,7 @@ def _fact(probe: FamilyProbe, name: str) -> FactType:
         "argv": probe.argv,
         "timeout": probe.timeout,
         "requires": probe.requires,
+        "os_ids": family_ids(family),
         "parse": staticmethod(probe.parse),
     }
     return type(name, (Fact,), attrs)
@@ -39,7 +41,7 @@ def _name(family: str, field: str) -> str:
 
 BY_FAMILY: dict[str, dict[str, FactType]] = {
     family: {
-        field: _fact(getattr(pm.probes, field), _name(family, field))
+        field: _fact(getattr(pm.probes, field), _name(family, field), family)
         for field in ("packages", "locks", "origins")
     }
     for family, pm in MANAGERS.items()
@@ -56,16 +58,29 @@ FACTS: tuple[FactType, ...] = tuple(f for facts in BY_FAMILY.values() for f in f
 def _family(parsed: Parsed) -> str | None:
     """The OS family ``/etc/os-release`` names, None when it was not read."""
     os = parsed.of(OsReleaseFact)
-    return os_family((os.id, *os.id_like), "") if isinstance(os, OsRelease) else None
+    return (family_of((os.id, *os.id_like)) or "") if isinstance(os, OsRelease) else None
+
+
+def no_family(os: OsRelease) -> Unknown:
+    """Why a host of no known OS family has no package facts: the collector ran no family's probes
+    there (:func:`provision.detect.collector.for_this_os`)."""
+    like = f", ID_LIKE {' '.join(os.id_like)}" if os.id_like else ""
+    return Unknown(
+        unknown=f"not probed: /etc/os-release ID {os.id}{like} is of no OS family provision knows "
+        f"({', '.join(BY_FAMILY)}), so no package manager was asked"
+    )
 
 
 def _field(field: str, probed_only: bool) -> Derive:
-    """A Facts field from the host's family's probe; when os-release is unread, the first family
-    whose probe gave a value. ``probed_only``: None (the field's "not probed" default) when that
-    probe's output is absent (captures older than the fact)."""
+    """A Facts field from the host's family's probe (the only one a live detection runs there); an
+    explicit Unknown when ``/etc/os-release`` names no known family; when os-release is unread (a
+    capture without it), the first family whose probe gave a value. ``probed_only``: None (the
+    field's "not probed" default) when that probe's output is absent (captures older than the fact)."""
 
     def derive(parsed: Parsed) -> Any:
         family = _family(parsed)
+        if family == "":
+            return no_family(cast(OsRelease, parsed.of(OsReleaseFact)))
         order = [family] if family in BY_FAMILY else list(BY_FAMILY)
         facts = [BY_FAMILY[f][field] for f in order]
         ran = [f for f in facts if parsed.has(f)]

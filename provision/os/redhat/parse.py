@@ -28,6 +28,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from provision.unknown import because
+
 MAX_INPUT = 4_000_000
 """Characters of one output read at most (an ``rpm -qa`` of 5,000 packages is ~300 kB)."""
 MAX_LINE = 4096
@@ -606,7 +608,8 @@ def _gpg(text: str) -> str | None:
     if fetch is not None and "/repodata/" not in fetch["url"] and "Failed to download metadata" not in text:
         why = f"HTTP status {fetch['code']}" if fetch["code"] else f"curl error {fetch['curl']}"
         return (
-            f"the repository's gpgkey {fetch['url']} cannot be fetched ({why}): set gpgkey to the URL of "
+            because(f"the repository's gpgkey {fetch['url']} cannot be fetched", why)
+            + "; set gpgkey to the URL of "
             f"NVIDIA's D42D0685 key for this release's repository ({_NVIDIA_GUIDE})"
         )
     unsigned = _NOT_SIGNED.search(text)
