@@ -68,11 +68,16 @@ def _provision(*args: str) -> list[str]:
 
 
 LIBRARIES = (
+    "import os\nos.environ['PYDANTIC_DISABLE_PLUGINS'] = '__all__'\n"
     "import pydantic, typer, rich.console, ruamel.yaml\nclass M(pydantic.BaseModel):\n    x: int\nM(x=1)"
 )
 """The floor plus what a spec check cannot do without, and no provision code: pydantic's model
 machinery (``import pydantic`` alone loads little of it), one model built and validated, and the
-YAML reader. What ``validate`` costs above this is provision's own."""
+YAML reader. What ``validate`` costs above this is provision's own. pydantic's plugins are off, as
+every provision command has them (``provision.cli.base.start_up``): else this row would count
+pydantic's scan of every installed distribution's entry points (204 distributions on the H200),
+which no command does. pydantic's own plugin loader still imports ``importlib.metadata`` here
+(~5 ms), which provision's commands skip (``provision/pydanticplugins.py``)."""
 
 ROWS = [
     Row("python3 -c pass", [PY, "-c", "pass"], ""),

@@ -138,7 +138,7 @@ def start_up() -> None:
     """What the console entry point sets before a command runs: the garbage-collection policy
     (:func:`provision.gcpolicy.start_up`), Ctrl-C's handler (:func:`provision.interrupts.own_sigint`)
     and pydantic's plugin switch."""
-    from provision import gcpolicy, interrupts
+    from provision import gcpolicy, interrupts, pydanticplugins
 
     gcpolicy.start_up()
     interrupts.own_sigint()  # started as a background job, SIGINT would be ignored: Ctrl-C is ours
@@ -149,6 +149,7 @@ def start_up() -> None:
     # inherit it; none of them uses pydantic (Ansible, probes, verify's GPU loads). Source:
     # https://docs.pydantic.dev/latest/concepts/plugins/ ("Disabling plugins").
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    pydanticplugins.answer_while_off()  # and the answer given without importing importlib.metadata
 
 
 def invoked_only(app: typer.Typer, args: list[str]) -> typer.Typer:

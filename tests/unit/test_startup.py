@@ -76,6 +76,7 @@ def test_validate_loads_no_detector_planner_or_ansible() -> None:
     unwanted |= {"provision.catalog.serving", "provision.catalog.monitoring"}  # no serve:, no monitoring:
     assert not (unwanted | NEVER) & modules
     assert "packaging.requirements" not in modules  # the spec lists no python.packages
+    assert not {"importlib.metadata"} - FLOOR & modules  # pydantic's plugin loader not imported
     # Neither serves nor monitors: the serving arithmetic, the unit and the monitoring files wait.
     assert (
         not {"provision.serving.fit", "provision.serving.unit", "provision.components.monitoring_files"}
@@ -91,6 +92,7 @@ def test_offline_plan_loads_no_ansible_and_no_http_client(as_json: bool) -> None
     # Neither is needed for this spec (no python.packages; no Debian version ordered), and each
     # costs 6-60 ms to import; pydantic.networks brings importlib.metadata and email.
     assert not {"packaging.requirements", "debian.debian_support", "pydantic.networks"} & modules
+    assert not {"importlib.metadata"} - FLOOR & modules  # plugins are off: nothing to look up
 
 
 def _subclasses(cls: type[BaseModel]) -> Iterator[type[BaseModel]]:
@@ -216,3 +218,31 @@ def test_pydantic_plugins_are_off_unless_the_user_chose(given: str | None, seen:
     assert done.returncode == 0, done.stderr
     line = next(x for x in done.stderr.splitlines() if x.startswith("MODULES "))
     assert json.loads(line.removeprefix("MODULES ")) == seen
+
+
+@pytest.mark.parametrize(("given", "stand_in"), [(None, True), ("1", True), ("", False), ("logfire", False)])
+def test_the_plugin_loader_is_imported_only_when_plugins_are_on(given: str | None, stand_in: bool) -> None:
+    """While every plugin is off, pydantic's answer (no plugins) is given without its loader, which
+    imports importlib.metadata (provision/pydanticplugins.py); with plugins on, pydantic's loader
+    runs as it does without provision."""
+    import os
+
+    program = _REPORT.replace(
+        "json.dumps(sorted(sys.modules))",
+        "json.dumps([type(sys.modules['pydantic.plugin._loader']).__name__, "
+        "'importlib.metadata' in sys.modules])",
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+    if given is not None:
+        env["PYDANTIC_DISABLE_PLUGINS"] = given
+    done = subprocess.run(
+        [sys.executable, "-c", program, "validate", SPEC], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    line = next(x for x in done.stderr.splitlines() if x.startswith("MODULES "))
+    kind, metadata = json.loads(line.removeprefix("MODULES "))
+    if stand_in:
+        assert kind == "_StandIn"
+        assert not metadata or "importlib.metadata" in FLOOR
+    else:
+        assert (kind, metadata) == ("module", True)
