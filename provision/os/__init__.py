@@ -25,11 +25,12 @@ from provision.os.base import (
 )
 from provision.os.models import Package, PackageLocks, PackageOrigins
 from provision.os.select import (
-    MANAGERS,
+    FAMILIES,
     command_line_failure,
     failure_cause,
     family_ids,
     family_of,
+    managers,
     os_family,
     package_manager,
     release,
@@ -39,7 +40,7 @@ from provision.os.select import (
 )
 
 __all__ = [
-    "MANAGERS",
+    "FAMILIES",
     "FamilyProbe",
     "FamilyProbes",
     "FamilyReleases",
@@ -55,6 +56,7 @@ __all__ = [
     "failure_cause",
     "family_ids",
     "family_of",
+    "managers",
     "name_regex",
     "numeric_upstream",
     "os_family",

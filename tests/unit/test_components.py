@@ -61,7 +61,7 @@ def test_components_name_observers_whose_key_is_their_spec_section() -> None:
 
 
 FAMILIES = ("Debian", "RedHat")
-"""The OS families provision supports (provision.os.select.MANAGERS)."""
+"""The OS families provision supports (provision.os.select.FAMILIES)."""
 PACKAGE_MODULES = re.compile(
     r"ansible\.builtin\.(apt|dnf|yum|dpkg_selections|package)\b|argv: \[(apt-get|dpkg|dnf|rpm)"
 )
@@ -71,9 +71,9 @@ PACKAGE_MODULES = re.compile(
 def test_each_role_keeps_package_manager_tasks_in_its_family_files(role: str) -> None:
     """A role that installs packages dispatches on the OS family and has a task file for every
     family; its main.yml holds no package-manager task. A role without one has no family file."""
-    from provision.os.select import MANAGERS
+    from provision.os.select import managers
 
-    assert set(MANAGERS) == set(FAMILIES)
+    assert set(managers()) == set(FAMILIES)
     tasks = PLAYBOOKS / "roles" / role / "tasks"
     main = (tasks / "main.yml").read_text()
     assert not PACKAGE_MODULES.search(main), f"{role}/tasks/main.yml runs the package manager"

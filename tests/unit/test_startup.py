@@ -84,6 +84,18 @@ def test_validate_loads_no_detector_planner_or_ansible() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("spec", "family", "other"),
+    [(SPEC, "debian.apt", "redhat"), ("specs/rocky9-dual-a100x.yaml", "redhat.dnf", "debian")],
+)
+def test_validate_loads_only_its_own_os_familys_package_manager(spec: str, family: str, other: str) -> None:
+    """The spec check names the package format and the repository code of its own family only;
+    the other family's manager, parsers and probes wait (provision.os.select.package_manager)."""
+    modules = loaded("validate", spec)
+    assert f"provision.os.{family}" in modules
+    assert not {m for m in modules if m.startswith(f"provision.os.{other}.") and not m.endswith(".releases")}
+
+
 @pytest.mark.parametrize("as_json", [False, True])
 def test_offline_plan_loads_no_ansible_and_no_http_client(as_json: bool) -> None:
     modules = loaded("plan", SPEC, "--from-raw", RAW, *(["--json"] if as_json else []))

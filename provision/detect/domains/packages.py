@@ -13,7 +13,7 @@ from typing import Any, cast
 
 from provision.detect.domains.os_kernel import OsRelease, OsReleaseFact
 from provision.detect.fact import Derive, Fact, FactType, Parsed, Unknown
-from provision.os import MANAGERS, FamilyProbe, family_ids, family_of
+from provision.os import FamilyProbe, family_ids, family_of, managers
 from provision.os.models import Package, PackageLocks, PackageOrigins
 
 __all__ = ["FACTS", "FIELDS", "Package", "PackageLocks", "PackageOrigins"]
@@ -44,7 +44,7 @@ BY_FAMILY: dict[str, dict[str, FactType]] = {
         field: _fact(getattr(pm.probes, field), _name(family, field), family)
         for field in ("packages", "locks", "origins")
     }
-    for family, pm in MANAGERS.items()
+    for family, pm in managers().items()
 }
 """OS family -> ``packages``/``locks``/``origins`` -> the Fact class of its probe."""
 

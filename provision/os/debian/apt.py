@@ -14,7 +14,7 @@ import re
 from collections.abc import Sequence
 
 from provision.os.base import FamilyProbes, LockState, ManagedFiles, Pin, installed
-from provision.os.debian import probes
+from provision.os.debian import CREDENTIALS_NOTE, probes
 from provision.os.models import Package, PackageLocks
 from provision.unknown import Unknown
 from provision.versions import DottedVersion
@@ -57,7 +57,7 @@ class Apt:
     reboot_flag = "/run/reboot-required was set"
     index_source = "apt-cache madison on the host (the repository's package index)"
     command_prefixes: tuple[str, ...] = ("'/usr/bin/apt", '"/usr/bin/apt', "/usr/bin/apt")
-    credentials_note = "apt in /etc/apt/auth.conf.d/<name>.conf"
+    credentials_note = CREDENTIALS_NOTE
     """apt_auth.conf(5)."""
     lock_noun = "apt pins"
     guard_noun = "unattended-upgrades guard"

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 from provision.os.base import FamilyProbes, LockState, ManagedFiles, Pin
 from provision.os.models import Package, PackageLocks
-from provision.os.redhat import probes
+from provision.os.redhat import CREDENTIALS_NOTE, probes
 from provision.os.redhat.parse import evr_compare, failure_cause, split_evr
 from provision.os.redhat.releases import release
 from provision.unknown import Unknown
@@ -68,7 +68,7 @@ class Dnf:
     source_note = "gpgcheck against a key with a pinned fingerprint (dnf.conf(5))"
     index_source = "dnf list --showduplicates on the host (the repository's package index)"
     command_prefixes: tuple[str, ...] = ("'/usr/bin/dnf", '"/usr/bin/dnf', "/usr/bin/dnf")
-    credentials_note = "dnf as the repository's username and password in its /etc/yum.repos.d file"
+    credentials_note = CREDENTIALS_NOTE
     """dnf.conf(5) repository options ``username``/``password``."""
     lock_noun = "dnf versionlock entries"
     guard_noun = "versionlock plugin guard"
