@@ -5,9 +5,10 @@ from __future__ import annotations
 import importlib
 from collections.abc import Sequence
 
-from provision.os import debian, redhat
 from provision.os.base import FamilyReleases, PackageManager, ReleaseFacts
+from provision.os.debian import CREDENTIALS_NOTE as DEBIAN_CREDENTIALS
 from provision.os.debian import releases as debian_releases
+from provision.os.redhat import CREDENTIALS_NOTE as REDHAT_CREDENTIALS
 from provision.os.redhat import releases as redhat_releases
 
 _MANAGER_OF = {"Debian": ("provision.os.debian.apt", "APT"), "RedHat": ("provision.os.redhat.dnf", "DNF")}
@@ -30,7 +31,7 @@ FAMILY_OF_ID = {
 spec's ``os.distro``, -> OS family (Ansible's ``ansible_os_family`` names the same two)."""
 
 
-PACKAGE_MANAGER_CREDENTIALS = ", to ".join((debian.CREDENTIALS_NOTE, redhat.CREDENTIALS_NOTE))
+PACKAGE_MANAGER_CREDENTIALS = ", to ".join((DEBIAN_CREDENTIALS, REDHAT_CREDENTIALS))
 """Where each family's package manager reads a repository's credentials, for the spec's refusal of
 credentials in a URL: ``apt in ..., to dnf as ...`` (it reads "give them to <this>, or to pip in");
 each family's note is its manager's ``credentials_note``."""
