@@ -22,7 +22,8 @@ dependencies; the live rows probe this machine, so run them on a GPU machine for
 
 ``--compare DIR`` also times every command in another checkout (for example ``git worktree add
 /tmp/before main``), interleaved with this one and the floor, with the same inputs: the
-``before`` columns, for a before/after table from one run.
+``before`` columns (minimum and median wall, median CPU), for a before/after table from one run;
+on a loaded shared machine the CPU medians move less than the wall ones.
 
 It first byte-compiles ``provision/`` (``compileall``, as an installed wheel is): with
 ``PYTHONDONTWRITEBYTECODE=1`` set, as on the lent GPU machines, every start would otherwise
@@ -149,7 +150,8 @@ def target_s(row: Row, floor: float, probe: float) -> float | None:
 def measure(runs: int, compare: Path | None = None) -> dict[str, object]:
     """Every row's minimum and median wall seconds and median CPU seconds, the floor's, and each
     target (on the medians; ``met_min`` on the minima); with ``compare``, the same commands'
-    wall seconds in that checkout (``before_wall_min_s``, ``before_wall_s``)."""
+    wall and CPU seconds in that checkout (``before_wall_min_s``, ``before_wall_s``,
+    ``before_cpu_s``)."""
     trees = [ROOT] if compare is None else [ROOT, compare]
     for tree in trees:
         compileall.compile_dir(tree / "provision", quiet=1)
@@ -158,7 +160,7 @@ def measure(runs: int, compare: Path | None = None) -> dict[str, object]:
     floor_walls: list[float] = []
     floor_cpus: list[float] = []
     samples: dict[str, list[tuple[float, float]]] = {r.name: [] for r in ROWS}
-    before: dict[str, list[float]] = {r.name: [] for r in ROWS}
+    before: dict[str, list[tuple[float, float]]] = {r.name: [] for r in ROWS}
     for _ in range(runs):
         for row in ROWS:
             wall, cpu = timed(FLOOR)
@@ -166,7 +168,7 @@ def measure(runs: int, compare: Path | None = None) -> dict[str, object]:
             floor_cpus.append(cpu)
             samples[row.name].append(timed(row.argv))
             if compare is not None:
-                before[row.name].append(timed(row.argv, compare)[0])
+                before[row.name].append(timed(row.argv, compare))
     floor, floor_min = statistics.median(floor_walls), min(floor_walls)
     probe, probe_origin = slowest_probe(runs)
     rows = []
@@ -189,8 +191,9 @@ def measure(runs: int, compare: Path | None = None) -> dict[str, object]:
         )
         if compare is not None:
             rows[-1] |= {
-                "before_wall_min_s": min(before[row.name]),
-                "before_wall_s": statistics.median(before[row.name]),
+                "before_wall_min_s": min(s[0] for s in before[row.name]),
+                "before_wall_s": statistics.median(s[0] for s in before[row.name]),
+                "before_cpu_s": statistics.median(s[1] for s in before[row.name]),
             }
     return {
         "runs": runs,
@@ -232,6 +235,7 @@ def render(result: dict[str, object]) -> str:
         met_min = {None: "", True: "yes", False: "NO"}[row["met_min"]]
         before = (
             f"   before {row['before_wall_min_s']:.3f} / {row['before_wall_s']:.3f}"
+            f" / {row['before_cpu_s']:.3f}"
             if "before_wall_s" in row
             else ""
         )
@@ -240,7 +244,7 @@ def render(result: dict[str, object]) -> str:
             f"{target:>9}  {met:4} {met_min:9}{before}"
         )
     if result["compare"]:
-        lines.append(f"before (min / median wall s): the same commands in {result['compare']}")
+        lines.append(f"before (min / median wall s / median cpu s): the same commands in {result['compare']}")
     return "\n".join(lines)
 
 
