@@ -11,10 +11,13 @@ off the bus", https://docs.nvidia.com/deploy/xid-errors/index.html); nvidia-smi(
 from __future__ import annotations
 
 from provision.catalog import Catalog
+from provision.catalog.models import Architecture
 from provision.detect.domains.pci import normalize_bdf
 from provision.detect.facts import Facts, LoadedDriver, Unknown
 from provision.invariants.base import Invariant, Verdict
 from provision.invariants.binding import gpu_functions, module
+from provision.plan.flavor import SOURCE as FLAVOR_SOURCE
+from provision.plan.flavor import arch_by_bdf
 from provision.spec.models import Spec
 
 
@@ -55,6 +58,11 @@ class GpuAttached(Invariant):
         if not missing:
             return self.holds(f"{len(bound)} bound GPU(s), each listed by nvidia-smi")
         shown = ", ".join(sorted(seen)) if seen else "no device ('No devices were found')"
+        flavored = _flavor_cause(missing, facts.driver, catalog, arch_by_bdf(facts, catalog))
+        if flavored is not None:
+            return self.violated(
+                f"{', '.join(missing)} bound to nvidia in sysfs; nvidia-smi lists {shown}", *flavored
+            ).model_copy(update={"source": FLAVOR_SOURCE})
         return self.violated(
             f"{', '.join(missing)} bound to nvidia in sysfs; nvidia-smi lists {shown}",
             f"nvidia.ko {facts.driver.version} bound {'them' if len(missing) > 1 else 'it'} but does not "
@@ -63,3 +71,32 @@ class GpuAttached(Invariant):
             "check the module flavour and the GSP firmware for this GPU; Xid 79: reseat the card, check its "
             "power and slot (PCIe link), then reboot",
         )
+
+
+def _flavor_cause(
+    missing: list[str], driver: LoadedDriver, catalog: Catalog, archs: dict[str, Architecture]
+) -> tuple[str, str] | None:
+    """(cause, fix) when the loaded module's flavour cannot initialise a missing GPU's architecture:
+    proprietary on Blackwell and later, open on a GPU without a GSP (before Turing); else None.
+
+    Source: NVIDIA Driver Installation Guide, "Kernel Modules" (the catalog's kernel_modules rules).
+    """
+    rules = catalog.kernel_modules
+    for bdf in missing:
+        arch = archs.get(bdf)
+        if arch is None:
+            continue
+        if driver.flavor == "proprietary" and arch in rules.open_required.archs:
+            return (
+                f"{bdf} is a {arch.value} GPU and the loaded nvidia.ko {driver.version} is the proprietary "
+                f"flavour: {arch.value} GPUs are initialised only by the open kernel modules (RmInitAdapter fails)",
+                f"install the open flavour of driver {driver.version.branch} (driver.flavor: open) and reboot",
+            )
+        if driver.flavor == "open" and arch in rules.proprietary_required.archs:
+            return (
+                f"{bdf} is a {arch.value} GPU, which has no GSP, and the loaded nvidia.ko {driver.version} is the "
+                "open flavour: the open kernel modules do not initialise GPUs without a GSP",
+                f"install the proprietary flavour of driver {driver.version.branch} (driver.flavor: proprietary) "
+                "and reboot",
+            )
+    return None

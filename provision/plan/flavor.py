@@ -44,12 +44,36 @@ def detected_gpus(facts: Facts, catalog: Catalog) -> tuple[tuple[str, Architectu
             arch = _pci_arch(dev.device_id, dev.description, catalog)
             if arch is not None:
                 found.append((f"{dev.description} [10de:{dev.device_id}] at {dev.bdf}", arch))
+    if not found:
+        found.extend(_sysfs_gpus(facts, catalog))
     if not found and not isinstance(facts.gpus, Unknown):
         for gpu in facts.gpus:
             model = catalog.gpu_by_smi_name(gpu.name)
             if model is not None:
                 found.append((f"GPU {gpu.index} {gpu.name}", model.architecture))
     return tuple(found)
+
+
+def _sysfs_gpus(facts: Facts, catalog: Catalog) -> Iterator[tuple[str, Architecture]]:
+    """GPUs sysfs shows whose device id the catalog knows (where lspci is not installed)."""
+    if isinstance(facts.hardware, Unknown) or isinstance(facts.hardware.pci, Unknown):
+        return
+    for fn in facts.hardware.pci:
+        model = catalog.gpu_by_pci_device(f"0x{fn.device_id}") if fn.device_id and fn.is_gpu else None
+        if model is not None:
+            yield f"{model.name} [10de:{fn.device_id}] at {fn.bdf}", model.architecture
+
+
+def arch_by_bdf(facts: Facts, catalog: Catalog) -> dict[str, Architecture]:
+    """GPU bus address -> architecture, from lspci (device id or chip name), else sysfs's device id
+    (lspci is not installed everywhere: minimal cloud images, containers)."""
+    found = {label.rsplit(" at ", 1)[-1]: arch for label, arch in _sysfs_gpus(facts, catalog)}
+    if not isinstance(facts.nvidia_pci, Unknown):
+        for dev in (d for d in facts.nvidia_pci if d.is_gpu):
+            arch = _pci_arch(dev.device_id, dev.description, catalog)
+            if arch is not None:
+                found[dev.bdf.lower()] = arch
+    return found
 
 
 def _pci_arch(device_id: str, description: str, catalog: Catalog) -> Architecture | None:
