@@ -88,15 +88,18 @@ def _flavor_cause(
             continue
         if driver.flavor == "proprietary" and arch in rules.open_required.archs:
             return (
-                f"{bdf} is a {arch.value} GPU and the loaded nvidia.ko {driver.version} is the proprietary "
-                f"flavour: {arch.value} GPUs are initialised only by the open kernel modules (RmInitAdapter fails)",
-                f"install the open flavour of driver {driver.version.branch} (driver.flavor: open) and reboot",
+                f"{bdf} is a {arch.value} GPU and the loaded nvidia.ko {driver.version} is the "
+                f"proprietary flavour: {arch.value} GPUs are initialised only by the open kernel "
+                "modules (RmInitAdapter fails)",
+                f"install the open flavour of driver {driver.version.branch} (driver.flavor: open) "
+                "and reboot",
             )
         if driver.flavor == "open" and arch in rules.proprietary_required.archs:
             return (
-                f"{bdf} is a {arch.value} GPU, which has no GSP, and the loaded nvidia.ko {driver.version} is the "
-                "open flavour: the open kernel modules do not initialise GPUs without a GSP",
-                f"install the proprietary flavour of driver {driver.version.branch} (driver.flavor: proprietary) "
-                "and reboot",
+                f"{bdf} is a {arch.value} GPU, which has no GSP, and the loaded nvidia.ko "
+                f"{driver.version} is the open flavour: the open kernel modules do not initialise "
+                "GPUs without a GSP",
+                f"install the proprietary flavour of driver {driver.version.branch} "
+                "(driver.flavor: proprietary) and reboot",
             )
     return None

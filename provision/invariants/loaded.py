@@ -59,8 +59,8 @@ def _dkms_cause(dkms: DkmsStatus, kernel: str) -> tuple[str, str]:
     log = f"/var/lib/dkms/nvidia/{version}/build/make.log"
     if state in ("added", "built"):
         return (
-            f"DKMS left nvidia {version} '{state}', not 'installed', for kernel {kernel}: the build or install "
-            "failed although the package manager reported success",
+            f"DKMS left nvidia {version} '{state}', not 'installed', for kernel {kernel}: the build "
+            "or install failed although the package manager reported success",
             f"read {log}, install what it lacks (the kernel's headers and compiler), then "
             f"`dkms install nvidia/{version} -k {kernel}`",
         )
@@ -84,9 +84,9 @@ def _load_cause(facts: Facts, disk: str) -> tuple[str, str]:
         return (
             f"Secure Boot is enabled and nvidia.ko {disk} is {by}, a key the firmware does not trust "
             "(no enrolled MOK): the kernel refuses to load it ('Key was rejected by service')",
-            "enrol the key that signed it (`mokutil --import <its certificate>`, e.g. /var/lib/dkms/mok.pub "
-            "or /var/lib/shim-signed/mok/MOK.der) and confirm at the console on the next boot; or install the "
-            "distribution's signed precompiled module",
+            "enrol the key that signed it (`mokutil --import <its certificate>`, e.g. "
+            "/var/lib/dkms/mok.pub or /var/lib/shim-signed/mok/MOK.der) and confirm at the console "
+            "on the next boot; or install the distribution's signed precompiled module",
         )
     return (
         f"nvidia.ko {disk} is installed for the running kernel but not loaded",
