@@ -10,15 +10,18 @@ off the bus", https://docs.nvidia.com/deploy/xid-errors/index.html); nvidia-smi(
 
 from __future__ import annotations
 
-from provision.catalog import Catalog
-from provision.catalog.models import Architecture
+from provision.catalog import Architecture, Catalog
 from provision.detect.domains.pci import normalize_bdf
 from provision.detect.facts import Facts, LoadedDriver, Unknown
+from provision.invariants.architecture import arch_by_bdf
 from provision.invariants.base import Invariant, Verdict
 from provision.invariants.binding import gpu_functions, module
-from provision.plan.flavor import SOURCE as FLAVOR_SOURCE
-from provision.plan.flavor import arch_by_bdf
 from provision.spec.models import Spec
+
+FLAVOR_SOURCE = (
+    "NVIDIA Driver Installation Guide, Kernel Modules "
+    "(https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/)"
+)
 
 
 class GpuAttached(Invariant):

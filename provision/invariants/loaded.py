@@ -13,6 +13,7 @@ from __future__ import annotations
 from provision.catalog import Catalog
 from provision.detect.domains.containers import UnitState
 from provision.detect.domains.driver import DkmsStatus, ModuleSigner, MokState
+from provision.detect.domains.firmware import SecureBoot
 from provision.detect.facts import Facts, LoadedDriver, Unknown
 from provision.invariants.base import Invariant, Verdict
 from provision.spec.models import Spec
@@ -38,6 +39,7 @@ class DriverLoaded(Invariant):
     source = DKMS_SOURCE
     reads = ("driver", "driver_on_disk", "dkms", "kernel", "hardware", "mok", "module_signer")
     severity = "warning"
+    verify_check = "driver-consistency"
 
     def judge(self, spec: Spec, facts: Facts, catalog: Catalog) -> Verdict:
         if isinstance(facts.driver, LoadedDriver):
@@ -48,15 +50,22 @@ class DriverLoaded(Invariant):
             return self.not_applicable("no nvidia.ko installed (modinfo finds none, DKMS has none)")
         kernel = "" if isinstance(facts.kernel, Unknown) else facts.kernel.release
         observed = f"nvidia.ko not loaded (/proc/driver/nvidia/version absent) on kernel {kernel or '?'}"
-        cause, fix = _dkms_cause(dkms, kernel) if disk is None else _load_cause(facts, str(disk))
-        return self.violated(observed, cause, fix)
+        found = _dkms_cause(dkms, kernel) if disk is None else _signer_cause(facts, str(disk))
+        if found is None:
+            return self.not_applicable(
+                "nvidia.ko is installed and not loaded, with nothing seen refusing it "
+                "(gpu-bound plans the reboot)"
+            )
+        return self.violated(observed, *found)
 
 
-def _dkms_cause(dkms: DkmsStatus, kernel: str) -> tuple[str, str]:
+def _dkms_cause(dkms: DkmsStatus, kernel: str) -> tuple[str, str] | None:
     """Why no module is on disk for the running kernel, from ``dkms status``."""
     state = dkms.state_for(kernel) or next((s for _, k, s in dkms.modules if not k), None)
     version = next((v for v, k, _ in dkms.modules if k in (kernel, "")), dkms.modules[0][0])
     log = f"/var/lib/dkms/nvidia/{version}/build/make.log"
+    if state == "installed":
+        return None
     if state in ("added", "built"):
         return (
             f"DKMS left nvidia {version} '{state}', not 'installed', for kernel {kernel}: the build "
@@ -71,26 +80,21 @@ def _dkms_cause(dkms: DkmsStatus, kernel: str) -> tuple[str, str]:
     )
 
 
-def _load_cause(facts: Facts, disk: str) -> tuple[str, str]:
-    """Why a module on disk is not loaded: Secure Boot refusing its signer, else not loaded yet."""
+def _signer_cause(facts: Facts, disk: str) -> tuple[str, str] | None:
+    """Secure Boot refusing the module's signer, when that is what the facts show; else None."""
     hw = facts.hardware
-    secure = (
-        not isinstance(hw, Unknown) and not isinstance(hw.secure_boot, Unknown) and hw.secure_boot.enabled
-    )
+    secure = not isinstance(hw, Unknown) and isinstance(hw.secure_boot, SecureBoot) and hw.secure_boot.enabled
     signer = facts.module_signer.signer if isinstance(facts.module_signer, ModuleSigner) else None
     mok = facts.mok if isinstance(facts.mok, MokState) else None
-    if secure and signer is not None and (mok is None or mok.enrolled is not True):
-        by = f"signed by '{signer}'" if signer else "unsigned"
-        return (
-            f"Secure Boot is enabled and nvidia.ko {disk} is {by}, a key the firmware does not trust "
-            "(no enrolled MOK): the kernel refuses to load it ('Key was rejected by service')",
-            "enrol the key that signed it (`mokutil --import <its certificate>`, e.g. "
-            "/var/lib/dkms/mok.pub or /var/lib/shim-signed/mok/MOK.der) and confirm at the console "
-            "on the next boot; or install the distribution's signed precompiled module",
-        )
+    if not secure or signer is None or (mok is not None and mok.enrolled is True):
+        return None
+    by = f"signed by '{signer}'" if signer else "unsigned"
     return (
-        f"nvidia.ko {disk} is installed for the running kernel but not loaded",
-        "reboot, or `modprobe nvidia` and read `dmesg | grep NVRM` for why it does not load",
+        f"Secure Boot is enabled and nvidia.ko {disk} is {by}, a key the firmware does not trust "
+        "(no enrolled MOK): the kernel refuses to load it ('Key was rejected by service')",
+        "enrol the key that signed it (`mokutil --import <its certificate>`, e.g. "
+        "/var/lib/dkms/mok.pub or /var/lib/shim-signed/mok/MOK.der) and confirm at the console "
+        "on the next boot; or install the distribution's signed precompiled module",
     )
 
 
@@ -103,6 +107,7 @@ class FabricRegistered(Invariant):
     source = FM_SOURCE
     reads = ("fabric", "gpu_runtime")
     severity = "warning"
+    verify_check = "fabric-state"
 
     def judge(self, spec: Spec, facts: Facts, catalog: Catalog) -> Verdict:
         fabric = facts.fabric

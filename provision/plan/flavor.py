@@ -8,12 +8,12 @@ Turing or newer (a GSP), and Blackwell needs the open modules.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 
 from provision.catalog import Architecture, Catalog
 from provision.detect.facts import Facts, Unknown
 from provision.fieldfailures import ff_ref
+from provision.invariants.architecture import pci_arch, sysfs_gpus
 from provision.plan.models import Finding
 
 SOURCE = (
@@ -21,19 +21,6 @@ SOURCE = (
     "(https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/); "
     f"field failures FF-06, FF-07 ({ff_ref(6, 7)})"
 )
-# NVIDIA chip names in lspci/pci.ids start with the architecture's code (GB202, AD102, GA100, ...);
-# data center and workstation boards add a suffix of up to two letters (GV100GL, AD102GL, GM204M).
-_CHIP = re.compile(r"\b(GB|GH|AD|GA|TU|GV|GP|GM)\d{3}[A-Z]{0,2}\b")
-_CHIP_ARCH = {
-    "GB": "blackwell",
-    "GH": "hopper",
-    "AD": "ada",
-    "GA": "ampere",
-    "TU": "turing",
-    "GV": "volta",
-    "GP": "pascal",
-    "GM": "maxwell",
-}
 
 
 def detected_gpus(facts: Facts, catalog: Catalog) -> tuple[tuple[str, Architecture], ...]:
@@ -41,47 +28,17 @@ def detected_gpus(facts: Facts, catalog: Catalog) -> tuple[tuple[str, Architectu
     found: list[tuple[str, Architecture]] = []
     if not isinstance(facts.nvidia_pci, Unknown):
         for dev in (d for d in facts.nvidia_pci if d.is_gpu):
-            arch = _pci_arch(dev.device_id, dev.description, catalog)
+            arch = pci_arch(dev.device_id, dev.description, catalog)
             if arch is not None:
                 found.append((f"{dev.description} [10de:{dev.device_id}] at {dev.bdf}", arch))
     if not found:
-        found.extend(_sysfs_gpus(facts, catalog))
+        found.extend(sysfs_gpus(facts, catalog))
     if not found and not isinstance(facts.gpus, Unknown):
         for gpu in facts.gpus:
             model = catalog.gpu_by_smi_name(gpu.name)
             if model is not None:
                 found.append((f"GPU {gpu.index} {gpu.name}", model.architecture))
     return tuple(found)
-
-
-def _sysfs_gpus(facts: Facts, catalog: Catalog) -> Iterator[tuple[str, Architecture]]:
-    """GPUs sysfs shows whose device id the catalog knows (where lspci is not installed)."""
-    if isinstance(facts.hardware, Unknown) or isinstance(facts.hardware.pci, Unknown):
-        return
-    for fn in facts.hardware.pci:
-        model = catalog.gpu_by_pci_device(f"0x{fn.device_id}") if fn.device_id and fn.is_gpu else None
-        if model is not None:
-            yield f"{model.name} [10de:{fn.device_id}] at {fn.bdf}", model.architecture
-
-
-def arch_by_bdf(facts: Facts, catalog: Catalog) -> dict[str, Architecture]:
-    """GPU bus address -> architecture, from lspci (device id or chip name), else sysfs's device id
-    (lspci is not installed everywhere: minimal cloud images, containers)."""
-    found = {label.rsplit(" at ", 1)[-1]: arch for label, arch in _sysfs_gpus(facts, catalog)}
-    if not isinstance(facts.nvidia_pci, Unknown):
-        for dev in (d for d in facts.nvidia_pci if d.is_gpu):
-            arch = _pci_arch(dev.device_id, dev.description, catalog)
-            if arch is not None:
-                found[dev.bdf.lower()] = arch
-    return found
-
-
-def _pci_arch(device_id: str, description: str, catalog: Catalog) -> Architecture | None:
-    model = catalog.gpu_by_pci_device(f"0x{device_id}")
-    if model is not None:
-        return model.architecture
-    chip = _CHIP.search(description)
-    return Architecture(_CHIP_ARCH[chip[1]]) if chip else None
 
 
 def flavor_findings(flavor: str, facts: Facts, catalog: Catalog) -> tuple[Finding, ...]:

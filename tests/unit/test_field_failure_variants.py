@@ -1,6 +1,6 @@
 """The product names the cause on field failures it was not written for.
 
-Every directory of ``tests/fixtures/raw/variants`` is a real capture overlaid with the probe files an
+Every directory of ``tests/fixtures/ff-variants`` is a real capture overlaid with the probe files an
 unlisted variant of a field failure changes (its README says which, and the public report they
 follow). Planned against its spec, the plan must carry the expected finding (or step), whose text
 names the cause and cites a public source. Variants marked ``known_miss`` are expected to fail,
@@ -25,7 +25,7 @@ from tests.unit.factories import CATALOG, ROOT
 RAW = ROOT / "tests" / "fixtures" / "raw"
 CITES = ("https://", "docs/field-failures.md", "FF-", "release notes", "User Guide", "RELEASE.md")
 """What a source names: a URL, a field-failure entry, or a vendor document by its title."""
-VARIANTS = sorted(p for p in (RAW / "variants").iterdir() if (p / "variant.yaml").is_file())
+VARIANTS = sorted(p for p in (ROOT / "tests" / "fixtures" / "ff-variants").iterdir() if (p / "variant.yaml").is_file())
 
 
 def meta(variant: Path) -> dict[str, Any]:
