@@ -57,3 +57,28 @@ def pci_arch(device_id: str, description: str, catalog: Catalog) -> Architecture
         return model.architecture
     chip = _CHIP.search(description)
     return Architecture(_CHIP_ARCH[chip[1]]) if chip else None
+
+
+OPEN_LOWEST_DEVICE = 0x1E02
+"""The lowest PCI device id in the open kernel modules' "Compatible GPUs" table (NVIDIA TITAN RTX,
+Turing; NVIDIA/open-gpu-kernel-modules README, 595.45.04:
+https://github.com/NVIDIA/open-gpu-kernel-modules#compatible-gpus). NVIDIA numbers its chips in
+release order, so a GPU below it predates Turing: it has no GSP and only the proprietary modules
+drive it. A GPU missing from the table above that id may merely be newer than the table."""
+
+
+def pre_gsp_gpus(facts: Facts) -> tuple[tuple[str, str], ...]:
+    """(bus address, label) of every GPU function sysfs shows with a device id below
+    :data:`OPEN_LOWEST_DEVICE` (lspci is not needed: minimal images lack it)."""
+    hw = facts.hardware
+    if isinstance(hw, Unknown) or isinstance(hw.pci, Unknown):
+        return ()
+    return tuple(
+        (
+            fn.bdf,
+            f"NVIDIA GPU [10de:{fn.device_id}] at {fn.bdf} (device id below {OPEN_LOWEST_DEVICE:04x}, the "
+            "lowest of the open kernel modules' compatible GPUs: pre-Turing)",
+        )
+        for fn in hw.pci
+        if fn.is_gpu and fn.device_id and int(fn.device_id, 16) < OPEN_LOWEST_DEVICE
+    )

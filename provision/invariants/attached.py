@@ -10,10 +10,10 @@ off the bus", https://docs.nvidia.com/deploy/xid-errors/index.html); nvidia-smi(
 
 from __future__ import annotations
 
-from provision.catalog import Architecture, Catalog
+from provision.catalog import Catalog
 from provision.detect.domains.pci import normalize_bdf
 from provision.detect.facts import Facts, LoadedDriver, Unknown
-from provision.invariants.architecture import arch_by_bdf
+from provision.invariants.architecture import arch_by_bdf, pre_gsp_gpus
 from provision.invariants.base import Invariant, Verdict
 from provision.invariants.binding import gpu_functions, module
 from provision.spec.models import Spec
@@ -61,7 +61,7 @@ class GpuAttached(Invariant):
         if not missing:
             return self.holds(f"{len(bound)} bound GPU(s), each listed by nvidia-smi")
         shown = ", ".join(sorted(seen)) if seen else "no device ('No devices were found')"
-        flavored = _flavor_cause(missing, facts.driver, catalog, arch_by_bdf(facts, catalog))
+        flavored = _flavor_cause(missing, facts, facts.driver, catalog)
         if flavored is not None:
             return self.violated(
                 f"{', '.join(missing)} bound to nvidia in sysfs; nvidia-smi lists {shown}", *flavored
@@ -77,15 +77,23 @@ class GpuAttached(Invariant):
 
 
 def _flavor_cause(
-    missing: list[str], driver: LoadedDriver, catalog: Catalog, archs: dict[str, Architecture]
+    missing: list[str], facts: Facts, driver: LoadedDriver, catalog: Catalog
 ) -> tuple[str, str] | None:
     """(cause, fix) when the loaded module's flavour cannot initialise a missing GPU's architecture:
     proprietary on Blackwell and later, open on a GPU without a GSP (before Turing); else None.
 
     Source: NVIDIA Driver Installation Guide, "Kernel Modules" (the catalog's kernel_modules rules).
     """
-    rules = catalog.kernel_modules
+    rules, archs = catalog.kernel_modules, arch_by_bdf(facts, catalog)
+    pre_gsp = dict(pre_gsp_gpus(facts))
     for bdf in missing:
+        if driver.flavor == "open" and bdf in pre_gsp:
+            return (
+                f"{pre_gsp[bdf]} has no GSP, and the loaded nvidia.ko {driver.version} is the open "
+                "flavour: the open kernel modules do not initialise GPUs without a GSP",
+                f"install the proprietary flavour of driver {driver.version.branch} "
+                "(driver.flavor: proprietary) and reboot",
+            )
         arch = archs.get(bdf)
         if arch is None:
             continue

@@ -138,8 +138,10 @@ def _fm_cause(unit: UnitState | Unknown) -> tuple[str, str]:
         return (f"the fabric manager is not serving the fabric ({unit.unknown})", f"start it; read {journal}")
     if not unit.exists:
         return (
-            "no fabric manager is installed: nothing programs the NVSwitches, CUDA fails with error 802",
-            "install nvidia-fabricmanager at the loaded driver's exact version (fabric_manager: auto)",
+            "no fabric manager is installed: nothing programs the NVSwitches, CUDA fails with error 802 "
+            "(in a VM under shared NVSwitch virtualization it runs outside the VM, on the host)",
+            "install nvidia-fabricmanager at the loaded driver's exact version (fabric_manager: auto), "
+            "or, in such a VM, have the host's fabric manager register these GPUs",
         )
     if unit.active == "failed" or unit.result not in ("", "success"):
         return (

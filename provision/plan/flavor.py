@@ -13,12 +13,13 @@ from collections.abc import Iterator
 from provision.catalog import Architecture, Catalog
 from provision.detect.facts import Facts, Unknown
 from provision.fieldfailures import ff_ref
-from provision.invariants.architecture import pci_arch, sysfs_gpus
+from provision.invariants.architecture import pci_arch, pre_gsp_gpus, sysfs_gpus
 from provision.plan.models import Finding
 
 SOURCE = (
     "NVIDIA Driver Installation Guide, Kernel Modules "
-    "(https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/); "
+    "(https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/); NVIDIA/open-gpu-kernel-modules "
+    "README, Compatible GPUs (https://github.com/NVIDIA/open-gpu-kernel-modules#compatible-gpus); "
     f"field failures FF-06, FF-07 ({ff_ref(6, 7)})"
 )
 
@@ -48,6 +49,9 @@ def flavor_findings(flavor: str, facts: Facts, catalog: Catalog) -> tuple[Findin
     rules = catalog.kernel_modules
     open_only = [label for label, arch in gpus if arch in rules.open_required.archs]
     closed_only = [label for label, arch in gpus if arch in rules.proprietary_required.archs]
+    # sysfs's device id catches a pre-Turing card that lspci (absent) or the catalog cannot name
+    seen = " ".join(closed_only)
+    closed_only += [label for bdf, label in pre_gsp_gpus(facts) if bdf not in seen]
     return tuple(_findings(flavor, open_only, closed_only))
 
 
