@@ -63,7 +63,9 @@ def _dkms_cause(dkms: DkmsStatus, kernel: str) -> tuple[str, str] | None:
     """Why no module is on disk for the running kernel, from ``dkms status``."""
     state = dkms.state_for(kernel) or next((s for _, k, s in dkms.modules if not k), None)
     version = next((v for v, k, _ in dkms.modules if k in (kernel, "")), dkms.modules[0][0])
-    log = f"/var/lib/dkms/nvidia/{version}/build/make.log"
+    # the module is nvidia (Ubuntu, NVIDIA's Ubuntu repository), nvidia-open (NVIDIA's RHEL
+    # repository) or nvidia-current (Debian): the glob names each one's log
+    log = f"/var/lib/dkms/nvidia*/{version}/build/make.log"
     if state == "installed":
         return None
     if state in ("added", "built"):
@@ -71,7 +73,7 @@ def _dkms_cause(dkms: DkmsStatus, kernel: str) -> tuple[str, str] | None:
             f"DKMS left nvidia {version} '{state}', not 'installed', for kernel {kernel}: the build "
             "or install failed although the package manager reported success",
             f"read {log}, install what it lacks (the kernel's headers and compiler), then "
-            f"`dkms install nvidia/{version} -k {kernel}`",
+            f"`dkms autoinstall -k {kernel}`",
         )
     built_for = ", ".join(sorted({k for _, k, _ in dkms.modules if k})) or "no kernel"
     return (

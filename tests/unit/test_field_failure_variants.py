@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
+from provision.detect.registry import BY_ID
 from provision.detect.runner import facts_from_raw
 from provision.plan.models import Plan
 from provision.plan.planner import make_plan
@@ -25,7 +26,8 @@ from tests.unit.factories import CATALOG, ROOT
 RAW = ROOT / "tests" / "fixtures" / "raw"
 CITES = ("https://", "docs/field-failures.md", "FF-", "release notes", "User Guide", "RELEASE.md")
 """What a source names: a URL, a field-failure entry, or a vendor document by its title."""
-VARIANTS = sorted(p for p in (ROOT / "tests" / "fixtures" / "ff-variants").iterdir() if (p / "variant.yaml").is_file())
+FF_VARIANTS = ROOT / "tests" / "fixtures" / "ff-variants"
+VARIANTS = sorted(p for p in FF_VARIANTS.iterdir() if (p / "variant.yaml").is_file())
 
 
 def meta(variant: Path) -> dict[str, Any]:
@@ -69,6 +71,8 @@ def test_every_variant_names_its_base_field_failure_and_source() -> None:
         assert (RAW / m["base"]).is_dir(), variant.name
         assert 1 <= m["ff"] <= 16 and m["source"].startswith("https://"), variant.name
         assert "Derived, not captured" in (variant / "README.md").read_text(), variant.name
+        changed = {probe.stem for probe in variant.glob("*.txt")}
+        assert changed and changed <= set(BY_ID), f"{variant.name}: {sorted(changed - set(BY_ID))}"
 
 
 @pytest.mark.parametrize("variant", VARIANTS, ids=[v.name for v in VARIANTS])
