@@ -21,6 +21,11 @@ PRECOMPILED = "linux-modules-nvidia-"
 for one kernel ABI (source package linux-restricted-modules)."""
 
 
+NOT_BOOTED = ("-dbg", "-unsigned")
+"""Debian's kernel packages that are not a kernel to boot: debug symbols, and the unsigned image
+beside the signed one (``linux-image-6.1.0-37-amd64-unsigned``)."""
+
+
 class ModuleForEveryKernel(Invariant):
     """DKMS ``installed``, or a precompiled module package, for every packaged kernel."""
 
@@ -39,7 +44,9 @@ class ModuleForEveryKernel(Invariant):
     def judge(self, spec: Spec, facts: Facts, catalog: Catalog) -> Verdict:
         if isinstance(facts.packages, Unknown):
             return self.unknown(facts.packages)
-        kernels = facts.package_manager().packaged_kernels(facts.packages)
+        kernels = [
+            k for k in facts.package_manager().packaged_kernels(facts.packages) if not k.endswith(NOT_BOOTED)
+        ]
         dkms = facts.dkms if isinstance(facts.dkms, DkmsStatus) else DkmsStatus()
         names = [p.name for p in facts.packages if p.installed]
         precompiled = [n for n in names if n.startswith(PRECOMPILED)]
