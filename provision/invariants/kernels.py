@@ -27,7 +27,8 @@ beside the signed one (``linux-image-6.1.0-37-amd64-unsigned``)."""
 
 
 class ModuleForEveryKernel(Invariant):
-    """DKMS ``installed``, or a precompiled module package, for every packaged kernel."""
+    """DKMS ``installed``, or a precompiled module package, for every packaged kernel other than the
+    running one (whose module :class:`~provision.invariants.loaded.DriverLoaded` judges)."""
 
     id = "module-for-every-kernel"
     title = "an nvidia.ko for every installed kernel"
@@ -44,14 +45,15 @@ class ModuleForEveryKernel(Invariant):
     def judge(self, spec: Spec, facts: Facts, catalog: Catalog) -> Verdict:
         if isinstance(facts.packages, Unknown):
             return self.unknown(facts.packages)
-        kernels = [
-            k for k in facts.package_manager().packaged_kernels(facts.packages) if not k.endswith(NOT_BOOTED)
-        ]
+        packaged = facts.package_manager().packaged_kernels(facts.packages)
+        # the running kernel's module is driver-loaded's and gpu-bound's to judge
+        running = "" if isinstance(facts.kernel, Unknown) else facts.kernel.release
+        kernels = [k for k in packaged if not k.endswith(NOT_BOOTED) and k != running]
         dkms = facts.dkms if isinstance(facts.dkms, DkmsStatus) else DkmsStatus()
         names = [p.name for p in facts.packages if p.installed]
         precompiled = [n for n in names if n.startswith(PRECOMPILED)]
         if not kernels or not (dkms.modules or precompiled):
-            return self.not_applicable("no packaged kernel, or no DKMS or precompiled nvidia module")
+            return self.not_applicable("no other packaged kernel, or no DKMS or precompiled nvidia module")
         bare = [k for k in kernels if not _has_module(k, dkms, precompiled)]
         if not bare:
             return self.holds(f"nvidia.ko for {', '.join(kernels)}")
