@@ -97,9 +97,14 @@ __all__ = [
 
 _NOT_PROBED = Unknown(unknown="not probed")
 
-USERSPACE_DRIVER = re.compile(r"^(libnvidia-compute|nvidia-utils|nvidia-driver|nvidia-kernel-common)(-\d+)?$")
+USERSPACE_DRIVER = re.compile(
+    r"^(libnvidia-compute|nvidia-utils|nvidia-driver|nvidia-kernel-common)(-\d+)?(-server)?(-open)?$"
+)
 """Packages whose version is the user-space driver's: the libraries nvidia-smi and CUDA load
-(``libnvidia-compute``), the tools (``nvidia-utils``) and the metas that pin them."""
+(``libnvidia-compute``), the tools (``nvidia-utils``) and the metas that pin them, in each naming:
+NVIDIA's (``libnvidia-compute-580``, ``nvidia-driver-580-open``) and Ubuntu's server branches
+(``libnvidia-compute-580-server``, ``nvidia-driver-580-server-open``; packages.ubuntu.com, noble
+restricted)."""
 
 
 def _numeric(version: str) -> DottedVersion | None:

@@ -13,9 +13,15 @@ from __future__ import annotations
 from provision.catalog import Catalog
 from provision.detect.domains.pci import normalize_bdf
 from provision.detect.facts import Facts, LoadedDriver, Unknown
+from provision.invariants.architecture import arch_by_bdf, pre_gsp_gpus
 from provision.invariants.base import Invariant, Verdict
 from provision.invariants.binding import gpu_functions, module
 from provision.spec.models import Spec
+
+FLAVOR_SOURCE = (
+    "NVIDIA Driver Installation Guide, Kernel Modules "
+    "(https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/)"
+)
 
 
 class GpuAttached(Invariant):
@@ -55,6 +61,11 @@ class GpuAttached(Invariant):
         if not missing:
             return self.holds(f"{len(bound)} bound GPU(s), each listed by nvidia-smi")
         shown = ", ".join(sorted(seen)) if seen else "no device ('No devices were found')"
+        flavored = _flavor_cause(missing, facts, facts.driver, catalog)
+        if flavored is not None:
+            return self.violated(
+                f"{', '.join(missing)} bound to nvidia in sysfs; nvidia-smi lists {shown}", *flavored
+            ).model_copy(update={"source": FLAVOR_SOURCE})
         return self.violated(
             f"{', '.join(missing)} bound to nvidia in sysfs; nvidia-smi lists {shown}",
             f"nvidia.ko {facts.driver.version} bound {'them' if len(missing) > 1 else 'it'} but does not "
@@ -63,3 +74,43 @@ class GpuAttached(Invariant):
             "check the module flavour and the GSP firmware for this GPU; Xid 79: reseat the card, check its "
             "power and slot (PCIe link), then reboot",
         )
+
+
+def _flavor_cause(
+    missing: list[str], facts: Facts, driver: LoadedDriver, catalog: Catalog
+) -> tuple[str, str] | None:
+    """(cause, fix) when the loaded module's flavour cannot initialise a missing GPU's architecture:
+    proprietary on Blackwell and later, open on a GPU without a GSP (before Turing); else None.
+
+    Source: NVIDIA Driver Installation Guide, "Kernel Modules" (the catalog's kernel_modules rules).
+    """
+    rules, archs = catalog.kernel_modules, arch_by_bdf(facts, catalog)
+    pre_gsp = dict(pre_gsp_gpus(facts))
+    for bdf in missing:
+        if driver.flavor == "open" and bdf in pre_gsp:
+            return (
+                f"{pre_gsp[bdf]} has no GSP, and the loaded nvidia.ko {driver.version} is the open "
+                "flavour: the open kernel modules do not initialise GPUs without a GSP",
+                f"install the proprietary flavour of driver {driver.version.branch} "
+                "(driver.flavor: proprietary) and reboot",
+            )
+        arch = archs.get(bdf)
+        if arch is None:
+            continue
+        if driver.flavor == "proprietary" and arch in rules.open_required.archs:
+            return (
+                f"{bdf} is a {arch.value} GPU and the loaded nvidia.ko {driver.version} is the "
+                f"proprietary flavour: {arch.value} GPUs are initialised only by the open kernel "
+                "modules (RmInitAdapter fails)",
+                f"install the open flavour of driver {driver.version.branch} (driver.flavor: open) "
+                "and reboot",
+            )
+        if driver.flavor == "open" and arch in rules.proprietary_required.archs:
+            return (
+                f"{bdf} is a {arch.value} GPU, which has no GSP, and the loaded nvidia.ko "
+                f"{driver.version} is the open flavour: the open kernel modules do not initialise "
+                "GPUs without a GSP",
+                f"install the proprietary flavour of driver {driver.version.branch} "
+                "(driver.flavor: proprietary) and reboot",
+            )
+    return None

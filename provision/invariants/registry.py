@@ -12,6 +12,8 @@ from provision.invariants.cuda_world import OneCudaWorld
 from provision.invariants.gsp import GspFirmwareMatches
 from provision.invariants.hardware import Bar1MapsMemory, GpuMemory
 from provision.invariants.health import ClocksNotHeldDown, EccOn, GpuMemoryHealthy, MigAsSpecified
+from provision.invariants.kernels import ModuleForEveryKernel
+from provision.invariants.loaded import DriverLoaded, FabricRegistered
 from provision.invariants.toolkit import ToolkitFirst
 from provision.spec.models import Spec
 
@@ -24,7 +26,10 @@ INVARIANTS: tuple[Invariant, ...] = (
     EccOn(),
     GpuMemoryHealthy(),
     ClocksNotHeldDown(),
+    DriverLoaded(),
+    ModuleForEveryKernel(),
     GpuAttached(),
+    FabricRegistered(),
     GspFirmwareMatches(),
     ForwardCompatSupported(),
     ToolkitFirst(),

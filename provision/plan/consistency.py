@@ -15,6 +15,7 @@ from provision.plan.models import Action, Component, Finding, Step
 from provision.versions import DottedVersion
 
 SOURCE = f"field failures FF-01 ({ff_ref(1)})"
+NVIDIA_PREFIXES = ("nvidia-", "libnvidia-")
 
 
 def userspace_version(facts: Facts) -> DottedVersion | None:
@@ -28,16 +29,38 @@ def consistency_findings(facts: Facts) -> tuple[Finding, ...]:
     if disk is None or user is None or disk == user:
         return ()
     repair = facts.package_manager().repair_command
+    held = _held_at(facts, str(disk))
+    why = (
+        f"{', '.join(held)} {'is' if len(held) == 1 else 'are'} held at {disk} while the rest moved: "
+        "release the holds and upgrade the driver's packages together,"
+        if held
+        else f"the module was not rebuilt or an upgrade stopped halfway; repair with `{repair}`"
+    )
     return (
         Finding(
             rule="driver-userspace-mismatch",
             severity="blocker",
             source=SOURCE,
-            message=f"the kernel module on disk is {disk} but the userspace packages are {user}: the module "
-            f"was not rebuilt or an upgrade stopped halfway; repair with `{repair}` "
+            message=f"the kernel module on disk is {disk} but the userspace packages are {user}: {why} "
             "and check `dkms status` before planning again (a reboot alone will not fix this)",
         ),
     )
+
+
+def _held_at(facts: Facts, version: str) -> list[str]:
+    """NVIDIA packages held by the package manager at the on-disk module's ``version``: a hold on
+    the kernel side alone lets an upgrade move the userspace under it (FF-01)."""
+    if isinstance(facts.packages, Unknown):
+        return []
+    upstream = facts.package_manager().upstream
+    return [
+        p.name
+        for p in facts.packages
+        if p.installed
+        and p.held
+        and p.name.startswith(("nvidia-", "libnvidia-"))
+        and upstream(p.version) == version
+    ]
 
 
 def reboot_pending(facts: Facts) -> Step | None:

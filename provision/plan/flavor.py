@@ -8,32 +8,20 @@ Turing or newer (a GSP), and Blackwell needs the open modules.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 
 from provision.catalog import Architecture, Catalog
 from provision.detect.facts import Facts, Unknown
 from provision.fieldfailures import ff_ref
+from provision.invariants.architecture import pci_arch, pre_gsp_gpus, sysfs_gpus
 from provision.plan.models import Finding
 
 SOURCE = (
     "NVIDIA Driver Installation Guide, Kernel Modules "
-    "(https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/); "
+    "(https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/); NVIDIA/open-gpu-kernel-modules "
+    "README, Compatible GPUs (https://github.com/NVIDIA/open-gpu-kernel-modules#compatible-gpus); "
     f"field failures FF-06, FF-07 ({ff_ref(6, 7)})"
 )
-# NVIDIA chip names in lspci/pci.ids start with the architecture's code (GB202, AD102, GA100, ...);
-# data center and workstation boards add a suffix of up to two letters (GV100GL, AD102GL, GM204M).
-_CHIP = re.compile(r"\b(GB|GH|AD|GA|TU|GV|GP|GM)\d{3}[A-Z]{0,2}\b")
-_CHIP_ARCH = {
-    "GB": "blackwell",
-    "GH": "hopper",
-    "AD": "ada",
-    "GA": "ampere",
-    "TU": "turing",
-    "GV": "volta",
-    "GP": "pascal",
-    "GM": "maxwell",
-}
 
 
 def detected_gpus(facts: Facts, catalog: Catalog) -> tuple[tuple[str, Architecture], ...]:
@@ -41,23 +29,17 @@ def detected_gpus(facts: Facts, catalog: Catalog) -> tuple[tuple[str, Architectu
     found: list[tuple[str, Architecture]] = []
     if not isinstance(facts.nvidia_pci, Unknown):
         for dev in (d for d in facts.nvidia_pci if d.is_gpu):
-            arch = _pci_arch(dev.device_id, dev.description, catalog)
+            arch = pci_arch(dev.device_id, dev.description, catalog)
             if arch is not None:
                 found.append((f"{dev.description} [10de:{dev.device_id}] at {dev.bdf}", arch))
+    if not found:
+        found.extend(sysfs_gpus(facts, catalog))
     if not found and not isinstance(facts.gpus, Unknown):
         for gpu in facts.gpus:
             model = catalog.gpu_by_smi_name(gpu.name)
             if model is not None:
                 found.append((f"GPU {gpu.index} {gpu.name}", model.architecture))
     return tuple(found)
-
-
-def _pci_arch(device_id: str, description: str, catalog: Catalog) -> Architecture | None:
-    model = catalog.gpu_by_pci_device(f"0x{device_id}")
-    if model is not None:
-        return model.architecture
-    chip = _CHIP.search(description)
-    return Architecture(_CHIP_ARCH[chip[1]]) if chip else None
 
 
 def flavor_findings(flavor: str, facts: Facts, catalog: Catalog) -> tuple[Finding, ...]:
@@ -67,6 +49,9 @@ def flavor_findings(flavor: str, facts: Facts, catalog: Catalog) -> tuple[Findin
     rules = catalog.kernel_modules
     open_only = [label for label, arch in gpus if arch in rules.open_required.archs]
     closed_only = [label for label, arch in gpus if arch in rules.proprietary_required.archs]
+    # sysfs's device id catches a pre-Turing card that lspci (absent) or the catalog cannot name
+    seen = " ".join(closed_only)
+    closed_only += [label for bdf, label in pre_gsp_gpus(facts) if bdf not in seen]
     return tuple(_findings(flavor, open_only, closed_only))
 
 

@@ -19,6 +19,7 @@ from provision.components.kernel_modules import binding_reboot
 from provision.components.registry import COMPONENTS, pins, transaction_components
 from provision.components.registry import roles as registry_roles
 from provision.detect.facts import Facts
+from provision.fieldfailures import ff_ref
 from provision.findings import Finding
 from provision.invariants.registry import judge_all
 from provision.memo import by_identity
@@ -131,12 +132,18 @@ def _reboot(ctx: PlanContext, built: list[Built]) -> list[Built]:
     notes = dict.fromkeys(
         rebooting[s.component].reboot_note for s in causes if rebooting[s.component].reboot_note
     )
+    pending = reboot_pending(ctx.facts)
+    # A reboot already pending is the cause of what the user sees now (NVML's "Driver/library
+    # version mismatch", FF-01): say so, even when the plan's own changes need the reboot too.
+    already = f"; already {pending.reason} (FF-01, {ff_ref(1)})" if pending is not None else ""
     return [
         Step(
             component=Component.REBOOT,
             action=Action.REBOOT,
             target=causes[0].target,
-            reason=f"reboot to {_reboot_purpose(causes)} ({names})" + "".join(f"; {n}" for n in notes),
+            reason=f"reboot to {_reboot_purpose(causes)} ({names})"
+            + "".join(f"; {n}" for n in notes)
+            + already,
         )
     ]
 

@@ -108,13 +108,17 @@ def parse_signer(output: str, rc: int) -> ModuleSigner | Unknown:
 def parse_dkms(output: str, rc: int) -> DkmsStatus | Unknown:
     """``nvidia/580.95.05, 6.8.0-60-generic, x86_64: installed`` (also the older ``nvidia, ver`` form).
 
+    A module DKMS has only ``added`` (its build failed, or never ran) has no kernel:
+    ``nvidia/580.95.05: added``; its kernel is ``""`` (dkms(8), "status";
+    NVIDIA/open-gpu-kernel-modules#805).
+
     The module is ``nvidia`` in NVIDIA's and Ubuntu's packages and ``nvidia-current`` (open:
     ``nvidia-current-open``) in Debian's; other modules (``nvidia-fs``, anything else) are ignored.
     """
     if (bad := failure("dkms", output, rc)) is not None:
         return bad
     found = re.findall(
-        r"^nvidia(?:-current)?(?:-open)?[/,]\s*([\w.]+),\s*([^,\s]+),\s*[^:]+:\s*(\w+)", output, re.M
+        r"^nvidia(?:-current)?(?:-open)?[/,]\s*([\w.]+)(?:,\s*([^,\s:]+),\s*[^:]+)?:\s*(\w+)", output, re.M
     )
     return DkmsStatus(modules=tuple((v, k, s) for v, k, s in found))
 

@@ -71,6 +71,7 @@ class GpuHardware(Frozen):
 
     bdf: str = Field(description="Domain:bus:device.function, lower case, e.g. 0000:00:06.0.")
     pci_class: str | None = None
+    device_id: str | None = Field(None, description="PCI device id from sysfs, lower case hex, e.g. 2335.")
     numa_node: int | None = None
     local_cpus: str | None = None
     link_max: PciLink | None = None
@@ -140,11 +141,18 @@ def _gpu_from_sysfs(bdf: str, fields: Mapping[str, str]) -> GpuHardware:
     return GpuHardware(
         bdf=bdf,
         pci_class=fields.get("class"),
+        device_id=_device_id(fields.get("device")),
         numa_node=numa if numa is not None and numa >= 0 else None,
         local_cpus=fields.get("local_cpulist"),
         link_max=_link(fields.get("max_link_speed"), fields.get("max_link_width")),
         **extra,
     )
+
+
+def _device_id(text: str | None) -> str | None:
+    """``0x2335`` (sysfs ``device``) -> ``2335``; None for anything else."""
+    match = re.fullmatch(r"0x([0-9a-fA-F]{4})", (text or "").strip())
+    return match[1].lower() if match else None
 
 
 def _claimants(text: str, modalias: str) -> tuple[str, ...] | Unknown:
