@@ -128,7 +128,8 @@ def test_verify_text_shows_host_tables_and_the_summary(fleet: FleetTargets, inve
 def test_checklist_writes_one_document_per_host_and_an_index(fleet: FleetTargets, inventory: Path) -> None:
     out = fleet.directory / "checklists"
     result = provision("checklist", "-i", inventory, "-o", out)
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # gpu4 unreachable: named, and exit 1 as plan -i does
+    assert "gpu4: host unreachable:" in result.output
     assert sorted(p.name for p in out.iterdir()) == ["gpu1.md", "gpu2.md", "gpu3.md", "gpu4.md", "index.md"]
     index = (out / "index.md").read_text()
     for name in ("gpu1", "gpu2", "gpu3"):
