@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
 from provision.catalog import load_catalog
@@ -24,8 +26,8 @@ from provision.verify.checks_software import cudnn_version
 from provision.verify.command import read_inputs
 from provision.verify.launch import python_of
 from provision.verify.limits import load_limits, pcie_gbps, shipped_limits
-from provision.verify.models import CheckResult
-from provision.verify.render import junit_xml
+from provision.verify.models import CheckResult, Report
+from provision.verify.render import junit_xml, render_table
 from provision.verify.runs import P2P, AllReduceRun, FabricGpu, GpuRun, RankResult, VerifyInputs
 from provision.verify.workflow import evaluate, verify
 from tests.unit.factories import one_report
@@ -431,3 +433,15 @@ def test_fabric_manager_skip_says_the_fabric_was_not_read(spec: Spec) -> None:
         "no NVSwitch fabric seen (fabric state not read: nvidia-smi: not found) "
         "and the spec does not require FM (FF-04)"
     )
+
+
+def test_the_table_title_starts_its_line_however_wide_the_output(spec: Spec, inputs: VerifyInputs) -> None:
+    # Piped output is not wrapped (README "Commands"): a centred title sat ~170 columns in.
+    report = Report(
+        spec="specs/h200-ubuntu2404.yaml",
+        results=tuple(evaluate(spec, inputs, load_catalog(), shipped_limits())),
+    )
+    out = io.StringIO()
+    render_table(report, Console(file=out, width=400, no_color=True))
+    text = out.getvalue()
+    assert text.startswith("provision verify specs/h200-ubuntu2404.yaml on localhost")
