@@ -482,3 +482,20 @@ def test_checklist_refuses_two_sources_of_facts_as_plan_does(tmp_path: Path) -> 
         result = run(command, H200_SPEC, "--from-raw", H200_RAW, "--facts", str(facts))
         assert result.exit_code == 1, result.output
         assert "--facts and --from-raw are different sources of facts: give one" in result.output
+
+
+@pytest.mark.parametrize(
+    ("option", "line"),
+    [
+        (["--format", "docx"], "error: --format docx: choose md, html or pdf\n"),
+        (["--paper", "a3"], "error: --paper a3: choose a4 or letter\n"),
+    ],
+)
+def test_a_checklist_value_out_of_its_choices_names_that_option_alone(
+    option: list[str], line: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = run("checklist", A100X_SPEC, *option)
+    assert result.exit_code == 1
+    assert result.output == line
+    assert list(tmp_path.iterdir()) == []
