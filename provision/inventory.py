@@ -191,6 +191,9 @@ _PLUGIN_FAILED = re.compile(
     re.MULTILINE,
 )
 _WRAPPED = re.compile(r"\n(?!\[)")
+_BLANK = re.compile(r"\n[ \t]*\n")
+"""ansible-core 2.19 follows a warning with a blank line and its detail (the same reason again, then
+``<<< caused by >>>`` and ``Origin: <path>``): the warning's own line ends there."""
 
 
 def _parsed(build: Callable[[], Any], inventory: Path, error: type[ProvisionError]) -> Any:
@@ -208,9 +211,8 @@ def _parsed(build: Callable[[], Any], inventory: Path, error: type[ProvisionErro
         with contextlib.redirect_stderr(said):
             manager = build()
     except AnsibleError:
-        reasons = "; ".join(
-            f"{plugin}: {why}" for plugin, why in _PLUGIN_FAILED.findall(_WRAPPED.sub(" ", said.getvalue()))
-        )
+        unwrapped = "\n".join(_WRAPPED.sub(" ", part) for part in _BLANK.split(said.getvalue()))
+        reasons = "; ".join(f"{plugin}: {why}" for plugin, why in _PLUGIN_FAILED.findall(unwrapped))
         raise error(
             because(
                 f"{inventory}: Ansible cannot parse it as an inventory", reasons or "no plugin accepts it"

@@ -24,7 +24,7 @@ from typing import Any
 
 LOADER = "pydantic.plugin._loader"
 """The module pydantic imports ``get_plugins`` from, inside the function that builds a validator
-(pydantic 2.8 to 2.13: ``pydantic/plugin/_schema_validator.py``)."""
+(pydantic 2.8 to 2.14: ``pydantic/plugin/_schema_validator.py``)."""
 
 ALL_OFF = frozenset({"__all__", "1", "true"})
 """The values for which pydantic's ``get_plugins`` returns none before it scans anything."""

@@ -88,8 +88,10 @@ def checklist(
     from provision.checklist.sources import checklist_facts
 
     fmt = _format(fmt, output)
-    if fmt not in ("md", "html", "pdf") or paper not in ("a4", "letter"):
-        raise ProvisionError("--format must be md, html or pdf, --paper a4 or letter")
+    if fmt not in ("md", "html", "pdf"):
+        raise ProvisionError(f"--format {fmt}: choose md, html or pdf")
+    if paper not in ("a4", "letter"):
+        raise ProvisionError(f"--paper {paper}: choose a4 or letter")
     if output is None and fmt == "pdf":
         raise ProvisionError("--format pdf needs -o/--output FILE")
     _check_checklist_output(output, several=inventory is not None or fleet is not None)

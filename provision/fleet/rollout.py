@@ -74,7 +74,8 @@ def parse_max_unavailable(text: str) -> MaxUnavailable:
     if m := _PERCENT.match(value):
         return MaxUnavailable(int(m.group(1)), percent=True)
     raise ProvisionError(
-        f"--max-unavailable {text!r}: give a number of hosts (2) or a percentage of them (25%)"
+        f"--max-unavailable {text!r}: give a number of hosts from 1 to 999999 (e.g. 2) or a "
+        "percentage of them from 1% to 100% (e.g. 25%)"
     )
 
 

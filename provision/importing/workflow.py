@@ -32,7 +32,7 @@ from provision.plan.models import Plan
 from provision.plan.render import summary
 from provision.unknown import because
 
-NOT_IMPORTED = "bios, verify, monitoring, serve"
+NOT_IMPORTED = "bios, verify, monitoring, serve, containers"
 """Sections import leaves to their defaults (nothing to read them from, or a choice only a person makes)."""
 
 

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Literal
 
 from provision.catalog import Catalog
+from provision.detect.domains.pci import NO_NVIDIA_PCI
 from provision.detect.facts import Facts, Kernel, OsRelease, Unknown
 from provision.fieldfailures import ff_ref
 from provision.os import PackageManager, repo_code, same_release
@@ -80,15 +81,26 @@ def _broken(facts: Facts, pm: PackageManager) -> Iterator[Finding]:
         )
 
 
+def _not_visible(spec: Spec, facts: Facts, gpus: Unknown) -> str:
+    """Why no GPU is listed: none on the PCI bus at all (sysfs read, no NVIDIA function: a driver
+    will not make the spec's GPUs appear), else nvidia-smi's reason, checked again after the driver
+    loads."""
+    pci = None if isinstance(facts.hardware, Unknown) else facts.hardware.pci
+    if isinstance(pci, Unknown) and pci.unknown == NO_NVIDIA_PCI:
+        return (
+            f"no NVIDIA GPU in this machine: {NO_NVIDIA_PCI} (and {flat_reason(gpus.unknown)}); "
+            f"the spec's {spec.gpus.count} x {spec.gpus.model} are not on the PCI bus, and "
+            "installing a driver will not make them appear: is this the machine the spec describes?"
+        )
+    return (
+        because("no GPU visible", gpus.unknown)
+        + "; GPU count and model are checked by verify after the driver loads"
+    )
+
+
 def _gpus(spec: Spec, facts: Facts, catalog: Catalog) -> Iterator[Finding]:
     if isinstance(facts.gpus, Unknown):
-        yield _f(
-            "gpus-not-visible",
-            "warning",
-            because("no GPU visible", facts.gpus.unknown) + "; "
-            "GPU count and model are checked by verify after the driver loads",
-            unconfirmed=True,
-        )
+        yield _f("gpus-not-visible", "warning", _not_visible(spec, facts, facts.gpus), unconfirmed=True)
         return
     if len(facts.gpus) != spec.gpus.count:
         # No step can add or remove a GPU: a plan that went on would call a machine that lost a GPU

@@ -42,7 +42,8 @@ def spec_from_document(path: Path, data: Any) -> Spec:
     try:
         spec = Spec.model_validate(plain_data(data))
     except ValidationError as exc:
-        raise SpecError([_format_error(path, data, err) for err in exc.errors()]) from None
+        errors = exc.errors()
+        raise SpecError([_format_error(path, data, err, errors) for err in errors]) from None
     return _with_model_architecture(path, data, spec)
 
 
@@ -71,18 +72,48 @@ def _with_model_architecture(path: Path, data: Any, spec: Spec) -> Spec:
     )
 
 
-def _format_error(path: Path, data: Any, err: Any) -> str:
-    loc = tuple(part for part in err["loc"] if not _is_union_tag(part))
+def _format_error(path: Path, data: Any, err: Any, errors: list[Any]) -> str:
+    loc = _plain_loc(err)
     line, col = locate(data, loc)
     field = ".".join(str(p) for p in loc) or "(top level)"
     message = err["msg"].removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
-        hint = did_you_mean(str(loc[-1]), accepted_keys(Spec, loc[:-1])) if loc else ""
+        hint = _unknown_key_hint(data, loc, errors) if loc else ""
         message = f"unknown key (not part of spec v1; see `provision schema`){hint}"
     quotes = err["type"] == "string_type" or message.startswith("write the version in quotes")
     if quotes and (written := _number_as_written(data, loc)) is not None:
         message = f'write it in quotes, "{written}": YAML reads an unquoted {written} as a number'
     return f"{path}:{line}:{col}: {field}: {message}"
+
+
+def _plain_loc(err: Any) -> tuple[Any, ...]:
+    return tuple(part for part in err["loc"] if not _is_union_tag(part))
+
+
+def _unknown_key_hint(data: Any, loc: tuple[Any, ...], errors: list[Any]) -> str:
+    """The "did you mean" for the unknown key at ``loc``: the closest required key missing beside it
+    (``gpuz:`` is ``gpus``, which is missing, not the optional ``gpu``), else the closest key its
+    mapping accepts and does not already have; empty when none is close.
+    """
+    parent, word = loc[:-1], str(loc[-1])
+    missing = [
+        str(p[-1]) for e in errors if e["type"] == "missing" and (p := _plain_loc(e))[:-1] == parent and p
+    ]
+    present = {str(k) for k in _mapping_at(data, parent)}
+    absent = [k for k in accepted_keys(Spec, parent) if k not in present]
+    return did_you_mean(word, missing) or did_you_mean(word, absent)
+
+
+def _mapping_at(data: Any, loc: tuple[Any, ...]) -> dict[Any, Any]:
+    """The mapping at ``loc`` in the document (empty when there is none there)."""
+    node = data
+    for part in loc:
+        in_map = isinstance(node, dict) and part in node
+        in_seq = isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
+        if not (in_map or in_seq):
+            return {}
+        node = node[part]
+    return node if isinstance(node, dict) else {}
 
 
 def _number_as_written(data: Any, loc: tuple[Any, ...]) -> str | None:

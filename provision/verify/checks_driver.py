@@ -8,6 +8,7 @@ from provision.detect.facts import LoadedDriver, Unknown
 from provision.fieldfailures import ff_ref
 from provision.unknown import because
 from provision.verify.context import Context, result, unknown
+from provision.verify.hints import no_driver, not_on_the_bus
 from provision.verify.models import CheckResult, Measured, Status, Threshold
 
 _NO_FABRIC = {"N/A", "Not Supported", ""}
@@ -18,7 +19,11 @@ def nvidia_smi(ctx: Context) -> list[CheckResult]:
     gpus = ctx.gpus
     title = "nvidia-smi answers"
     if isinstance(gpus, Unknown):
-        hint = "Is the module loaded (lsmod | grep nvidia, dmesg | grep NVRM)? A version mismatch is FF-01."
+        hint = (
+            not_on_the_bus(ctx.facts)
+            or no_driver(ctx.facts, ctx.pm.upstream)
+            or "Is the module loaded (lsmod | grep nvidia, dmesg | grep NVRM)? A version mismatch is FF-01."
+        )
         return [unknown("nvidia-smi", title, gpus, hint=hint)]
     status: Status = "pass" if gpus else "fail"
     measured = Measured(value=float(len(gpus)), unit="GPUs")
@@ -41,9 +46,8 @@ def driver_consistency(ctx: Context) -> list[CheckResult]:
     title = "driver versions agree (loaded, on disk, userspace)"
     loaded = ctx.facts.driver
     if isinstance(loaded, Unknown):
-        return [
-            unknown("driver-consistency", title, loaded, hint="Load the module or reboot (modprobe nvidia).")
-        ]
+        hint = no_driver(ctx.facts, ctx.pm.upstream) or "Load the module or reboot (modprobe nvidia)."
+        return [unknown("driver-consistency", title, loaded, hint=hint)]
     versions = {"loaded": loaded.version.text, **userspace_versions(ctx)}
     on_disk = ctx.facts.driver_on_disk
     if on_disk is not None and not isinstance(on_disk, Unknown):
@@ -157,12 +161,23 @@ def fabric_manager(ctx: Context) -> list[CheckResult]:
     """On NVSwitch machines: FM version == loaded driver, and every GPU's fabric Completed/Success."""
     why = nvswitch_reason(ctx)
     if why is None:
-        detail = "no NVSwitch fabric (Fabric State N/A on every GPU) and the spec does not require FM (FF-04)"
+        detail = f"{_fabric_seen(ctx)} and the spec does not require FM (FF-04)"
         return [
             result("fabricmanager-version", "fabric manager version = driver", "skip", detail=detail),
             result("fabric-state", "GPU fabric state Completed/Success", "skip", detail=detail),
         ]
     return [_fm_version(ctx, why), _fabric_state(ctx, why)]
+
+
+def _fabric_seen(ctx: Context) -> str:
+    """No NVSwitch fabric, as the fabric states read say it: N/A on every GPU, or why they were not
+    read (then no fabric was seen, which is not proof of none)."""
+    fabric = ctx.inputs.fabric_states()
+    if isinstance(fabric, Unknown):
+        return f"no NVSwitch fabric seen ({because('fabric state not read', fabric.unknown)})"
+    return (
+        "no NVSwitch fabric (Fabric State N/A on every GPU)" if fabric else "no GPU reported a fabric state"
+    )
 
 
 def _fm_version(ctx: Context, why: str) -> CheckResult:

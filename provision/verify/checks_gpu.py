@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from provision.detect.facts import Gpu, Unknown
 from provision.verify.context import Context, compare, gpu_subject, result, unknown
-from provision.verify.hints import device_count_hint, slow_hint
+from provision.verify.hints import device_count_hint, no_driver, not_on_the_bus, slow_hint
 from provision.verify.limits import ModelKey, Resolved, default, link_fraction, resolve
 from provision.verify.models import CheckResult, Measured, Threshold
 from provision.verify.published import bf16_floor, c2c_floor, is_uncertain, unpublished_bf16
@@ -23,7 +23,8 @@ def gpu_count(ctx: Context) -> list[CheckResult]:
     out: list[CheckResult] = []
     gpus = ctx.gpus
     if isinstance(gpus, Unknown):
-        out.append(unknown("gpu-count", "GPU count (nvidia-smi)", gpus, hint=hint))
+        why = not_on_the_bus(ctx.facts) or no_driver(ctx.facts, ctx.pm.upstream) or hint
+        out.append(unknown("gpu-count", "GPU count (nvidia-smi)", gpus, hint=why))
     else:
         out.append(_count("gpu-count", "GPU count (nvidia-smi)", len(gpus), want, hint))
     run = ctx.run

@@ -11,10 +11,42 @@ https://docs.nvidia.com/deploy/cuda-compatibility/).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
+from provision.detect.domains.pci import NO_NVIDIA_PCI
 from provision.detect.facts import Facts, Torch, Unknown
 
 GENERIC = "A GPU missing: check lspci -d 10de:, dmesg (Xid, RmInitAdapter), seating and power cables."
+
+
+def not_on_the_bus(facts: Facts) -> str | None:
+    """The hint when sysfs was read and holds no NVIDIA function: no driver or cable check helps, the
+    spec describes another machine; None otherwise (sysfs unread, or NVIDIA devices present)."""
+    hardware = facts.hardware
+    pci = None if isinstance(hardware, Unknown) else hardware.pci
+    if isinstance(pci, Unknown) and pci.unknown == NO_NVIDIA_PCI:
+        return f"No NVIDIA GPU in this machine ({NO_NVIDIA_PCI}): is this the machine the spec describes?"
+    return None
+
+
+def no_driver(facts: Facts, upstream: Callable[[str], str]) -> str | None:
+    """The hint when the package list was read, holds no driver package and no NVIDIA module is
+    loaded: the driver was never installed; None otherwise.
+
+    Args:
+        facts: The machine's facts.
+        upstream: The package manager's upstream part of a version (``PackageManager.upstream``).
+    """
+    if isinstance(facts.packages, Unknown) or not isinstance(facts.driver, Unknown):
+        return None
+    if facts.driver_packages(upstream):
+        return None
+    return (
+        "No NVIDIA driver package is installed and no NVIDIA module is loaded: provision apply installs "
+        "the spec's driver (one from NVIDIA's .run installer is no package: see modinfo nvidia)."
+    )
+
+
 _LIBRARY = re.compile(
     r"undefined symbol|cannot open shared object|version `\S+' not found|libcu\w+\.so", re.I
 )
@@ -48,7 +80,7 @@ def device_count_hint(facts: Facts, error: str = "") -> str:
     mig = [] if isinstance(facts.gpus, Unknown) else [g.index for g in facts.gpus if g.mig_mode]
     if mig:
         return f"MIG is enabled on gpu{mig[0]}: CUDA sees MIG instances, not whole GPUs (nvidia-smi -mig 0)."
-    return GENERIC
+    return not_on_the_bus(facts) or GENERIC
 
 
 def _not_ready(facts: Facts) -> str:

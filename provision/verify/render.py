@@ -17,7 +17,8 @@ STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
 
 def render_table(report: Report, console: Console) -> None:
     """The results as a table, then the hints of what did not pass, then the totals."""
-    table = Table(title=f"provision verify {escape(report.spec)} on {escape(report.host)}", show_lines=False)
+    title = f"provision verify {escape(report.spec)} on {escape(report.host)}"
+    table = Table(title=title, title_justify="left", show_lines=False)
     # Check names and statuses never break mid-word; the long columns wrap at spaces first.
     table.add_column("check", no_wrap=True)
     table.add_column("status", no_wrap=True)

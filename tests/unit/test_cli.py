@@ -319,6 +319,36 @@ def test_an_unknown_spec_key_says_which_key_was_meant(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    ("written", "meant"),
+    [
+        ("gpuz:\n", "gpus"),  # 'gpu' (optional, absent) is as close: the missing required key wins
+        ("gpu:\n  persistence: true\ngpuz:\n", "gpus"),
+        ("drivr:\n", "driver"),
+    ],
+)
+def test_a_misspelt_required_key_is_named_before_an_optional_one(
+    written: str, meant: str, tmp_path: Path
+) -> None:
+    spec = tmp_path / "typo.yaml"
+    old = "gpus:\n" if meant == "gpus" else "driver:\n"
+    spec.write_text(Path(A100X_SPEC).read_text().replace(old, written, 1))
+    result = run("validate", str(spec))
+    wrong = written.splitlines()[-1].rstrip(":")
+    assert result.exit_code == 2
+    assert f"{wrong}: unknown key (not part of spec v1; see `provision schema`); did you mean {meant!r}?" in (
+        result.output
+    )
+
+
+def test_an_unknown_key_is_not_taken_for_a_key_its_mapping_already_has(tmp_path: Path) -> None:
+    spec = tmp_path / "typo.yaml"
+    spec.write_text(Path(A100X_SPEC).read_text().replace("  count: 2\n", "  count: 2\n  counts: 2\n", 1))
+    result = run("validate", str(spec))
+    assert result.exit_code == 2
+    assert "gpus.counts: unknown key (not part of spec v1; see `provision schema`)\n" in result.output
+
+
+@pytest.mark.parametrize(
     ("line", "written", "field"),
     [
         ('  version: "24.04"', "  version: 24.04", "os.version"),
@@ -452,3 +482,20 @@ def test_checklist_refuses_two_sources_of_facts_as_plan_does(tmp_path: Path) -> 
         result = run(command, H200_SPEC, "--from-raw", H200_RAW, "--facts", str(facts))
         assert result.exit_code == 1, result.output
         assert "--facts and --from-raw are different sources of facts: give one" in result.output
+
+
+@pytest.mark.parametrize(
+    ("option", "line"),
+    [
+        (["--format", "docx"], "error: --format docx: choose md, html or pdf\n"),
+        (["--paper", "a3"], "error: --paper a3: choose a4 or letter\n"),
+    ],
+)
+def test_a_checklist_value_out_of_its_choices_names_that_option_alone(
+    option: list[str], line: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = run("checklist", A100X_SPEC, *option)
+    assert result.exit_code == 1
+    assert result.output == line
+    assert list(tmp_path.iterdir()) == []

@@ -103,6 +103,19 @@ def test_the_h200_imports_as_its_shipped_spec_says_with_the_reasons(tmp_path: Pa
     assert f"`provision plan {out.name}` on {H200_RAW.name}: No changes." in text
 
 
+def test_every_section_an_import_does_not_write_is_named_in_its_header(tmp_path: Path) -> None:
+    # repository: a mirror is not read (README "Importing a machine"); the header speaks of the key only.
+    out = tmp_path / "h200.yaml"
+    assert invoke("import", "--from-raw", str(H200_RAW), "--out", str(out)).exit_code == 0
+    text = out.read_text()
+    header = [line.removeprefix("# ") for line in text.splitlines() if line.startswith("#")]
+    not_imported = next(line for line in header if line.startswith("Not imported (their defaults apply): "))
+    named = set(not_imported.split(": ", 1)[1].rstrip(".").split(", "))
+    named |= {line.removeprefix("- ").split(":")[0].split(".")[0] for line in header if line.startswith("- ")}
+    absent = set(Spec.model_fields) - set(YAML(typ="safe").load(text)) - {"repository"}
+    assert absent and absent <= named, absent - named
+
+
 def _h200(**changes: object) -> Facts:
     return facts_from_raw(H200_RAW, host="gpu01").model_copy(update=changes)
 

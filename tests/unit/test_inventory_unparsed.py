@@ -29,6 +29,9 @@ def test_an_unparsable_inventory_is_one_line(
     message = str(raised.value)
     assert message.startswith(f"{path}: Ansible cannot parse it as an inventory: ")
     assert reason in message and "\n" not in message
+    assert "<<< caused by >>>" not in message and "Origin:" not in message  # ansible-core 2.19's detail
+    plugin_reason = message.split(reason, 1)[1]
+    assert message.count(plugin_reason) == 1  # each plugin's reason said once
     assert "[WARNING]" not in capsys.readouterr().err
 
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from provision.detect.facts import LoadedDriver, OsRelease, Package, Torch, Venv
+from provision.detect.domains.pci import NO_NVIDIA_PCI
+from provision.detect.facts import LoadedDriver, OsRelease, Package, Torch, Unknown, Venv
 from provision.detect.runner import facts_from_raw
 from provision.plan.models import Action, Component, Plan
 from provision.plan.planner import make_plan
@@ -384,3 +385,24 @@ def test_a_venv_observed_absent_stays_absent_through_a_facts_file() -> None:
     assert again == facts and isinstance(again.venv, NoVenv)
     venv = Facts.model_validate_json(fresh_ubuntu(venv=Venv(path="/opt/v")).model_dump_json()).venv
     assert isinstance(venv, Venv)
+
+
+@pytest.mark.parametrize(
+    ("pci_reason", "said"),
+    [
+        # sysfs read and no NVIDIA function on the bus: no driver will make the spec's GPUs appear
+        (NO_NVIDIA_PCI, "no NVIDIA GPU in this machine: no NVIDIA PCI devices in /sys/bus/pci/devices"),
+        # sysfs not readable: nothing is known about the bus, verify checks after the driver loads
+        ("cannot read /sys/bus/pci/devices", "no GPU visible: nvidia-smi: not found; GPU count and model"),
+    ],
+)
+def test_no_gpu_visible_says_whether_the_pci_bus_has_any(pci_reason: str, said: str) -> None:
+    hardware = facts_from_raw(ROOT / "tests" / "fixtures" / "raw" / "h200-ubuntu2404-2026-12-01").hardware
+    assert not isinstance(hardware, Unknown)
+    facts = fresh_ubuntu(hardware=hardware.model_copy(update={"pci": Unknown(unknown=pci_reason)}))
+    plan = make_plan(spec(), facts, CATALOG)
+    found = [f for f in plan.warnings if f.rule == "gpus-not-visible"]
+    assert len(found) == 1 and found[0].message.startswith(said) and found[0].unconfirmed
+    assert ("the spec's 2 x a100x are not on the PCI bus" in found[0].message) is (
+        pci_reason == NO_NVIDIA_PCI
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import types
 
 import pytest
 
@@ -31,7 +32,8 @@ def test_no_plugins_while_off_and_the_real_loader_once_on(monkeypatch: pytest.Mo
     monkeypatch.setenv("PYDANTIC_DISABLE_PLUGINS", "")
     answer = list(stand_in.get_plugins())
     real = sys.modules[LOADER]
-    assert real is not stand_in and hasattr(real, "importlib_metadata")  # the real one, imported now
+    assert real is not stand_in and type(real) is types.ModuleType  # the real one, imported now
+    assert real.__file__ is not None and real.__file__.endswith("_loader.py")
     assert answer == list(real.get_plugins())
     assert stand_in.PYDANTIC_ENTRY_POINT_GROUP == real.PYDANTIC_ENTRY_POINT_GROUP == "pydantic"
 

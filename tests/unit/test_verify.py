@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import io
 import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
 from provision.catalog import load_catalog
 from provision.cli import cli
 from provision.detect.domains.driver import FabricManagerVersionFact
+from provision.detect.domains.pci import NO_NVIDIA_PCI
 from provision.detect.facts import FabricState, Package, Topology, Unknown
-from provision.detect.runner import unknown_facts
+from provision.detect.runner import facts_from_raw, unknown_facts
 from provision.detect.unknown import NotRun
 from provision.spec.loader import load_spec
 from provision.spec.models import GpuSpec, Spec
@@ -23,8 +26,8 @@ from provision.verify.checks_software import cudnn_version
 from provision.verify.command import read_inputs
 from provision.verify.launch import python_of
 from provision.verify.limits import load_limits, pcie_gbps, shipped_limits
-from provision.verify.models import CheckResult
-from provision.verify.render import junit_xml
+from provision.verify.models import CheckResult, Report
+from provision.verify.render import junit_xml, render_table
 from provision.verify.runs import P2P, AllReduceRun, FabricGpu, GpuRun, RankResult, VerifyInputs
 from provision.verify.workflow import evaluate, verify
 from tests.unit.factories import one_report
@@ -32,6 +35,9 @@ from tests.unit.factories import one_report
 ROOT = Path(__file__).parents[2]
 RUN = ROOT / "tests" / "fixtures" / "verify" / "h200-ubuntu2404"
 SPEC_PATH = ROOT / "specs" / "h200-ubuntu2404.yaml"
+COMPUTE_580 = Package(
+    name="libnvidia-compute-580", version="580.95.05-0ubuntu1", status="install ok installed"
+)
 
 
 @pytest.fixture(scope="module")
@@ -375,3 +381,68 @@ def test_junit_is_valid_against_the_strict_schema(spec: Spec, inputs: VerifyInpu
     # The format provision wrote before: no timestamp, output inside testcases, an attribute on the root.
     old = (Path(__file__).parents[1] / "fixtures" / "verify" / "h200-ubuntu2404" / "junit.xml").read_text()
     assert any("timestamp" in p for p in problems(old)) and any("testsuites" in p for p in problems(old))
+
+
+def _bare(pci: Unknown | None, packages: tuple[Package, ...]) -> VerifyInputs:
+    """A machine without nvidia-smi and without a loaded module: sysfs from the H200 capture (or
+    ``pci`` in its place), the package list read as ``packages``."""
+    hardware = facts_from_raw(ROOT / "tests" / "fixtures" / "raw" / "h200-ubuntu2404-2026-12-01").hardware
+    assert not isinstance(hardware, Unknown)
+    if pci is not None:
+        hardware = hardware.model_copy(update={"pci": pci})
+    facts = unknown_facts("localhost", "nvidia-smi: not found").model_copy(
+        update={
+            "hardware": hardware,
+            "packages": packages,
+            "fabric": Unknown(unknown="nvidia-smi: not found"),
+        }
+    )
+    return VerifyInputs(facts=facts, gpu_run=Unknown(unknown="no GPU work: nvidia-smi: not found"))
+
+
+@pytest.mark.parametrize(
+    ("pci", "packages", "nvidia_smi", "consistency"),
+    [
+        # no NVIDIA function on the bus: no driver or cable helps, the spec is another machine's
+        (Unknown(unknown=NO_NVIDIA_PCI), (), "No NVIDIA GPU in this machine", "No NVIDIA driver package"),
+        # GPUs on the bus, no driver package, no module: the driver was never installed
+        (None, (), "No NVIDIA driver package is installed", "No NVIDIA driver package is installed"),
+        # a driver package installed, no module loaded: the module is the question
+        (None, (COMPUTE_580,), "Is the module loaded", "Load the module or reboot"),
+        # sysfs not readable: nothing said about the bus
+        (Unknown(unknown="cannot read"), (COMPUTE_580,), "Is the module loaded", "Load the module or reboot"),
+    ],
+)
+def test_no_nvidia_smi_hint_names_the_observed_cause(
+    spec: Spec, pci: Unknown | None, packages: tuple[Package, ...], nvidia_smi: str, consistency: str
+) -> None:
+    by_id = {r.id: r for r in evaluate(spec, _bare(pci, packages), load_catalog(), shipped_limits())}
+    assert by_id["nvidia-smi"].status == "fail" and (by_id["nvidia-smi"].hint or "").startswith(nvidia_smi)
+    assert (by_id["gpu-count"].hint or "").startswith(
+        nvidia_smi.replace("Is the module loaded", "A GPU missing")
+    )
+    assert (by_id["driver-consistency"].hint or "").startswith(consistency)
+    not_here = pci is not None and pci.unknown == NO_NVIDIA_PCI
+    assert (by_id["cuda-device-count"].hint or "").startswith("No NVIDIA GPU") is not_here
+
+
+def test_fabric_manager_skip_says_the_fabric_was_not_read(spec: Spec) -> None:
+    by_id = {r.id: r for r in evaluate(spec, _bare(None, ()), load_catalog(), shipped_limits())}
+    skipped = by_id["fabricmanager-version"]
+    assert skipped.status == "skip"
+    assert skipped.detail == (
+        "no NVSwitch fabric seen (fabric state not read: nvidia-smi: not found) "
+        "and the spec does not require FM (FF-04)"
+    )
+
+
+def test_the_table_title_starts_its_line_however_wide_the_output(spec: Spec, inputs: VerifyInputs) -> None:
+    # Piped output is not wrapped (README "Commands"): a centred title sat ~170 columns in.
+    report = Report(
+        spec="specs/h200-ubuntu2404.yaml",
+        results=tuple(evaluate(spec, inputs, load_catalog(), shipped_limits())),
+    )
+    out = io.StringIO()
+    render_table(report, Console(file=out, width=400, no_color=True))
+    text = out.getvalue()
+    assert text.startswith("provision verify specs/h200-ubuntu2404.yaml on localhost")

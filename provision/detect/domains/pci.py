@@ -108,6 +108,11 @@ class AcsControl(Frozen):
         return tuple(flag for flag in P2P_REDIRECT_FLAGS if self.flags.get(flag))
 
 
+NO_NVIDIA_PCI = "no NVIDIA PCI devices in /sys/bus/pci/devices"
+"""The ``sys-pci`` probe's reason when it ran and found no function of NVIDIA's vendor id (0x10de):
+the machine has no NVIDIA GPU on its PCI bus, not merely no driver for one."""
+
+
 def parse_sys_pci(output: str, rc: int) -> tuple[GpuHardware, ...] | Unknown:
     """The ``sys-pci`` probe (``== /sys/bus/pci/devices/<bdf>`` blocks of ``name: value``).
 
@@ -117,7 +122,7 @@ def parse_sys_pci(output: str, rc: int) -> tuple[GpuHardware, ...] | Unknown:
         return Unknown(unknown=first_text(output))
     blocks = list(_sysfs_blocks(output))
     if not blocks:
-        return Unknown(unknown="no NVIDIA PCI devices in /sys/bus/pci/devices")
+        return Unknown(unknown=NO_NVIDIA_PCI)
     return tuple(_gpu_from_sysfs(bdf, fields) for bdf, fields in blocks)
 
 
