@@ -5,8 +5,9 @@ configured to sign with, ``/var/lib/dkms/mok.pub`` by default; DKMS README, "Mod
 https://github.com/dell/dkms/blob/master/README.md#module-signing) is enrolled in shim's Machine
 Owner Key list (field failure FF-11). The import is queued with ``mokutil --import``, which asks
 for a one-time password, and confirmed in shim's MokManager at the next boot, on the console:
-"Enroll MOK", "Continue", "Yes", the password, "Reboot". MokManager waits about ten seconds for a key press and otherwise boots without enrolling,
-so nobody may reboot such a host unattended and expect the key enrolled. Sources: mokutil(1)
+"Enroll MOK", "Continue", "Yes", the password, "Reboot". MokManager waits about ten seconds for
+a key press and otherwise boots without enrolling, so nobody may reboot such a host unattended and
+expect the key enrolled. Sources: mokutil(1)
 (``--import``, ``--test-key``); Debian wiki, SecureBoot, "MOK - Machine Owner Key"
 (https://wiki.debian.org/SecureBoot#MOK_-_Machine_Owner_Key); Ubuntu wiki, UEFI/SecureBoot/DKMS
 (https://wiki.ubuntu.com/UEFI/SecureBoot/DKMS).
