@@ -205,3 +205,8 @@ def test_the_invariant_names_the_certificate_dkms_signs_with(tmp_path: Path) -> 
     status, cause, fix = _driver_loaded(tmp_path, mok)
     assert status == "violated" and f"({UBUNTU_MOK} is not enrolled)" in cause
     assert f"`mokutil --import {UBUNTU_MOK}`, the certificate DKMS signs with" in fix
+
+
+def test_facts_saved_before_the_certificate_field_still_load() -> None:
+    old = MokState.model_validate_json('{"key_present": true, "enrolled": false}')
+    assert old.certificate == DKMS_MOK and old.signing_certificate == DKMS_MOK and old.trusted is None
