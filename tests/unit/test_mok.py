@@ -18,14 +18,25 @@ from pathlib import Path
 import pytest
 
 from provision.catalog import load_catalog
-from provision.detect.domains.driver import _MOK_SCRIPT, DKMS_MOK, UBUNTU_MOK, MokState, parse_mok
+from provision.detect.domains.driver import (
+    _MOK_SCRIPT,
+    DKMS_MOK,
+    UBUNTU_MOK,
+    ModuleSigner,
+    MokState,
+    parse_mok,
+)
 from provision.detect.facts import Facts
 from provision.detect.raw import read_raw
-from provision.detect.runner import facts_from_raw
+from provision.detect.runner import facts_from_raw, unknown_facts
 from provision.invariants.loaded import DriverLoaded
 from provision.plan.models import Action, Component
 from provision.plan.planner import make_plan
 from provision.spec.loader import load_spec
+from provision.verify.checks_driver import module_signer
+from provision.verify.context import Context
+from provision.verify.limits import shipped_limits
+from provision.verify.runs import VerifyInputs
 from tests.unit.factories import CATALOG, ROOT, fresh_ubuntu, spec, step
 from tests.unit.test_field_failure_variants import FF_VARIANTS, materialize
 
@@ -210,3 +221,16 @@ def test_the_invariant_names_the_certificate_dkms_signs_with(tmp_path: Path) -> 
 def test_facts_saved_before_the_certificate_field_still_load() -> None:
     old = MokState.model_validate_json('{"key_present": true, "enrolled": false}')
     assert old.certificate == DKMS_MOK and old.signing_certificate == DKMS_MOK and old.trusted is None
+
+
+def test_verify_hint_names_the_certificate_dkms_signs_with() -> None:
+    mok = MokState(key_present=True, enrolled=False, certificate="/etc/keys/site key.der", configured_in="/f")
+    facts = _secure_boot_facts(mok).model_copy(update={"module_signer": ModuleSigner(signer="")})
+    ctx = Context(
+        spec=spec(driver__source="nvidia-repo"),
+        inputs=VerifyInputs(facts=facts, gpu_run=unknown_facts("x", "y").gpus),
+        catalog=CATALOG,
+        limits=shipped_limits(),
+    )  # type: ignore[arg-type]
+    (row,) = module_signer(ctx)
+    assert row.status == "fail" and "mokutil --import '/etc/keys/site key.der'" in (row.hint or "")
