@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
@@ -175,7 +175,8 @@ def after_apply(
     """
     done = {o.host for o in applied.outcomes if o.ok}
     need = [h for h in reboot_hosts(pending, applied.result, applied.again) if h in done]
-    waiting = [h for h in done if mok.mok_pending(_plan(applied.again, h))]
+    plans = {h: _plan(applied.again, h) for h in done}
+    waiting = {h: mok.certificate(p) for h, p in plans.items() if mok.mok_pending(p)}
     consented = {h: [s.component.value for s in p.changes] for h, p in pending.items()}
     return reboot_phase(
         hosts, need, waiting, consented, applied.result.run_dir, runs_dir, options, view, reapply
@@ -185,7 +186,7 @@ def after_apply(
 def reboot_phase(
     hosts: Hosts,
     need: list[str],
-    waiting: list[str],
+    waiting: Mapping[str, str],
     consented: dict[str, list[str]],
     run_dir: Path,
     runs_dir: Path,
@@ -193,7 +194,10 @@ def reboot_phase(
     view: RebootView,
     reapply: Reapply,
 ) -> int:
-    """Reboot ``need`` (all but ``waiting``), stop ``waiting`` at the console; see the module docstring."""
+    """Reboot ``need`` (all but ``waiting``), stop ``waiting`` at the console; see the module docstring.
+
+    ``waiting`` maps each host that waits for MOK enrollment to the certificate it is to enrol.
+    """
     outcomes = [*_mok_stop(hosts, waiting, consented, run_dir, runs_dir, options, view.console)]
     reboot = [h for h in need if h not in waiting]
     nested: RebootView | None = None
@@ -304,7 +308,7 @@ def write_resume(
     hosts: Hosts,
     names: list[str],
     consented: dict[str, list[str]],
-    waiting: list[str],
+    waiting: Collection[str],
     run_dir: Path,
     runs_dir: Path,
     options: RebootOptions,
@@ -367,7 +371,7 @@ def _schedule_local(
 
 def _mok_stop(
     hosts: Hosts,
-    waiting: list[str],
+    waiting: Mapping[str, str],
     consented: dict[str, list[str]],
     run_dir: Path,
     runs_dir: Path,
@@ -402,7 +406,7 @@ def _mok_stop(
             else f"then run `provision resume {path}`"
         )
         for host in names:
-            for line in mok.instructions(host, resume):
+            for line in mok.instructions(host, resume, waiting[host]):
                 console.print(escape(line), soft_wrap=True)
             outcomes.append(
                 RebootOutcome(host, "mok-pending", "MOK enrollment pending at the console (see above)")

@@ -150,7 +150,7 @@ def _resume(found: record.ResumeRecord, where: Path, console: Console, doc: dict
             else f"then `provision resume {where}`"
         )
         for host in still:
-            for line in mok.instructions(host, resume):
+            for line in mok.instructions(host, resume, mok.certificate(planned.hosts[host].plan)):
                 console.print(line, soft_wrap=True, markup=False)
         waiting = [Outcome(h, "mok-pending", "MOK still not enrolled") for h in still]
         return _end(doc, "not-reachable" if gone else "mok-pending", gone + waiting, console)

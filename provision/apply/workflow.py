@@ -51,7 +51,7 @@ from provision.errors import ProvisionError
 from provision.hosts import FleetPlan, Hosts, HostSpec, HostState, one_spec, plan_facts, plan_hosts_with_facts
 from provision.lock.record import record_locks, show_recorded
 from provision.plan.models import Plan
-from provision.reboot.mok import mok_pending
+from provision.reboot.mok import certificate, mok_pending
 
 INTERRUPTED = 130
 """Exit code after Ctrl-C stopped the Ansible run (128 + SIGINT, the shell's convention)."""
@@ -208,7 +208,7 @@ def pending_reboots(hosts: Hosts, planned: FleetPlan, options: ApplyOptions, vie
     an earlier apply without ``--reboot``, or one interrupted before its reboot."""
     plans = {h: hp.plan for h, hp in planned.hosts.items() if hp.plan is not None and hp.unreachable is None}
     need = [h for h, p in plans.items() if not p.refused and p.reboot_required]
-    waiting = [h for h, p in plans.items() if not p.refused and mok_pending(p)]
+    waiting = {h: certificate(p) for h, p in plans.items() if not p.refused and mok_pending(p)}
     if not need and not waiting:
         return 0
     with refusals(planned, view):

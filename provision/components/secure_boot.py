@@ -1,11 +1,15 @@
 """Secure Boot: a DKMS-built module loads only when signed by an enrolled MOK (FF-11).
 
-Source: field failure FF-11 (Secure Boot rejects an unenrolled DKMS module:
-canonical/nvidia-graphics-drivers#62).
+The certificate named is the one DKMS signs with (the ``mok-key`` fact: ``mok_certificate=`` in
+DKMS's framework files, https://github.com/dell/dkms/blob/master/README.md#module-signing); the
+manual step carries it as its ``current``, for the console instructions
+(:func:`provision.reboot.mok.certificate`). Source: field failure FF-11 (Secure Boot rejects an
+unenrolled DKMS module: canonical/nvidia-graphics-drivers#62).
 """
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterable
 
 from provision.components.base import Action, Built, Component, InstallableComponent, PlanContext, Step
@@ -49,8 +53,9 @@ def secure_boot_step(ctx: PlanContext, driver_changes: bool) -> Step | Finding |
     if not uses_dkms(ctx):
         return None
     mok = ctx.facts.mok
-    if not isinstance(mok, Unknown) and mok.enrolled:
-        return noop(Component.SECURE_BOOT, reason=f"Secure Boot on; DKMS signing key {DKMS_MOK} is enrolled")
+    cert = DKMS_MOK if isinstance(mok, Unknown) else mok.signing_certificate
+    if not isinstance(mok, Unknown) and mok.signing_enrolled:
+        return noop(Component.SECURE_BOOT, reason=f"Secure Boot on; DKMS signing key {cert} is enrolled")
     if not driver_changes and isinstance(mok, Unknown):
         return None
     if not spec.driver.console:
@@ -65,8 +70,9 @@ def secure_boot_step(ctx: PlanContext, driver_changes: bool) -> Step | Finding |
     return Step(
         component=Component.SECURE_BOOT,
         action=Action.MANUAL,
+        current=cert,
         target="MOK enrolled",
-        reason=f"Secure Boot is on: DKMS signs nvidia.ko with {DKMS_MOK}; run `mokutil --import "
-        f"{DKMS_MOK}` (choose a one-time password), then confirm MOK enrollment at the console on the "
-        "next boot (checklist item secure-boot)",
+        reason=f"Secure Boot is on: DKMS signs nvidia.ko with {cert}; run `mokutil --import "
+        f"{shlex.quote(cert)}` (choose a one-time password), then confirm MOK enrollment at the "
+        "console on the next boot (checklist item secure-boot)",
     )

@@ -198,8 +198,12 @@ def _secure_boot(facts: Facts) -> str:
 
 
 def _mok(facts: Facts) -> str:
-    if isinstance(facts.mok, Unknown):
+    mok = facts.mok
+    if isinstance(mok, Unknown):
         return ""
-    if not facts.mok.key_present:
-        return "; DKMS key absent"
-    return f"; DKMS key {'enrolled' if facts.mok.enrolled else 'not enrolled'}"
+    cert = mok.signing_certificate
+    if mok.signing_enrolled:
+        return f"; DKMS key {cert} enrolled"
+    if cert == mok.certificate and not mok.key_present:
+        return f"; DKMS key {cert} absent"
+    return f"; DKMS key {cert} not enrolled"

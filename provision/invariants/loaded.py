@@ -10,9 +10,11 @@ Guide). Each verdict names the cause it sees and the fix chosen from it.
 
 from __future__ import annotations
 
+import shlex
+
 from provision.catalog import Catalog
 from provision.detect.domains.containers import UnitState
-from provision.detect.domains.driver import DkmsStatus, ModuleSigner, MokState
+from provision.detect.domains.driver import DKMS_MOK, UBUNTU_MOK, DkmsStatus, ModuleSigner, MokState
 from provision.detect.domains.firmware import SecureBoot
 from provision.detect.facts import Facts, LoadedDriver, Unknown
 from provision.invariants.base import Invariant, Verdict
@@ -83,20 +85,32 @@ def _dkms_cause(dkms: DkmsStatus, kernel: str) -> tuple[str, str] | None:
 
 
 def _signer_cause(facts: Facts, disk: str) -> tuple[str, str] | None:
-    """Secure Boot refusing the module's signer, when that is what the facts show; else None."""
+    """Secure Boot refusing the module's signer, when that is what the facts show; else None (also
+    when DKMS's configured certificate or Ubuntu's MOK is enrolled: the signer may be that key)."""
     hw = facts.hardware
     secure = not isinstance(hw, Unknown) and isinstance(hw.secure_boot, SecureBoot) and hw.secure_boot.enabled
     signer = facts.module_signer.signer if isinstance(facts.module_signer, ModuleSigner) else None
     mok = facts.mok if isinstance(facts.mok, MokState) else None
-    if not secure or signer is None or (mok is not None and mok.enrolled is True):
+    if not secure or signer is None or (mok is not None and mok.trusted is not None):
         return None
     by = f"signed by '{signer}'" if signer else "unsigned"
+    tested = f"{mok.signing_certificate} is not enrolled" if mok is not None else "no enrolled MOK"
     return (
         f"Secure Boot is enabled and nvidia.ko {disk} is {by}, a key the firmware does not trust "
-        "(no enrolled MOK): the kernel refuses to load it ('Key was rejected by service')",
-        "enrol the key that signed it (`mokutil --import <its certificate>`, e.g. "
-        "/var/lib/dkms/mok.pub or /var/lib/shim-signed/mok/MOK.der) and confirm at the console "
-        "on the next boot; or install the distribution's signed precompiled module",
+        f"({tested}): the kernel refuses to load it ('Key was rejected by service')",
+        _enrol_fix(mok),
+    )
+
+
+def _enrol_fix(mok: MokState | None) -> str:
+    """The fix: import the certificate DKMS signs with when the facts name it, else the usual two."""
+    if mok is None:
+        what = f"`mokutil --import <its certificate>`, e.g. {DKMS_MOK} or {UBUNTU_MOK}"
+    else:
+        what = f"`mokutil --import {shlex.quote(mok.signing_certificate)}`, the certificate DKMS signs with"
+    return (
+        f"enrol the key that signed it ({what}) and confirm at the console on the next boot; "
+        "or install the distribution's signed precompiled module"
     )
 
 

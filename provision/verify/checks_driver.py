@@ -4,6 +4,9 @@ persistence mode, and the fabric manager on NVSwitch machines (FF-01, FF-02, FF-
 
 from __future__ import annotations
 
+import shlex
+
+from provision.detect.domains.driver import DKMS_MOK
 from provision.detect.facts import LoadedDriver, Unknown
 from provision.fieldfailures import ff_ref
 from provision.unknown import because
@@ -238,6 +241,12 @@ def _fabric_state(ctx: Context, why: str) -> CheckResult:
     )
 
 
+def _dkms_certificate(ctx: Context) -> str:
+    """The certificate DKMS signs with, quoted for the shell (the ``mok-key`` fact), else its default."""
+    mok = ctx.facts.mok
+    return shlex.quote(DKMS_MOK if isinstance(mok, Unknown) else mok.signing_certificate)
+
+
 def module_signer(ctx: Context) -> list[CheckResult]:
     """Under Secure Boot the nvidia module must be signed by a key the firmware or shim trusts
     (``modinfo -F signer nvidia``): the distribution's key for its signed precompiled modules (the
@@ -251,7 +260,7 @@ def module_signer(ctx: Context) -> list[CheckResult]:
     signer = ctx.facts.module_signer
     hint = (
         f"Secure Boot loads only signed modules (FF-11, {ff_ref(11)}): install the distribution's signed "
-        "module package, or enroll the DKMS key (mokutil --import /var/lib/dkms/mok.pub) and reboot."
+        f"module package, or enroll the DKMS key (mokutil --import {_dkms_certificate(ctx)}) and reboot."
     )
     if isinstance(signer, Unknown):
         return [unknown(check_id, title, signer, hint=hint)]

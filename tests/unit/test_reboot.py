@@ -351,7 +351,7 @@ def test_a_pending_mok_enrollment_stops_with_the_console_steps_and_a_record(
     code = phase.reboot_phase(
         _hosts(["a"], str(spec_path)),
         ["a"],
-        ["a"],
+        {"a": "/etc/dkms/keys/signing key.der"},
         {"a": CONSENTED},
         tmp_path,
         tmp_path,
@@ -362,7 +362,9 @@ def test_a_pending_mok_enrollment_stops_with_the_console_steps_and_a_record(
     assert code == phase.RESUME_PENDING == 3
     reboots.assert_not_called()  # MokManager boots on without enrolling: never rebooted unattended
     said = view.console.export_text()
-    assert "mokutil --import /var/lib/dkms/mok.pub" in said and '"Enroll MOK", "Continue", "Yes"' in said
+    # the certificate the plan detected, quoted for the shell, never DKMS's default path
+    assert "mokutil --import '/etc/dkms/keys/signing key.der'" in said
+    assert "/var/lib/dkms/mok.pub" not in said and '"Enroll MOK", "Continue", "Yes"' in said
     assert f"provision resume {tmp_path / 'resume.json'}" in said
     kept = record.read_record(tmp_path / "resume.json")
     assert kept.mok_pending == ("a",) and kept.inventory == "/srv/hosts.ini" and kept.consented
@@ -370,6 +372,20 @@ def test_a_pending_mok_enrollment_stops_with_the_console_steps_and_a_record(
 
 def test_mok_pending_is_read_from_the_manual_step() -> None:
     assert mok.mok_pending(MOK_WAITING) and not mok.mok_pending(DONE) and not mok.mok_pending(None)
+
+
+def test_the_certificate_to_enrol_is_read_from_the_manual_step() -> None:
+    carrying = MOK_STEP.model_copy(update={"current": "/var/lib/shim-signed/mok/MOK.der"})
+    assert (
+        mok.certificate(DONE.model_copy(update={"steps": (carrying,)})) == "/var/lib/shim-signed/mok/MOK.der"
+    )
+    # a plan saved before the step carried it: DKMS's default certificate
+    assert mok.certificate(MOK_WAITING) == mok.certificate(None) == "/var/lib/dkms/mok.pub"
+    lines = mok.instructions("box1", "then resume", "/var/lib/shim-signed/mok/MOK.der")
+    assert lines[1] == (
+        "  1. on box1, as root: `mokutil --import /var/lib/shim-signed/mok/MOK.der` and choose a "
+        "one-time password"
+    )
 
 
 def test_this_machine_gets_the_record_and_unit_and_a_reboot_in_a_minute(

@@ -2,7 +2,9 @@
 
 Sources: the NVIDIA driver README, "Installing the NVIDIA Driver" (``/proc/driver/nvidia/version``
 and the open kernel modules' "Open Kernel Module" banner); dkms(8); mokutil(1); the NVIDIA
-Fabric Manager User Guide (``nv-fabricmanager --version``).
+Fabric Manager User Guide (``nv-fabricmanager --version``); DKMS's README, "Module signing", and
+its ``dkms`` script (``read_framework_conf``, ``prepare_mok``) for the signing certificate
+(https://github.com/dell/dkms/blob/master/README.md#module-signing).
 """
 
 from __future__ import annotations
@@ -18,6 +20,10 @@ from provision.versions import Driver, DriverVersion
 
 NOUVEAU_BLACKLIST = "/etc/modprobe.d/provision-blacklist-nouveau.conf"
 DKMS_MOK = "/var/lib/dkms/mok.pub"
+"""DKMS's default signing certificate, when ``mok_certificate=`` is set in none of its framework files."""
+UBUNTU_MOK = "/var/lib/shim-signed/mok/MOK.der"
+"""Ubuntu's MOK from ``update-secureboot-policy``; DKMS signs with it on Ubuntu when no signing key is
+configured (``dkms`` ``prepare_mok``), or when an admin points ``mok_certificate=`` at it."""
 _NO_DRIVER = "NVIDIA kernel module not loaded (no /proc/driver/nvidia/version)"
 _DRIVER = re.compile(r"Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)*)\s")
 _VERSION = re.compile(r"(\d+\.\d+(?:\.\d+)+)")
@@ -62,10 +68,45 @@ class ModuleSigner(Frozen):
 
 
 class MokState(Frozen):
-    """Whether DKMS's machine owner key is enrolled in shim (``mokutil --test-key``)."""
+    """Whether the certificate DKMS signs modules with is enrolled in shim (``mokutil --test-key``).
+
+    Attributes:
+        key_present: Whether the configured certificate's file exists.
+        enrolled: Whether shim has it enrolled; None when mokutil could not say.
+        certificate: The configured certificate tested: the last ``mok_certificate=`` of
+            ``/etc/dkms/framework.conf`` then ``/etc/dkms/framework.conf.d/*.conf``, else
+            :data:`DKMS_MOK` (also in facts saved before this field).
+        configured_in: The framework file that set it; None for DKMS's default.
+        ubuntu_present: Whether :data:`UBUNTU_MOK` exists (and differs from ``certificate``).
+        ubuntu_enrolled: Whether shim has :data:`UBUNTU_MOK` enrolled; None when absent or unsaid.
+    """
 
     key_present: bool
     enrolled: bool | None = None
+    certificate: str = DKMS_MOK
+    configured_in: str | None = None
+    ubuntu_present: bool = False
+    ubuntu_enrolled: bool | None = None
+
+    @property
+    def signing_certificate(self) -> str:
+        """The certificate DKMS signs with: the configured one, except that with none configured and
+        the default absent DKMS on Ubuntu signs with Ubuntu's key when it exists (``prepare_mok``)."""
+        if self.key_present or self.configured_in is not None or not self.ubuntu_present:
+            return self.certificate
+        return UBUNTU_MOK
+
+    @property
+    def signing_enrolled(self) -> bool | None:
+        """Whether :attr:`signing_certificate` is enrolled (None: mokutil could not say)."""
+        return self.enrolled if self.signing_certificate == self.certificate else self.ubuntu_enrolled
+
+    @property
+    def trusted(self) -> str | None:
+        """An enrolled key among those tested (the configured one first), or None."""
+        if self.enrolled:
+            return self.certificate
+        return UBUNTU_MOK if self.ubuntu_enrolled else None
 
 
 def parse_driver_version(output: str, rc: int) -> LoadedDriver | Unknown:
@@ -148,14 +189,39 @@ def parse_nouveau(output: str, rc: int) -> NouveauState | Unknown:
 
 
 def parse_mok(output: str, rc: int) -> MokState | Unknown:
-    """``key absent`` / ``key present`` followed by mokutil's verdict."""
-    if "key absent" in output:
-        return MokState(key_present=False)
-    if "key present" not in output:
+    """The ``mok-key`` probe's output -> the configured certificate's state, and Ubuntu's key's.
+
+    Each tested certificate is a block: ``cert PATH``, ``cert-source FILE|default``, then ``key
+    absent`` or ``key present`` and mokutil's verdict (``SKIP: PATH is already enrolled`` /
+    ``PATH is not enrolled``). Output of the older probe, a single block without the ``cert``
+    lines, stands for :data:`DKMS_MOK`. Never raises.
+    """
+    blocks = [b for b in re.split(r"^(?=cert )", output, flags=re.MULTILINE) if "key " in b]
+    if not blocks or not any(k in blocks[0] for k in ("key absent", "key present")):
         return Unknown(unknown=f"MOK state unreadable (exit {rc})")
-    if "mokutil: not found" in output or "not found" in output.split("key present", 1)[1][:80]:
-        return MokState(key_present=True, enrolled=None)
-    return MokState(key_present=True, enrolled="is already enrolled" in output)
+    first = _mok_block(blocks[0])
+    ubuntu = next((k for k in map(_mok_block, blocks[1:]) if k[1] == "ubuntu"), None)
+    return MokState(
+        key_present=first[2],
+        enrolled=first[3],
+        certificate=first[0],
+        configured_in=first[1],
+        ubuntu_present=ubuntu is not None and ubuntu[2],
+        ubuntu_enrolled=ubuntu[3] if ubuntu is not None else None,
+    )
+
+
+def _mok_block(block: str) -> tuple[str, str | None, bool, bool | None]:
+    """One tested certificate: (path, ``cert-source`` or None for ``default``, present, enrolled)."""
+    path = re.search(r"^cert (.+?)\s*$", block, re.MULTILINE)
+    source = re.search(r"^cert-source (.+?)\s*$", block, re.MULTILINE)
+    configured = source.group(1) if source and source.group(1) != "default" else None
+    if "key present" not in block:
+        return (path.group(1) if path else DKMS_MOK, configured, False, None)
+    verdict = block.split("key present", 1)[1]
+    if "not found" in verdict[:80] or not re.search(r"(already|not) enrolled", verdict):
+        return (path.group(1) if path else DKMS_MOK, configured, True, None)
+    return (path.group(1) if path else DKMS_MOK, configured, True, "is already enrolled" in verdict)
 
 
 def parse_fm_version(output: str, rc: int) -> str | Unknown:
@@ -220,14 +286,30 @@ class NouveauFact(Fact[NouveauState]):
     parse = staticmethod(parse_nouveau)
 
 
+# The configured certificate is the last mok_certificate= of framework.conf, then of each
+# framework.conf.d/*.conf in glob order, as dkms's read_framework_conf sources them; quotes and a
+# trailing comment are dropped and ${kernelver} is the running kernel (README, "Module signing").
+# The path comes from a file on the target: it is only ever expanded quoted.
 _MOK_SCRIPT = (
-    f'if [ ! -f {DKMS_MOK} ]; then echo "key absent"; exit 0; fi; echo "key present"; '
-    f"mokutil --test-key {DKMS_MOK} 2>&1; exit 0"
+    f"cert={DKMS_MOK}; from=default; "
+    "for f in /etc/dkms/framework.conf /etc/dkms/framework.conf.d/*.conf; do "
+    '[ -f "$f" ] || continue; '
+    'v=$(sed -n "s/^[[:space:]]*mok_certificate=[\\"\']\\{0,1\\}\\([^\\"\'#]*[^\\"\'#[:space:]]\\)'
+    '[\\"\']\\{0,1\\}[[:space:]]*\\(#.*\\)\\{0,1\\}$/\\1/p" "$f" | tail -n 1); '
+    'if [ -n "$v" ]; then cert=$v; from=$f; fi; done; '
+    'case "$cert" in *kernelver*) k=$(uname -r); '
+    'cert=$(printf \'%s\\n\' "$cert" | sed "s|\\${kernelver}|$k|g; s|\\$kernelver|$k|g");; esac; '
+    'probe() { echo "cert $1"; echo "cert-source $2"; '
+    'if [ ! -f "$1" ]; then echo "key absent"; return 0; fi; echo "key present"; '
+    'mokutil --test-key "$1" 2>&1; }; '
+    'probe "$cert" "$from"; '
+    f'if [ "$cert" != {UBUNTU_MOK} ] && [ -f {UBUNTU_MOK} ]; then probe {UBUNTU_MOK} ubuntu; fi; '
+    "exit 0"
 )
 
 
 class MokFact(Fact[MokState]):
-    """DKMS's signing key and whether shim has it enrolled."""
+    """DKMS's configured signing certificate, and Ubuntu's MOK, and whether shim has each enrolled."""
 
     id = "mok-key"
     argv = ("sh", "-c", _MOK_SCRIPT)
