@@ -23,6 +23,8 @@ from provision.catalog import Catalog, load_catalog
 from provision.detect.facts import Facts, Unknown
 from provision.errors import FactsError
 from provision.files import check_inventory
+from provision.findings import Finding
+from provision.machines import RULE, RULE_SOURCE, same_machines_of
 from provision.plan.models import Plan
 from provision.plan.planner import make_plan
 from provision.spec.models import Spec
@@ -282,9 +284,24 @@ def plan_facts(
     day = as_of or date.today()
     monitored = tuple(h for h, held in hosts.specs.items() if held.spec.monitoring is not None)
     fleet = monitored if hosts.inventory is not None else ()
-    return FleetPlan(
-        {h: plan_host(h, held, facts.get(h), cat, fleet, day) for h, held in hosts.specs.items()}
-    )
+    planned = {h: plan_host(h, held, facts.get(h), cat, fleet, day) for h, held in hosts.specs.items()}
+    return refuse_same_machines(FleetPlan(planned), facts)
+
+
+def refuse_same_machines(planned: FleetPlan, facts: Mapping[str, Facts]) -> FleetPlan:
+    """``planned`` with a first blocker on every reached host whose machine ID another host of
+    ``facts`` reports (:mod:`provision.machines`): one machine named twice is changed by neither
+    name; the other hosts are untouched."""
+    same = same_machines_of({h: facts[h] for h in planned.hosts if h in facts})
+    hosts = dict(planned.hosts)
+    for host, line in same.items():
+        held = hosts[host]
+        if held.plan is None or held.unreachable is not None:
+            continue
+        finding = Finding(rule=RULE, message=line, source=RULE_SOURCE, severity="blocker")
+        plan = held.plan.model_copy(update={"blockers": (finding, *held.plan.blockers)})
+        hosts[host] = replace(held, plan=plan)
+    return FleetPlan(hosts)
 
 
 def plan_hosts(hosts: Hosts, names: Iterable[str] | None = None, catalog: Catalog | None = None) -> FleetPlan:

@@ -14,7 +14,8 @@
   status`` with its exit code; provision's lock, when one was recorded).
 
 Every member goes through :func:`redact` first: values of keys that name a password, secret, token
-or key, and URL credentials, become ``<redacted>``.
+or key, and URL credentials, become ``<redacted>``; the machine ID keeps only its first 8 hex
+characters.
 """
 
 from __future__ import annotations
@@ -44,6 +45,9 @@ _SECRET_VALUE = re.compile(
       ["']?\s*[:=]\s*["']? )
     ( [^"'\s,}]+ )"""
 )
+_MACHINE_ID = re.compile(r"(machine-id: [0-9a-f]{8})[0-9a-f]{24}\b")
+"""The machine-id probe's lines (``/etc/machine-id: <32 hex>``): machine-id(5) asks that the ID stay
+confidential; a bundle keeps the first 8 hex characters, as provision's messages print them."""
 _NVIDIA_KERNEL_LINE = re.compile(r"NVRM|nvidia|nouveau|Xid|NVLink|nv_", re.IGNORECASE)
 PREFIX = "support-"
 """Bundles are ``support-<host>.tar.gz`` (the host as :func:`host_dir_name` writes it)."""
@@ -70,7 +74,8 @@ def bundle_path(directory: Path, host: str) -> Path:
 def redact(text: str) -> str:
     """``text`` with secret values (``password: x``, ``token=x``) and every URL's userinfo, query,
     fragment and token-like path segments (:func:`provision.spec.urls.redact_urls`) replaced by
-    ``<redacted>``."""
+    ``<redacted>``; machine IDs cut to their first 8 hex characters."""
+    text = _MACHINE_ID.sub(lambda m: m.group(1) + "…", text)
     return redact_urls(_SECRET_VALUE.sub(lambda m: m.group(1) + "<redacted>", text))
 
 

@@ -40,6 +40,7 @@ from provision.detect.domains.gpu_runtime import GpuRuntime
 from provision.detect.domains.gpu_state import GpuState
 from provision.detect.domains.hardware import Hardware
 from provision.detect.domains.host import Board, Cpu, NumaNode, PowerProfile
+from provision.detect.domains.identity import MachineId
 from provision.detect.domains.monitoring import Listening, ManagedFiles
 from provision.detect.domains.os_kernel import Kernel, OsRelease
 from provision.detect.domains.pci import AcsControl, GpuHardware, PciLink
@@ -75,6 +76,7 @@ __all__ = [
     "LibraryCache",
     "Listening",
     "LoadedDriver",
+    "MachineId",
     "ManagedFiles",
     "ModuleSigner",
     "MokState",
@@ -159,6 +161,9 @@ class Facts(Frozen):
     monitoring_files: ManagedFiles | Unknown = _NOT_PROBED
     containers: ContainerFacts | None = Field(
         None, description="Container runtimes, their NVIDIA configuration and CDI specs; None: not probed."
+    )
+    machine_id: MachineId | Unknown = Field(
+        _NOT_PROBED, description="The machine ID (machine-id(5)), hashed: hosts sharing one are one machine."
     )
 
     @model_validator(mode="before")

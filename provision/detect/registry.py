@@ -19,6 +19,7 @@ from provision.detect.domains import (
     gpu,
     gpu_runtime,
     hardware,
+    identity,
     monitoring,
     os_kernel,
     packages,
@@ -41,6 +42,7 @@ _DOMAINS = (
     monitoring,
     containers,
     gpu_runtime,
+    identity,
 )
 
 FACTS: tuple[FactType, ...] = tuple(f for domain in _DOMAINS for f in domain.FACTS)

@@ -47,6 +47,13 @@ def test_redact_hides_secret_values_and_url_credentials() -> None:
     assert '"branch": 580' in redacted and "https://<redacted>@mirror.example.org/repo/" in redacted
 
 
+def test_redact_keeps_only_the_first_8_hex_of_the_machine_id() -> None:
+    raw = (ROOT / "tests/fixtures/facts/machine-id/valid.txt").read_text(encoding="utf-8")
+    redacted = bundle.redact(raw)
+    assert "4f1c9a0e7" not in redacted
+    assert "/etc/machine-id: 4f1c9a0e…\n/var/lib/dbus/machine-id: 4f1c9a0e…\n" in redacted
+
+
 def test_only_the_kernel_lines_about_nvidia_are_kept() -> None:
     kept = bundle.nvidia_lines(DMESG).splitlines()
     assert len(kept) == 3 and all("NVRM" in line or "nvidia" in line for line in kept)
