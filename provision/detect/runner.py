@@ -121,6 +121,7 @@ def detect_remote(
     *,
     forks: int | None = None,
     save_raw: Path | None = None,
+    probes: list[Probe] | None = None,
 ) -> dict[str, Facts]:
     """Detect every inventory host in one ansible-runner playbook run.
 
@@ -139,6 +140,8 @@ def detect_remote(
         forks: Hosts Ansible detects at once; None keeps Ansible's default (5).
         save_raw: Also write each reached host's raw probe outputs to ``save_raw/<host>/``
             (what ``plan -i INV --from-raw DIR`` reads back).
+        probes: Run only these (e.g. verify's machine-ID pass); None runs every probe of the
+            registry. The facts of probes not run keep their "not probed" value.
 
     Returns:
         ``{inventory hostname: Facts}`` for every host the play reached or tried.
@@ -159,7 +162,7 @@ def detect_remote(
         for host, result in collector_results([event]).items():
             keep(host, result)
 
-    probes = all_probes(venv)
+    probes = all_probes(venv) if probes is None else probes
     order: list[str] = []  # inventory order, where known: hosts finish in any order
     play_hosts = _detect_direct(inventory, limit, probes, forks, keep, order)
     if play_hosts != []:

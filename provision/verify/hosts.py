@@ -23,8 +23,10 @@ from typing import Any
 from provision.catalog import Catalog, load_catalog
 from provision.detect import direct
 from provision.detect.direct import Route
+from provision.detect.domains.identity import MachineIdFact
 from provision.detect.facts import Unknown
-from provision.hosts import NO_RESULT, Hosts, detect_by_venv
+from provision.hosts import NO_RESULT, Hosts, HostSpec, detect_by_venv
+from provision.machines import RULE, same_machines_of
 from provision.output import check_output_directory
 from provision.spec.models import Spec
 from provision.verify.bundles import write_verify_bundles
@@ -156,11 +158,18 @@ def verify_hosts(
     cat, lim = catalog or load_catalog(), limits or shipped_limits()
     with tempfile.TemporaryDirectory(prefix="provision-verify-") as tmp:
         keep = Path(tmp) if runs_dir is not None and gathered is None else None
-        routes = routes_of(hosts) if gathered is None else {}
-        got = gathered if gathered is not None else gather(hosts, forks, keep, routes)
+        same = same_machines_of_hosts(hosts, forks, gathered)  # before any GPU is loaded
+        run = replace(hosts, specs={h: held for h, held in hosts.specs.items() if h not in same})
+        routes = routes_of(run) if gathered is None and run.specs else {}
+        got = gathered if gathered is not None else gather(run, forks, keep, routes) if run.specs else {}
         if save_raw is not None:
             _save_all(hosts, got, save_raw)
-        verified = {h: _check(h, hosts, got.get(h, NO_RESULT), cat, lim, routes.get(h)) for h in hosts.specs}
+        verified = {
+            h: same_machine(h, hosts.specs[h], same[h])
+            if h in same
+            else _check(h, hosts, got.get(h, NO_RESULT), cat, lim, routes.get(h))
+            for h in hosts.specs
+        }
         seconds = time.monotonic() - t0
         stamped = {h: _stamped(v, started, seconds) for h, v in verified.items()}
         if keep is not None and runs_dir is not None:
@@ -169,6 +178,36 @@ def verify_hosts(
             bundles = write_verify_bundles(hosts, reports, read, cat, keep, runs_dir)
             stamped = {h: replace(v, bundle=bundles.get(h)) for h, v in stamped.items()}
     return FleetVerify(stamped)
+
+
+def same_machines_of_hosts(hosts: Hosts, forks: int | None, gathered: Gathered | None) -> dict[str, str]:
+    """Host -> its refusal line, for the hosts that are one machine named twice
+    (:func:`provision.machines.same_machines`): from the replayed inputs' facts, or, for two or more
+    inventory hosts, from one pass of the machine-ID probe alone over their routes, so that no
+    machine's GPUs are loaded twice at once."""
+    if gathered is not None:
+        return same_machines_of({h: i.facts for h, i in gathered.items() if isinstance(i, VerifyInputs)})
+    if hosts.inventory is None or len(hosts.specs) < 2:
+        return {}
+    from provision.detect.runner import detect_remote
+
+    probes = [p for p in (MachineIdFact.probe(),) if p is not None]
+    found = detect_remote(str(hosts.inventory), ",".join(hosts.specs), probes=probes, forks=forks)
+    return same_machines_of({h: f for h, f in found.items() if h in hosts.specs})
+
+
+def same_machine(host: str, held: HostSpec, line: str) -> HostVerify:
+    """A host that is the same machine as another of the command: not read, one failed ``same-machine``
+    result with the line (machine-id(5))."""
+    result = CheckResult(
+        id=RULE,
+        title="The host is named once in the inventory",
+        status="fail",
+        detail=line,
+        hint="Name the machine once in the inventory (or --limit to one name), then run verify again.",
+    )
+    report = Report(host=host, spec=held.path or "", results=(result,))
+    return HostVerify(host, Path(held.path or ""), report)
 
 
 def _check(

@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from pytest_mock import MockerFixture
 from typer.testing import CliRunner, Result
 
 from provision.detect.domains.identity import MachineId, MachineIdFact
@@ -22,6 +23,9 @@ from provision.detect.unknown import Unknown
 from provision.hosts import Hosts, HostSpec, HostState, plan_facts
 from provision.machines import RULE, same_machines
 from provision.spec.loader import load_spec
+from provision.verify.command import read_inputs
+from provision.verify.hosts import verify_hosts
+from provision.verify.runs import VerifyInputs
 from tests.unit.factories import by_host
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -123,3 +127,47 @@ def test_the_refusal_is_the_first_blocker_so_apply_outcomes_name_it(tmp_path: Pa
     assert planned.with_state(HostState.REFUSED) == ["a", "b"]
     assert all(p.plan is not None and p.plan.blockers[0].rule == RULE for p in planned.hosts.values())
     assert planned.pending == {}
+
+
+SAVED_INPUTS = ROOT / "tests" / "fixtures" / "verify" / "h200-ubuntu2404" / "inputs.json"
+
+
+def _inputs(machine_id: str) -> VerifyInputs:
+    saved = read_inputs(SAVED_INPUTS)
+    facts = saved.facts.model_copy(update={"machine_id": _id(machine_id)})
+    return saved.model_copy(update={"facts": facts})
+
+
+def _held(names: tuple[str, ...]) -> Hosts:
+    held = HostSpec(load_spec(H200), str(H200))
+    return Hosts(Path("hosts.ini"), dict.fromkeys(names, held))
+
+
+def test_verify_reads_ids_first_and_never_loads_the_gpus_of_a_machine_named_twice(
+    mocker: MockerFixture,
+) -> None:
+    found = {
+        h: _inputs(i).facts.model_copy(update={"host": h}) for h, i in (("a", ONE), ("b", ONE), ("c", OTHER))
+    }
+    pass_ = mocker.patch("provision.detect.runner.detect_remote", return_value=found)
+    gather = mocker.patch("provision.verify.hosts.gather", return_value={"c": _inputs(OTHER)})
+    mocker.patch("provision.verify.hosts.routes_of", return_value={})
+    verified = verify_hosts(_held(("a", "b", "c")))
+    assert [p.id for p in pass_.call_args.kwargs["probes"]] == [MachineIdFact.id]
+    assert list(gather.call_args.args[0].specs) == ["c"]  # only c's GPUs are loaded
+    for host, other in (("a", "b"), ("b", "a")):
+        (result,) = verified.hosts[host].report.results
+        assert (result.id, result.status) == (RULE, "fail")
+        assert (
+            result.detail
+            == f"the same machine as {other} (machine-id 4f1c9a0e…): name it once in the inventory"
+        )
+    assert all(r.id != RULE for r in verified.hosts["c"].report.results)
+    assert verified.failed[:2] == ["a", "b"]
+
+
+def test_verify_of_replayed_inputs_refuses_a_shared_id_and_checks_distinct_ones() -> None:
+    shared = verify_hosts(_held(("a", "b")), gathered={"a": _inputs(ONE), "b": _inputs(ONE)})
+    assert [v.report.results[0].id for v in shared.hosts.values()] == [RULE, RULE]
+    distinct = verify_hosts(_held(("a", "b")), gathered={"a": _inputs(ONE), "b": _inputs(OTHER)})
+    assert all(r.id != RULE for v in distinct.hosts.values() for r in v.report.results)
