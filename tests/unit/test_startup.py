@@ -16,6 +16,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import BaseModel
@@ -212,15 +213,11 @@ def test_only_the_named_command_is_built_and_runs_as_in_the_whole_app() -> None:
         assert (narrowed.exit_code, narrowed.output) == (whole.exit_code, whole.output), args
 
 
-@pytest.mark.parametrize(("given", "seen"), [(None, "__all__"), ("", ""), ("logfire", "logfire")])
-def test_pydantic_plugins_are_off_unless_the_user_chose(given: str | None, seen: str) -> None:
-    """The console entry point skips pydantic's plugin lookup (an entry-point scan of every
-    installed distribution) unless PYDANTIC_DISABLE_PLUGINS is set: an empty value keeps plugins on."""
+def _validate_reporting(program: str, given: str | None) -> Any:
+    """What ``program`` (a ``_REPORT`` variant) reports after ``validate SPEC``, run with
+    PYDANTIC_DISABLE_PLUGINS set to ``given`` (None: unset)."""
     import os
 
-    program = _REPORT.replace(
-        "json.dumps(sorted(sys.modules))", "json.dumps(os.environ.get('PYDANTIC_DISABLE_PLUGINS'))"
-    ).replace("import atexit, json, runpy, sys", "import atexit, json, os, runpy, sys")
     env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
     if given is not None:
         env["PYDANTIC_DISABLE_PLUGINS"] = given
@@ -229,7 +226,18 @@ def test_pydantic_plugins_are_off_unless_the_user_chose(given: str | None, seen:
     )
     assert done.returncode == 0, done.stderr
     line = next(x for x in done.stderr.splitlines() if x.startswith("MODULES "))
-    assert json.loads(line.removeprefix("MODULES ")) == seen
+    return json.loads(line.removeprefix("MODULES "))
+
+
+@pytest.mark.parametrize(("given", "seen"), [(None, "__all__"), ("", ""), ("logfire", "logfire")])
+def test_pydantic_plugins_are_off_unless_the_user_chose(given: str | None, seen: str) -> None:
+    """The console entry point skips pydantic's plugin lookup (an entry-point scan of every
+    installed distribution) unless PYDANTIC_DISABLE_PLUGINS is set: an empty value keeps plugins on."""
+
+    program = _REPORT.replace(
+        "json.dumps(sorted(sys.modules))", "json.dumps(os.environ.get('PYDANTIC_DISABLE_PLUGINS'))"
+    ).replace("import atexit, json, runpy, sys", "import atexit, json, os, runpy, sys")
+    assert _validate_reporting(program, given) == seen
 
 
 @pytest.mark.parametrize(("given", "stand_in"), [(None, True), ("1", True), ("", False), ("logfire", False)])
@@ -237,22 +245,13 @@ def test_the_plugin_loader_is_imported_only_when_plugins_are_on(given: str | Non
     """While every plugin is off, pydantic's answer (no plugins) is given without its loader, which
     imports importlib.metadata (provision/pydanticplugins.py); with plugins on, pydantic's loader
     runs as it does without provision."""
-    import os
 
     program = _REPORT.replace(
         "json.dumps(sorted(sys.modules))",
         "json.dumps([type(sys.modules['pydantic.plugin._loader']).__name__, "
         "'importlib.metadata' in sys.modules])",
     )
-    env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
-    if given is not None:
-        env["PYDANTIC_DISABLE_PLUGINS"] = given
-    done = subprocess.run(
-        [sys.executable, "-c", program, "validate", SPEC], cwd=ROOT, env=env, capture_output=True, text=True
-    )
-    assert done.returncode == 0, done.stderr
-    line = next(x for x in done.stderr.splitlines() if x.startswith("MODULES "))
-    kind, metadata = json.loads(line.removeprefix("MODULES "))
+    kind, metadata = _validate_reporting(program, given)
     if stand_in:
         assert kind == "_StandIn"
         assert not metadata or "importlib.metadata" in FLOOR
