@@ -84,33 +84,37 @@ def _flavor_cause(
 
     Source: NVIDIA Driver Installation Guide, "Kernel Modules" (the catalog's kernel_modules rules).
     """
-    rules, archs = catalog.kernel_modules, arch_by_bdf(facts, catalog)
-    pre_gsp = dict(pre_gsp_gpus(facts))
     for bdf in missing:
-        if driver.flavor == "open" and bdf in pre_gsp:
+        problem = _flavor_problem(bdf, facts, driver, catalog)
+        if problem is not None:
+            what, why, needs = problem
             return (
-                f"{pre_gsp[bdf]} has no GSP, and the loaded nvidia.ko {driver.version} is the open "
-                "flavour: the open kernel modules do not initialise GPUs without a GSP",
-                f"install the proprietary flavour of driver {driver.version.branch} "
-                "(driver.flavor: proprietary) and reboot",
-            )
-        arch = archs.get(bdf)
-        if arch is None:
-            continue
-        if driver.flavor == "proprietary" and arch in rules.open_required.archs:
-            return (
-                f"{bdf} is a {arch.value} GPU and the loaded nvidia.ko {driver.version} is the "
-                f"proprietary flavour: {arch.value} GPUs are initialised only by the open kernel "
-                "modules (RmInitAdapter fails)",
-                f"install the open flavour of driver {driver.version.branch} (driver.flavor: open) "
+                f"{what}, and the loaded nvidia.ko {driver.version} is the {driver.flavor} flavour: {why}",
+                f"install the {needs} flavour of driver {driver.version.branch} (driver.flavor: {needs}) "
                 "and reboot",
             )
-        if driver.flavor == "open" and arch in rules.proprietary_required.archs:
-            return (
-                f"{bdf} is a {arch.value} GPU, which has no GSP, and the loaded nvidia.ko "
-                f"{driver.version} is the open flavour: the open kernel modules do not initialise "
-                "GPUs without a GSP",
-                f"install the proprietary flavour of driver {driver.version.branch} "
-                "(driver.flavor: proprietary) and reboot",
-            )
+    return None
+
+
+def _flavor_problem(
+    bdf: str, facts: Facts, driver: LoadedDriver, catalog: Catalog
+) -> tuple[str, str, str] | None:
+    """(what the GPU at ``bdf`` is, why the loaded flavour cannot initialise it, the flavour it needs),
+    or None when the loaded flavour can (or the GPU's architecture is not known)."""
+    rules, arch = catalog.kernel_modules, arch_by_bdf(facts, catalog).get(bdf)
+    name = dict(pre_gsp_gpus(facts)).get(bdf)
+    if driver.flavor == "open" and name is not None:
+        return (
+            f"{name} has no GSP",
+            "the open kernel modules do not initialise GPUs without a GSP",
+            "proprietary",
+        )
+    if arch is None:
+        return None
+    if driver.flavor == "proprietary" and arch in rules.open_required.archs:
+        why = f"{arch.value} GPUs are initialised only by the open kernel modules (RmInitAdapter fails)"
+        return f"{bdf} is a {arch.value} GPU", why, "open"
+    if driver.flavor == "open" and arch in rules.proprietary_required.archs:
+        why = "the open kernel modules do not initialise GPUs without a GSP"
+        return f"{bdf} is a {arch.value} GPU, which has no GSP", why, "proprietary"
     return None
