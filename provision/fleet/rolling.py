@@ -584,10 +584,27 @@ def resume_rollout(path: Path, options: ApplyOptions, console: Console, *, as_js
     fleet_file = Path(record.fleet_file) if record.fleet_file else None
     action = _action_of(record, path)
     console.print(f"Resuming {_noun(record).lower()} {record.id}: {escape(record.summary())}.")
+    console.print(f"With the first run's choices: {escape(first_run_choices(record))}.", soft_wrap=True)
     confirm(options.yes, console)
     hooks = hooks_of(inventory, [h for w in record.waves for h in w], fleet_file)
     rollout = Rollout(action, hooks, resumed_options(record, options), console, path)
     return run_waves(rollout, record, as_json)
+
+
+def first_run_choices(record: RolloutRecord) -> str:
+    """The first run's choices a resume keeps, as its options read: ``--max-unavailable 2,
+    --forks 3, -l gpu0*, --replace-held, --reboot --reboot-timeout 900`` (those not given left out)."""
+    given = [
+        f"--max-unavailable {record.max_unavailable}",
+        f"--forks {record.forks}" if record.forks is not None else "",
+        f"-l {record.limit}" if record.limit else "",
+        f"--fleet {record.fleet_file}" if record.fleet_file else "",
+        f"spec {record.spec}" if record.spec else "",
+        f"--to {record.to}" if record.to is not None else "",
+        "--replace-held" if record.replace_held else "",
+        f"--reboot --reboot-timeout {record.reboot_timeout_s}" if record.reboot else "no --reboot",
+    ]
+    return ", ".join(g for g in given if g)
 
 
 def resumed_options(record: RolloutRecord, options: ApplyOptions) -> ApplyOptions:

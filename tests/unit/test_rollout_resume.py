@@ -98,6 +98,10 @@ def test_a_stopped_rollout_resumes_with_the_first_runs_choices(
 
     resumed = CliRunner().invoke(cli, ["resume", str(path), "--yes", "--json"])
     assert resumed.exit_code == 1, resumed.output  # gpu02 still broken: stopped at wave 1 again
+    said = "--reboot --reboot-timeout 900" if reboot else "no --reboot"
+    assert "--max-unavailable 2, --forks 3, -l gpu01,gpu02,gpu03,gpu04" in resumed.stderr
+    assert f"--replace-held, {said}." in resumed.stderr
+    json.loads(resumed.stdout)  # the choices are said on stderr: stdout stays one JSON document
     assert [w["hosts"] for w in waves] == [["gpu01", "gpu02"], ["gpu02"]]
     for ran in waves:
         _assert_first_runs_choices(ran, reboot)
