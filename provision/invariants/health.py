@@ -127,11 +127,27 @@ class EccOn(Invariant):
     def judge(self, spec: Spec, facts: Facts, catalog: Catalog) -> Verdict:
         if isinstance(facts.gpus, Unknown):
             return self.unknown(facts.gpus)
-        off = [f"gpu{g.index}" for g in facts.gpus if g.ecc_mode is False]
+        off = [g.index for g in facts.gpus if g.ecc_mode is False]
         if not off:
             return self.holds("ECC enabled or not supported on every GPU")
+        observed = f"ECC disabled on {', '.join(f'gpu{i}' for i in off)}"
+        if off and set(off) <= _ecc_pending_on(facts):
+            return self.violated(
+                observed,
+                "ECC was turned on (nvidia-smi -e 1) and is pending: the mode changes only when the GPU "
+                "is reset",
+                "reboot (or reset the idle GPU: nvidia-smi -r -i <gpu>)",
+            )
         return self.violated(
-            f"ECC disabled on {', '.join(off)}",
-            "ECC was turned off (nvidia-smi -e 0)",
-            "nvidia-smi -i <gpu> -e 1, then reboot",
+            observed, "ECC was turned off (nvidia-smi -e 0)", "nvidia-smi -i <gpu> -e 1, then reboot"
         )
+
+
+def _ecc_pending_on(facts: Facts) -> set[int]:
+    """nvidia-smi indexes of the GPUs whose ``ECC Mode`` is Current Disabled, Pending Enabled (-q); empty
+    when that could not be read. Source: NVML nvmlDeviceSetEccMode, "takes effect after reboot"
+    (https://docs.nvidia.com/deploy/nvml-api/group__nvmlDeviceCommands.html)."""
+    states = facts.gpu_state
+    if isinstance(states, Unknown):
+        return set()
+    return {s.index for s in states if s.ecc_current is False and s.ecc_pending is True}
