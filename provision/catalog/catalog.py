@@ -195,12 +195,11 @@ class Catalog(Frozen):
 
     def cite(self, keys: tuple[str, ...]) -> str:
         """Human citation for source keys, with the public URL where ``sources.yaml`` has one:
-        ``CUDA 13.2 U2 release notes, Tables 2 and 3 (RN132, https://...)``; a user can open what a
+        ``CUDA 13.2 U2 release notes, Tables 2 and 3 (RN132): https://...``; a user can open what a
         finding cites without the catalog at hand."""
         return "; ".join(_citation(k, self.sources[k]) for k in keys)
 
 
 def _citation(key: str, source: Source) -> str:
-    """``cite (KEY, url)``, or ``cite (KEY)`` for a source without a public URL."""
-    where = f"{key}, {source.url}" if source.url else key
-    return f"{source.cite} ({where})"
+    """``cite (KEY): url``, or ``cite (KEY)`` for a source without a public URL."""
+    return f"{source.cite} ({key}): {source.url}" if source.url else f"{source.cite} ({key})"

@@ -24,6 +24,22 @@ FLAVOR_SOURCE = (
 )
 
 
+ALL_ONES_SOURCE = (
+    "Linux PCI_ERROR_RESPONSE: a read from a device that does not respond returns ~0 "
+    "(https://github.com/torvalds/linux/commit/57bdeef4716689d9b0e3571034d65cf420f6efcd)"
+)
+
+
+def _reading_all_ones(bound: list[str], facts: Facts) -> list[str]:
+    """The bound GPU functions whose config space lspci reads as all ones (``rev ff``); empty when
+    lspci was not read."""
+    devices = facts.nvidia_pci
+    if isinstance(devices, Unknown):
+        return []
+    dead = {normalize_bdf(d.bdf) for d in devices if d.reads_all_ones}
+    return [bdf for bdf in bound if bdf in dead]
+
+
 class GpuAttached(Invariant):
     """Every GPU function sysfs shows bound to nvidia is listed by nvidia-smi (same bus address)."""
 
@@ -34,7 +50,7 @@ class GpuAttached(Invariant):
         "NVIDIA XID Errors, Xid 79 (https://docs.nvidia.com/deploy/xid-errors/index.html); "
         "nvidia-smi pci.bus_id (https://docs.nvidia.com/deploy/nvidia-smi/index.html)"
     )
-    reads = ("hardware", "gpus", "driver")
+    reads = ("hardware", "gpus", "driver", "nvidia_pci")
     severity = "warning"
 
     def judge(self, spec: Spec, facts: Facts, catalog: Catalog) -> Verdict:
@@ -49,6 +65,16 @@ class GpuAttached(Invariant):
         bound = [g.bdf for g in functions if isinstance(g.driver, str) and module(g.driver) == "nvidia"]
         if not bound:
             return self.not_applicable("no GPU function is bound to nvidia (gpu-bound judges that)")
+        off_bus = _reading_all_ones(bound, facts)
+        if off_bus:
+            return self.violated(
+                f"{', '.join(off_bus)} bound to nvidia in sysfs; lspci reads its config space as all "
+                "ones (rev ff)",
+                "the GPU no longer answers on the PCIe bus: it has fallen off the bus (Xid 79)",
+                f"confirm in the kernel log (`dmesg | grep -e NVRM -e Xid` for {off_bus[0]}); reseat the "
+                "card, check its power cables, slot and PCIe link, then power-cycle (a GPU reset cannot "
+                "reach it)",
+            ).model_copy(update={"source": f"{self.source}; {ALL_ONES_SOURCE}"})
         if not isinstance(facts.driver, LoadedDriver):
             return self.not_applicable("nvidia.ko is not loaded")
         listed = facts.gpus

@@ -62,6 +62,15 @@ def test_lspci_finds_gpus_and_nvswitch_bridges() -> None:
         ("0000:05:00.0", "0680", "22a3", False, True),
     ]
     assert isinstance(devices[0], PciDevice)
+    assert [(d.revision, d.reads_all_ones) for d in devices] == [("a1", False), ("a1", False)]
+
+
+def test_lspci_rev_ff_is_a_function_reading_all_ones() -> None:
+    devices = parse_lspci(LSPCI.replace("[10de:2330] (rev a1)", "[10de:2330] (rev ff)"), 0)
+    assert isinstance(devices, tuple)
+    assert [(d.bdf, d.reads_all_ones) for d in devices] == [("0000:18:00.0", True), ("0000:05:00.0", False)]
+    unrevised = parse_lspci("0000:18:00.0 3D controller [0302]: NVIDIA Corporation GH100 [10de:2330]\n", 0)
+    assert isinstance(unrevised, tuple) and unrevised[0].revision is None and not unrevised[0].reads_all_ones
 
 
 @pytest.mark.parametrize(

@@ -421,6 +421,16 @@ class PciDevice(Frozen):
     class_code: str = Field(description="PCI class, e.g. 0302 (3D controller) or 0680 (bridge: NVSwitch).")
     device_id: str = Field(description="PCI device id, lower-case hex without 0x, e.g. 2335.")
     description: str = ""
+    revision: str | None = Field(
+        default=None, description="lspci's '(rev xx)', lower-case hex; ff: config space reads all ones."
+    )
+
+    @property
+    def reads_all_ones(self) -> bool:
+        """Config space read back as all ones (lspci ``rev ff``): the function no longer answers on
+        the bus, so the host fabricates ~0 data (Linux ``PCI_ERROR_RESPONSE``,
+        https://github.com/torvalds/linux/commit/57bdeef4716689d9b0e3571034d65cf420f6efcd)."""
+        return self.revision == "ff"
 
     @property
     def is_nvswitch(self) -> bool:
@@ -440,8 +450,15 @@ def parse_lspci(output: str, rc: int) -> tuple[PciDevice, ...] | Unknown:
     for line in output.splitlines():
         m = re.match(r"^(\S+)\s+(.*?)\s*\[([0-9a-f]{4})\]:\s*(.*?)\s*\[10de:([0-9a-f]{4})\]", line.strip())
         if m:
+            rev = re.search(r"\(rev ([0-9a-fA-F]{2})\)", line)
             devices.append(
-                PciDevice(bdf=m[1], class_code=m[3], description=f"{m[2]}: {m[4]}", device_id=m[5])
+                PciDevice(
+                    bdf=m[1],
+                    class_code=m[3],
+                    description=f"{m[2]}: {m[4]}",
+                    device_id=m[5],
+                    revision=rev[1].lower() if rev else None,
+                )
             )
     return tuple(devices)
 
