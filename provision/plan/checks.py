@@ -13,6 +13,7 @@ from provision.catalog import Catalog
 from provision.detect.domains.pci import NO_NVIDIA_PCI
 from provision.detect.facts import Facts, Kernel, OsRelease, Unknown
 from provision.fieldfailures import ff_ref
+from provision.invariants.binding import GpuBound
 from provision.os import PackageManager, repo_code, same_release
 from provision.os.select import RELEASES
 from provision.plan.models import Finding
@@ -103,18 +104,7 @@ def _gpus(spec: Spec, facts: Facts, catalog: Catalog) -> Iterator[Finding]:
         yield _f("gpus-not-visible", "warning", _not_visible(spec, facts, facts.gpus), unconfirmed=True)
         return
     if len(facts.gpus) != spec.gpus.count:
-        # No step can add or remove a GPU: a plan that went on would call a machine that lost a GPU
-        # "matching the spec". Fewer GPUs than the spec is usually one off the bus (Xid 79) or not
-        # seated/powered; more is another machine than the spec describes.
-        yield _f(
-            "gpu-count-mismatch",
-            "blocker",
-            f"the spec expects {spec.gpus.count} GPU(s), nvidia-smi shows {len(facts.gpus)}: "
-            "no step can change that; if a GPU is missing, look for Xid 79 ('fallen off the bus') "
-            "in the kernel log and check its seating, power and the BIOS; if the machine has "
-            f"{len(facts.gpus)} GPU(s), set gpus.count to {len(facts.gpus)}",
-            source="NVIDIA Xid Errors, Xid 79 (https://docs.nvidia.com/deploy/xid-errors/index.html)",
-        )
+        yield _count_mismatch(spec, facts, catalog, len(facts.gpus))
     wanted = catalog.gpus.get(spec.gpus.model)
     for gpu in facts.gpus:
         seen = catalog.gpu_by_smi_name(gpu.name)
@@ -125,6 +115,31 @@ def _gpus(spec: Spec, facts: Facts, catalog: Catalog) -> Iterator[Finding]:
                 f"GPU {gpu.index} is {gpu.name} ({seen.architecture}), the spec says {wanted.name} "
                 f"({wanted.architecture})",
             )
+
+
+def _count_mismatch(spec: Spec, facts: Facts, catalog: Catalog, shown: int) -> Finding:
+    """No step can add or remove a GPU: a plan that went on would call a machine that lost a GPU
+    "matching the spec". Fewer GPUs than the spec while sysfs shows a GPU function bound to another
+    driver, or to none, is that binding (gpu-bound's cause and fix); else usually one off the bus
+    (Xid 79) or not seated/powered; more is another machine than the spec describes."""
+    head = f"the spec expects {spec.gpus.count} GPU(s), nvidia-smi shows {shown}"
+    binding = GpuBound().judge(spec, facts, catalog)
+    if shown < spec.gpus.count and binding.violated:
+        return _f(
+            "gpu-count-mismatch",
+            "blocker",
+            f"{head}: sysfs shows {binding.observed}, so nvidia does not serve it: {binding.cause}; "
+            f"{binding.fix}",
+            source=GpuBound.source,
+        )
+    return _f(
+        "gpu-count-mismatch",
+        "blocker",
+        f"{head}: no step can change that; if a GPU is missing, look for Xid 79 ('fallen off the bus') "
+        "in the kernel log and check its seating, power and the BIOS; if the machine has "
+        f"{shown} GPU(s), set gpus.count to {shown}",
+        source="NVIDIA Xid Errors, Xid 79 (https://docs.nvidia.com/deploy/xid-errors/index.html)",
+    )
 
 
 def _f(
