@@ -285,14 +285,30 @@ def plan_facts(
     monitored = tuple(h for h, held in hosts.specs.items() if held.spec.monitoring is not None)
     fleet = monitored if hosts.inventory is not None else ()
     planned = {h: plan_host(h, held, facts.get(h), cat, fleet, day) for h, held in hosts.specs.items()}
-    return refuse_same_machines(FleetPlan(planned), facts)
+    return refuse_same_machines(FleetPlan(planned), facts, local_hosts(hosts))
 
 
-def refuse_same_machines(planned: FleetPlan, facts: Mapping[str, Facts]) -> FleetPlan:
+def local_hosts(hosts: Hosts) -> frozenset[str]:
+    """The hosts of a live inventory command reached through ``ansible_connection=local`` (this
+    machine), when there are two or more hosts; empty for this machine alone, one host, or a fleet
+    planned from saved outputs (what a capture came through is not recorded)."""
+    if hosts.inventory is None or hosts.from_raw is not None or len(hosts.specs) < 2:
+        return frozenset()
+    from provision.connection import LOCAL, connection_of, resolved_hosts
+
+    found = resolved_hosts(str(hosts.inventory), ",".join(hosts.specs))
+    return frozenset(
+        h for h, variables in found.items() if h in hosts.specs and connection_of(variables) == LOCAL
+    )
+
+
+def refuse_same_machines(
+    planned: FleetPlan, facts: Mapping[str, Facts], local: frozenset[str] = frozenset()
+) -> FleetPlan:
     """``planned`` with a first blocker on every reached host whose machine ID another host of
-    ``facts`` reports (:mod:`provision.machines`): one machine named twice is changed by neither
-    name; the other hosts are untouched."""
-    same = same_machines_of({h: facts[h] for h in planned.hosts if h in facts})
+    ``facts`` reports, or that is one of two or more ``local`` hosts (:mod:`provision.machines`):
+    one machine named twice is changed by neither name; the other hosts are untouched."""
+    same = same_machines_of({h: facts[h] for h in planned.hosts if h in facts}, local)
     hosts = dict(planned.hosts)
     for host, line in same.items():
         held = hosts[host]

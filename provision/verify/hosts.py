@@ -25,7 +25,7 @@ from provision.detect import direct
 from provision.detect.direct import Route
 from provision.detect.domains.identity import MachineIdFact
 from provision.detect.facts import Unknown
-from provision.hosts import NO_RESULT, Hosts, HostSpec, detect_by_venv
+from provision.hosts import NO_RESULT, Hosts, HostSpec, detect_by_venv, local_hosts
 from provision.machines import RULE, same_machines_of
 from provision.output import check_output_directory
 from provision.spec.models import Spec
@@ -193,7 +193,7 @@ def same_machines_of_hosts(hosts: Hosts, forks: int | None, gathered: Gathered |
 
     probes = [p for p in (MachineIdFact.probe(),) if p is not None]
     found = detect_remote(str(hosts.inventory), ",".join(hosts.specs), probes=probes, forks=forks)
-    return same_machines_of({h: f for h, f in found.items() if h in hosts.specs})
+    return same_machines_of({h: f for h, f in found.items() if h in hosts.specs}, local_hosts(hosts))
 
 
 def same_machine(host: str, held: HostSpec, line: str) -> HostVerify:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -56,6 +57,38 @@ def test_distinct_or_unknown_ids_refuse_nothing() -> None:
     unknown = Unknown(unknown="no machine ID: /etc/machine-id is empty")
     assert same_machines({"gpu1": _id(ONE), "gpu2": _id(OTHER)}) == {}
     assert same_machines({"gpu1": unknown, "gpu2": unknown, "gpu3": None}) == {}
+
+
+def test_two_local_connection_hosts_are_this_machine_whatever_their_ids() -> None:
+    """Ansible's local connection runs on the controller: two such names are one machine even where
+    the image's /etc/machine-id is empty (the lent H200's is); one local host, or local beside an
+    ssh host, refuses nothing."""
+    empty = Unknown(unknown="no machine ID: /etc/machine-id is empty")
+    found = same_machines({"gpu": empty, "gpu-again": empty, "far": _id(OTHER)}, local={"gpu", "gpu-again"})
+    here = "(ansible_connection=local: this machine): name it once in the inventory"
+    assert found == {
+        "gpu": f"the same machine as gpu-again {here}",
+        "gpu-again": f"the same machine as gpu {here}",
+    }
+    assert same_machines({"gpu": empty, "far": empty}, local={"gpu"}) == {}
+    # a shared ID says so first: the local line is only for hosts the IDs did not already refuse
+    assert same_machines({"a": _id(ONE), "b": _id(ONE)}, local={"a", "b"})["a"].endswith(
+        "(machine-id 4f1c9a0e…): name it once in the inventory"
+    )
+
+
+def test_plan_of_an_inventory_naming_this_machine_twice_refuses_both(tmp_path: Path) -> None:
+    """Live: ``plan -i`` over two ``ansible_connection=local`` names of this build machine."""
+    from provision.cli import cli
+
+    inventory = tmp_path / "hosts.ini"
+    local = f"ansible_connection=local ansible_python_interpreter={sys.executable}"
+    inventory.write_text(f"gpu {local}\ngpu-again {local}\n", encoding="utf-8")
+    result = CliRunner().invoke(cli, ["plan", str(H200), "-i", str(inventory), "--json"])
+    hosts = by_host(json.loads(result.stdout))
+    assert result.exit_code == 1, result.output
+    assert _same_machine(hosts["gpu"])[0].startswith("the same machine as gpu-again (")
+    assert _same_machine(hosts["gpu-again"])[0].startswith("the same machine as gpu (")
 
 
 def test_saved_captures_without_the_probe_load_with_the_id_unknown() -> None:
