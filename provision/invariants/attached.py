@@ -10,7 +10,7 @@ off the bus", https://docs.nvidia.com/deploy/xid-errors/index.html); nvidia-smi(
 
 from __future__ import annotations
 
-from provision.catalog import Catalog
+from provision.catalog import Architecture, Catalog
 from provision.detect.domains.pci import normalize_bdf
 from provision.detect.facts import Facts, LoadedDriver, Unknown
 from provision.invariants.architecture import arch_by_bdf, pre_gsp_gpus
@@ -110,8 +110,9 @@ def _flavor_cause(
 
     Source: NVIDIA Driver Installation Guide, "Kernel Modules" (the catalog's kernel_modules rules).
     """
+    archs, pre_gsp = arch_by_bdf(facts, catalog), dict(pre_gsp_gpus(facts))
     for bdf in missing:
-        problem = _flavor_problem(bdf, facts, driver, catalog)
+        problem = _flavor_problem(driver, catalog, archs.get(bdf), pre_gsp.get(bdf), bdf)
         if problem is not None:
             what, why, needs = problem
             return (
@@ -123,12 +124,12 @@ def _flavor_cause(
 
 
 def _flavor_problem(
-    bdf: str, facts: Facts, driver: LoadedDriver, catalog: Catalog
+    driver: LoadedDriver, catalog: Catalog, arch: Architecture | None, name: str | None, bdf: str
 ) -> tuple[str, str, str] | None:
     """(what the GPU at ``bdf`` is, why the loaded flavour cannot initialise it, the flavour it needs),
-    or None when the loaded flavour can (or the GPU's architecture is not known)."""
-    rules, arch = catalog.kernel_modules, arch_by_bdf(facts, catalog).get(bdf)
-    name = dict(pre_gsp_gpus(facts)).get(bdf)
+    or None when the loaded flavour can (or the GPU's architecture is not known). ``arch``: its
+    architecture, if known; ``name``: its name when it is a GPU without a GSP, else None."""
+    rules = catalog.kernel_modules
     if driver.flavor == "open" and name is not None:
         return (
             f"{name} has no GSP",
