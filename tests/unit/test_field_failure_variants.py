@@ -9,48 +9,20 @@ strictly, so a fix shows up here.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from provision.detect.registry import BY_ID
-from provision.detect.runner import facts_from_raw
 from provision.plan.models import Plan
-from provision.plan.planner import make_plan
-from provision.spec.loader import load_spec
-from tests.unit.factories import CATALOG, ROOT
+from tests.unit.factories import ROOT
+from tests.unit.variants import RAW, meta, plan_of, variants
 
-RAW = ROOT / "tests" / "fixtures" / "raw"
 CITES = ("https://", "docs/field-failures.md", "FF-", "release notes", "User Guide", "RELEASE.md")
 """What a source names: a URL, a field-failure entry, or a vendor document by its title."""
 FF_VARIANTS = ROOT / "tests" / "fixtures" / "ff-variants"
-VARIANTS = sorted(p for p in FF_VARIANTS.iterdir() if (p / "variant.yaml").is_file())
-
-
-def meta(variant: Path) -> dict[str, Any]:
-    loaded: dict[str, Any] = yaml.safe_load((variant / "variant.yaml").read_text())
-    return loaded
-
-
-def materialize(variant: Path, into: Path) -> Path:
-    """The base capture with the variant's probe files in place of its own."""
-    target = into / variant.name
-    shutil.copytree(RAW / meta(variant)["base"], target)
-    for probe in variant.glob("*.txt"):
-        shutil.copyfile(probe, target / probe.name)
-    return target
-
-
-def plan_of(variant: Path, tmp_path: Path) -> Plan:
-    m = meta(variant)
-    spec_path = variant / "spec.yaml" if (variant / "spec.yaml").is_file() else ROOT / m["spec"]
-    spec = load_spec(spec_path)
-    venv = spec.python.venv if spec.python else None
-    facts = facts_from_raw(materialize(variant, tmp_path), venv=str(venv) if venv else None)
-    return make_plan(spec, facts, CATALOG)
+VARIANTS = variants(FF_VARIANTS)
 
 
 def explanation(plan: Plan, m: dict[str, Any]) -> tuple[str, str]:

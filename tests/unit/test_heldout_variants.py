@@ -11,42 +11,20 @@ component) whose text contains ``words`` and whose source names a public documen
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from provision.detect.registry import BY_ID
-from provision.detect.runner import facts_from_raw
 from provision.plan.models import Plan
-from provision.plan.planner import make_plan
-from provision.spec.loader import load_spec
-from tests.unit.factories import CATALOG, ROOT
+from tests.unit.factories import ROOT
+from tests.unit.variants import RAW, meta, plan_of, variants
 
-RAW = ROOT / "tests" / "fixtures" / "raw"
 HELDOUT = ROOT / "tests" / "fixtures" / "heldout-variants"
 CITES = ("https://", "User Guide", "Installation Guide", "release notes")
 """What a source names: a URL, or a vendor document by its title."""
-VARIANTS = sorted(p for p in HELDOUT.iterdir() if (p / "variant.yaml").is_file())
-
-
-def meta(variant: Path) -> dict[str, Any]:
-    loaded: dict[str, Any] = yaml.safe_load((variant / "variant.yaml").read_text())
-    return loaded
-
-
-def plan_of(variant: Path, tmp_path: Path) -> Plan:
-    """The variant's plan: its base capture with the variant's probe files in place of its own."""
-    m = meta(variant)
-    target = tmp_path / variant.name
-    shutil.copytree(RAW / m["base"], target)
-    for probe in variant.glob("*.txt"):
-        shutil.copyfile(probe, target / probe.name)
-    spec = load_spec(ROOT / m["spec"])
-    venv = spec.python.venv if spec.python else None
-    return make_plan(spec, facts_from_raw(target, venv=str(venv) if venv else None), CATALOG)
+VARIANTS = variants(HELDOUT)
 
 
 def explanations(plan: Plan, m: dict[str, Any]) -> list[tuple[str, str]]:

@@ -38,7 +38,8 @@ from provision.verify.context import Context
 from provision.verify.limits import shipped_limits
 from provision.verify.runs import VerifyInputs
 from tests.unit.factories import CATALOG, ROOT, fresh_ubuntu, spec, step
-from tests.unit.test_field_failure_variants import FF_VARIANTS, materialize
+from tests.unit.test_field_failure_variants import FF_VARIANTS
+from tests.unit.variants import materialize
 
 FF11 = FF_VARIANTS / "ff11-shim-signed-mok-not-enrolled"
 SYNTH_SECURE_BOOT = ROOT / "tests" / "fixtures" / "hardware" / "synth-2gpu-ff14"
